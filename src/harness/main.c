@@ -1,0 +1,7 @@
+#include <stdio.h>
+
+int main(void)
+{
+	puts("megabench: under construction");
+	return 0;
+}

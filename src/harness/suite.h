@@ -1,0 +1,108 @@
+/* Suite files and the plan of cases they expand into.
+ *
+ * mb_suite_load parses a TOML suite (toml++, through toml_bridge), turns it
+ * into a jansson value, validates it against schemas/suite.schema.json, then
+ * checks what a schema cannot: row names exist in the catalog, every family
+ * gives exactly the row's axes, shapes are possible (positive, products fit
+ * in 64 bits, row rules such as "D is even"). Errors name the file and the
+ * key path: "suites/x.toml: rows.rope_qk.families[1].axes.D: ...".
+ *
+ * mb_plan_build expands a suite into cases (row x variant x family shape x
+ * dtype x mode), applying the suite's filters and the command line's.
+ */
+#ifndef MB_HARNESS_SUITE_H
+#define MB_HARNESS_SUITE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness/error.h"
+#include "kernels/catalog.h"
+
+typedef enum mb_mode {
+	MB_MODE_COLD,
+	MB_MODE_HOT,
+	MB_MODE_GRAPH,
+	MB_MODE_COUNT
+} mb_mode;
+
+const char *mb_mode_name(mb_mode mode);
+int mb_mode_parse(const char *name, mb_mode *out);
+
+#define MB_DEFAULT_SEED 20261121u
+#define MB_DEFAULT_MAX_NOISE 0.005
+#define MB_DEFAULT_MIN_SAMPLES 10
+#define MB_DEFAULT_MAX_SAMPLES 10000
+#define MB_DEFAULT_MIN_TIME_S 0.5
+#define MB_DEFAULT_TIMEOUT_S 15.0
+#define MB_DEFAULT_WARMUP 3
+#define MB_DEFAULT_MAX_CHECK_ROWS 4096
+
+/* Harness settings: the suite's [timing] and [correctness] with defaults
+ * filled in; the command line may override some. */
+typedef struct mb_settings {
+	uint64_t seed;
+	int n_modes;
+	mb_mode modes[MB_MODE_COUNT];
+	double max_noise;
+	int min_samples;
+	int max_samples;
+	double min_time_s;
+	double timeout_s;
+	int warmup;
+	int64_t max_check_rows;
+} mb_settings;
+
+typedef struct mb_suite {
+	char *path;          /* as given */
+	char *name;
+	char *description;   /* "" when absent */
+	char blob_id[41];    /* git blob id of the file's bytes */
+	json_t *doc;         /* the suite as JSON (owned) */
+	mb_settings settings;
+} mb_suite;
+
+/* One case: everything needed to run and record it. */
+typedef struct mb_case_plan {
+	const mb_row *row;
+	const mb_variant *variant;
+	mb_dtype dtype;
+	mb_mode mode;
+	char family[64];
+	double weight;
+	int64_t axis[MB_MAX_AXES];   /* in row->axes order */
+	char id[256];                /* row/variant/dtype/mode/family/A=1,B=2 */
+} mb_case_plan;
+
+typedef struct mb_plan {
+	mb_case_plan *cases;
+	size_t n_cases;
+} mb_plan;
+
+/* Narrowing from the command line: comma-separated lists, NULL = no filter. */
+typedef struct mb_plan_filter {
+	const char *rows;
+	const char *dtypes;
+	const char *variants;
+	const char *modes;
+} mb_plan_filter;
+
+int mb_suite_load(mb_suite **out, const char *path, mb_error *err);
+void mb_suite_free(mb_suite *suite);
+
+/* backend: "cpu" plans the reference variant only; "cuda" plans every
+ * variant with backend "cuda" that was built in (launch != NULL).
+ * A filter that names an unknown row or dtype is an error that lists the
+ * known ones; a filter that leaves no case is an error too. */
+int mb_plan_build(mb_plan **out, const mb_suite *suite, const mb_plan_filter *filter,
+	const char *backend, mb_error *err);
+void mb_plan_free(mb_plan *plan);
+
+/* The suite's row/dtype/variant filters plus the command line's, for the
+ * receipt's settings block (arrays of strings, owned by the caller). */
+int mb_plan_filters_json(json_t **out_rows, json_t **out_dtypes, json_t **out_variants,
+	const mb_suite *suite, const mb_plan_filter *filter, mb_error *err);
+
+#endif

@@ -1,0 +1,136 @@
+/* The kernel catalog: one const descriptor per row.
+ *
+ * A row is a computation with a fixed math definition (its fp32 C reference),
+ * named shape axes, a bytes and FLOPs model, a tolerance per dtype and a list
+ * of variants that compute it (fused kernel, plain fallback, vendor library,
+ * the C reference itself). Everything here is const and borrowed: rows live
+ * for the life of the program.
+ *
+ * Adding a row: one .cu file with its GPU variants, one reference .c file,
+ * one entry in catalog.c.
+ */
+#ifndef MB_KERNELS_CATALOG_H
+#define MB_KERNELS_CATALOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/dtype.h"
+
+#define MB_MAX_AXES 8
+#define MB_MAX_TENSORS 8
+#define MB_MAX_VARIANTS 8
+#define MB_MAX_KERNEL_PATTERNS 4
+
+typedef enum mb_row_status {
+	MB_ROW_KEEP,
+	MB_ROW_CONDITIONAL,
+	MB_ROW_EXPERIMENTAL,
+	MB_ROW_DROP
+} mb_row_status;
+
+typedef enum mb_variant_kind {
+	MB_VARIANT_FUSED,
+	MB_VARIANT_FALLBACK,
+	MB_VARIANT_VENDOR,
+	MB_VARIANT_REFERENCE
+} mb_variant_kind;
+
+typedef enum mb_fill {
+	MB_FILL_NORMAL,  /* N(0, 1) scaled by `hi` */
+	MB_FILL_UNIFORM  /* U(lo, hi) */
+} mb_fill;
+
+/* |got - want| <= abs + rel * |want| for every checked element. */
+typedef struct mb_tolerance {
+	double abs;
+	double rel;
+	const char *rationale; /* one line: why these numbers follow from the math */
+} mb_tolerance;
+
+/* One tensor of a case. Tensors are row-major [rows, row_elems]; `rows` is
+ * the unit the reference may sample (tokens, usually). */
+typedef struct mb_tensor_spec {
+	const char *name;
+	bool is_output;
+	int64_t rows;
+	int64_t row_elems;
+	mb_fill fill;
+	float lo, hi;
+} mb_tensor_spec;
+
+/* The fp32 reference: reads fp32 inputs (already rounded to the case dtype),
+ * writes fp32 outputs, only for the listed rows (rows == NULL: all rows). */
+typedef void (*mb_reference_fn)(const int64_t *axis, const float *const *in,
+	float *const *out, const int64_t *rows, int64_t n_rows);
+
+/* The same math in double precision, used to check the fp32 reference itself
+ * on the CPU backend. Same contract, double outputs. */
+typedef void (*mb_oracle_fn)(const int64_t *axis, const float *const *in,
+	double *const *out, const int64_t *rows, int64_t n_rows);
+
+/* A GPU launch: device pointers of the inputs then the outputs in tensor-spec
+ * order, an opaque cudaStream_t. Returns 0 or a cudaError_t value. Declared
+ * without CUDA types so that the catalog builds without the toolkit. */
+typedef int (*mb_launch_fn)(void *stream, const int64_t *axis, mb_dtype dtype,
+	const void *const *in, void *const *out);
+
+typedef struct mb_variant {
+	const char *name;           /* "fused", "fallback", "cublas", "reference" */
+	mb_variant_kind kind;
+	const char *backend;        /* "cpu" or "cuda" */
+	const char *description;
+	/* What the variant declares it launches per call: kernel name substrings
+	 * (matched against demangled names) and the launch count. */
+	int launches_per_call;
+	const char *kernel_patterns[MB_MAX_KERNEL_PATTERNS];
+	mb_launch_fn launch;        /* NULL for the reference or without CUDA */
+	unsigned dtype_mask;        /* bit (1u << mb_dtype) per supported dtype */
+} mb_variant;
+
+typedef struct mb_row {
+	const char *name;
+	char block;                 /* 'A' attention, 'M' state space, 'E' expert,
+	                               'R' recurrent, 'X' cross-cutting */
+	mb_row_status status;
+	const char *summary;
+	int n_axes;
+	const char *axes[MB_MAX_AXES];
+	/* Row-specific shape rules beyond "every axis is a positive integer"
+	 * (D even, Hq a multiple of Hk...). Returns 0, or -1 with `why` set. */
+	int (*check_shape)(const int64_t *axis, char *why, size_t why_len);
+	/* Fill `out` (MB_MAX_TENSORS long); inputs first, then outputs.
+	 * Returns the tensor count. */
+	int (*tensors)(const int64_t *axis, mb_tensor_spec *out);
+	/* The bytes model: each input read once, each output written once. */
+	uint64_t (*bytes)(const int64_t *axis, mb_dtype dtype);
+	uint64_t (*flops)(const int64_t *axis);
+	mb_reference_fn reference;
+	mb_oracle_fn oracle;
+	const char *reference_name;  /* "mb_ref_rope_qk" */
+	const char *source_files[4]; /* kernel and reference sources, repo-relative */
+	mb_tolerance tolerance[MB_DTYPE_COUNT];
+	int n_variants;
+	mb_variant variants[MB_MAX_VARIANTS];
+} mb_row;
+
+/* The table. Borrowed, never NULL. Test-only rows (faults, wrong answers)
+ * are listed only by mb_catalog_rows_all(). */
+const mb_row *const *mb_catalog_rows(size_t *count);
+const mb_row *const *mb_catalog_rows_all(size_t *count);
+const mb_row *mb_catalog_find(const char *name);
+const mb_variant *mb_row_find_variant(const mb_row *row, const char *name);
+int mb_row_axis_index(const mb_row *row, const char *axis);
+
+const char *mb_row_status_name(mb_row_status status);
+const char *mb_variant_kind_name(mb_variant_kind kind);
+/* "rope_qk, residual_rmsnorm" for messages naming the known rows. */
+void mb_catalog_names(char *buf, size_t len);
+
+/* Total elements of all tensors, and bytes at `dtype` storage. Returns -1 on
+ * 64-bit overflow. */
+int mb_row_footprint(const mb_row *row, const int64_t *axis, mb_dtype dtype,
+	uint64_t *out_elems, uint64_t *out_bytes);
+
+#endif

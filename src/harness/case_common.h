@@ -57,6 +57,8 @@ void mb_check_init(mb_check *c);
 void mb_check_add(mb_check *c, const mb_tensor_spec *spec, const float *got, const float *want,
 	const int64_t *rows, int64_t n_rows, const mb_tolerance *tol);
 bool mb_check_passed(const mb_check *c);
+/* One line on why a check failed: counts over tolerance, NaN, zeros. */
+void mb_check_describe(const mb_check *c, char *buf, size_t len);
 /* Merge several checks (first call, last call) into the receipt's
  * correctness object. `checks` is a JSON array like ["first","last"]. */
 json_t *mb_correctness_json(const mb_check *merged, const char *reference, const mb_tolerance *tol,

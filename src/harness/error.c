@@ -25,8 +25,11 @@ void mb_error_prefix(mb_error *err, const char *outer)
 	if (!err || !outer || !*outer)
 		return;
 	snprintf(old, sizeof(old), "%s", err->where);
+	/* the outer part (a file name) is kept whole; the inner key path is
+	 * what gets cut if the two do not fit */
 	if (old[0])
-		snprintf(err->where, sizeof(err->where), "%s: %s", outer, old);
+		snprintf(err->where, sizeof(err->where), "%s: %.*s", outer,
+			(int)(sizeof(old) - strlen(outer) > 2 ? sizeof(old) - strlen(outer) - 3 : 0), old);
 	else
 		snprintf(err->where, sizeof(err->where), "%s", outer);
 }

@@ -10,6 +10,10 @@
 
 #include <stddef.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 enum {
 	MB_OK = 0,
 	MB_EINVAL = -1,       /* bad input: suite, receipt, argument, shape */
@@ -46,5 +50,9 @@ void mb_error_clear(mb_error *err);
 void mb_error_format(const mb_error *err, char *buf, size_t len);
 
 const char *mb_error_code_name(int code);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

@@ -61,7 +61,8 @@ typedef struct mb_tensor_spec {
 } mb_tensor_spec;
 
 /* The fp32 reference: reads fp32 inputs (already rounded to the case dtype),
- * writes fp32 outputs, only for the listed rows (rows == NULL: all rows). */
+ * writes fp32 outputs, only for the n_rows listed rows (rows == NULL: rows
+ * 0 .. n_rows-1). Inputs are always whole; rows index the outputs. */
 typedef void (*mb_reference_fn)(const int64_t *axis, const float *const *in,
 	float *const *out, const int64_t *rows, int64_t n_rows);
 

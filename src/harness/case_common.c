@@ -1,0 +1,668 @@
+/* Shared case machinery: inputs, reference, comparison, sampling, JSON. */
+#include "harness/case_common.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ---- clock and random numbers --------------------------------------- */
+
+#define NS_PER_S 1000000000LL
+
+int64_t mb_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
+}
+
+static uint64_t splitmix64(uint64_t *x)
+{
+	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+void mb_rng_seed(mb_rng *r, uint64_t seed)
+{
+	for (int i = 0; i < 4; i++)
+		r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k)
+{
+	return (x << k) | (x >> (64 - k));
+}
+
+uint64_t mb_rng_next(mb_rng *r)
+{
+	uint64_t *s = r->s;
+	uint64_t out = rotl(s[1] * 5, 7) * 9;
+	uint64_t t = s[1] << 17;
+
+	s[2] ^= s[0];
+	s[3] ^= s[1];
+	s[1] ^= s[2];
+	s[0] ^= s[3];
+	s[2] ^= t;
+	s[3] = rotl(s[3], 45);
+	return out;
+}
+
+double mb_rng_uniform(mb_rng *r)
+{
+	return (double)(mb_rng_next(r) >> 11) * 0x1p-53;
+}
+
+double mb_rng_normal(mb_rng *r)
+{
+	/* Box-Muller; 1 - u keeps the log argument in (0, 1] */
+	double u = 1.0 - mb_rng_uniform(r), v = mb_rng_uniform(r);
+
+	return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
+}
+
+uint64_t mb_case_seed(uint64_t run_seed, const char *case_id)
+{
+	/* FNV-1a over the id, mixed with the run seed: stable across runs and
+	 * platforms, different for every case */
+	uint64_t h = 0xcbf29ce484222325ull ^ run_seed;
+
+	for (const char *p = case_id; *p; p++) {
+		h ^= (unsigned char)*p;
+		h *= 0x100000001b3ull;
+	}
+	return splitmix64(&h);
+}
+
+/* ---- host tensors ---------------------------------------------------- */
+
+static void fill(float *dst, uint64_t n, const mb_tensor_spec *spec, mb_dtype dtype, mb_rng *rng)
+{
+	for (uint64_t i = 0; i < n; i++) {
+		float v;
+		do {
+			if (spec->fill == MB_FILL_UNIFORM)
+				v = (float)(spec->lo + (spec->hi - spec->lo) * mb_rng_uniform(rng));
+			else
+				v = (float)(spec->hi * mb_rng_normal(rng));
+			v = mb_dtype_round(dtype, v);
+		} while (v == 0.0f); /* never zeros: they hide unwritten outputs */
+		dst[i] = v;
+	}
+}
+
+int mb_host_tensors_make(mb_host_tensors *out, const mb_case_plan *plan, uint64_t seed, mb_error *err)
+{
+	mb_rng rng;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->n_tensors = plan->row->tensors(plan->axis, out->spec);
+	mb_rng_seed(&rng, seed);
+	for (int i = 0; i < out->n_tensors; i++) {
+		const mb_tensor_spec *spec = &out->spec[i];
+
+		out->elems[i] = (uint64_t)spec->rows * (uint64_t)spec->row_elems;
+		out->data[i] = malloc(out->elems[i] * sizeof(float));
+		if (!out->data[i]) {
+			rc = mb_error_set(err, MB_ENOMEM, plan->id, "cannot allocate %llu bytes for tensor %s",
+				(unsigned long long)(out->elems[i] * sizeof(float)), spec->name);
+			goto cleanup;
+		}
+		if (!spec->is_output) {
+			out->n_inputs = i + 1;
+			fill(out->data[i], out->elems[i], spec, plan->dtype, &rng);
+		}
+	}
+	mb_host_tensors_poison(out);
+cleanup:
+	if (rc)
+		mb_host_tensors_free(out);
+	return rc;
+}
+
+void mb_host_tensors_poison(mb_host_tensors *t)
+{
+	for (int i = t->n_inputs; i < t->n_tensors; i++) {
+		for (uint64_t j = 0; j < t->elems[i]; j++)
+			t->data[i][j] = NAN;
+	}
+}
+
+void mb_host_tensors_free(mb_host_tensors *t)
+{
+	if (!t)
+		return;
+	for (int i = 0; i < t->n_tensors; i++) {
+		free(t->data[i]);
+		t->data[i] = NULL;
+	}
+	t->n_tensors = 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int mb_check_rows_pick(int64_t **out_rows, int64_t *out_n, int64_t rows_total,
+	int64_t max_rows, uint64_t seed, mb_error *err)
+{
+	int64_t *pick = NULL;
+	mb_rng rng;
+
+	*out_rows = NULL;
+	*out_n = rows_total;
+	if (rows_total <= max_rows)
+		return 0;
+	pick = malloc((size_t)max_rows * sizeof(*pick));
+	if (!pick)
+		return mb_error_set(err, MB_ENOMEM, "", "cannot allocate the row sample");
+	/* Floyd's algorithm: max_rows distinct rows without a table of all rows;
+	 * membership by linear scan is fine for the sample sizes we use */
+	mb_rng_seed(&rng, seed);
+	int64_t n = 0;
+	for (int64_t j = rows_total - max_rows; j < rows_total; j++) {
+		int64_t r = (int64_t)(mb_rng_next(&rng) % (uint64_t)(j + 1));
+		bool seen = false;
+		for (int64_t k = 0; k < n && !seen; k++)
+			seen = pick[k] == r;
+		pick[n++] = seen ? j : r;
+	}
+	qsort(pick, (size_t)n, sizeof(*pick), cmp_i64);
+	*out_rows = pick;
+	*out_n = n;
+	return 0;
+}
+
+/* ---- reference -------------------------------------------------------- */
+
+static int alloc_outputs(float **want, const mb_case_plan *plan, const mb_host_tensors *in, mb_error *err)
+{
+	for (int i = 0; i < MB_MAX_TENSORS; i++)
+		want[i] = NULL;
+	for (int i = in->n_inputs; i < in->n_tensors; i++) {
+		want[i] = malloc(in->elems[i] * sizeof(float));
+		if (!want[i])
+			return mb_error_set(err, MB_ENOMEM, plan->id, "cannot allocate the reference output %s",
+				in->spec[i].name);
+		for (uint64_t j = 0; j < in->elems[i]; j++)
+			want[i][j] = NAN;
+	}
+	return 0;
+}
+
+int mb_reference_run(float **want, const mb_case_plan *plan, const mb_host_tensors *in,
+	const int64_t *rows, int64_t n_rows, mb_error *err)
+{
+	int rc = alloc_outputs(want, plan, in, err);
+
+	if (rc == 0)
+		plan->row->reference(plan->axis, (const float *const *)in->data, want + in->n_inputs, rows, n_rows);
+	else
+		mb_reference_free(want, in);
+	return rc;
+}
+
+int mb_oracle_run(float **want, const mb_case_plan *plan, const mb_host_tensors *in,
+	const int64_t *rows, int64_t n_rows, mb_error *err)
+{
+	double *wide[MB_MAX_TENSORS] = {0};
+	int rc = alloc_outputs(want, plan, in, err);
+
+	for (int i = in->n_inputs; rc == 0 && i < in->n_tensors; i++) {
+		wide[i] = malloc(in->elems[i] * sizeof(double));
+		if (!wide[i])
+			rc = mb_error_set(err, MB_ENOMEM, plan->id, "cannot allocate the oracle output %s",
+				in->spec[i].name);
+		for (uint64_t j = 0; wide[i] && j < in->elems[i]; j++)
+			wide[i][j] = NAN;
+	}
+	if (rc == 0) {
+		plan->row->oracle(plan->axis, (const float *const *)in->data, wide + in->n_inputs, rows, n_rows);
+		for (int i = in->n_inputs; i < in->n_tensors; i++) {
+			for (uint64_t j = 0; j < in->elems[i]; j++)
+				want[i][j] = (float)wide[i][j];
+		}
+	}
+	for (int i = 0; i < MB_MAX_TENSORS; i++)
+		free(wide[i]);
+	if (rc)
+		mb_reference_free(want, in);
+	return rc;
+}
+
+void mb_reference_free(float **want, const mb_host_tensors *t)
+{
+	for (int i = 0; i < MB_MAX_TENSORS; i++) {
+		free(want[i]);
+		want[i] = NULL;
+	}
+	(void)t;
+}
+
+/* ---- comparison ------------------------------------------------------- */
+
+void mb_check_init(mb_check *c)
+{
+	memset(c, 0, sizeof(*c));
+}
+
+static void check_one(mb_check *c, float got, float want, const mb_tolerance *tol)
+{
+	double diff, rel;
+
+	c->compared++;
+	if (isnan(got)) {
+		c->nan_count++;
+		c->over_tolerance++;
+		return;
+	}
+	if (isinf(got)) {
+		c->inf_count++;
+		c->over_tolerance++;
+		return;
+	}
+	diff = fabs((double)got - (double)want);
+	rel = want != 0.0f ? diff / fabs((double)want) : (diff > 0 ? INFINITY : 0);
+	if (diff > c->max_abs)
+		c->max_abs = diff;
+	if (isfinite(rel) && rel > c->max_rel)
+		c->max_rel = rel;
+	if (diff > tol->abs + tol->rel * fabs((double)want))
+		c->over_tolerance++;
+	c->err_sq += diff * diff;
+	c->ref_sq += (double)want * want;
+	c->out_sq += (double)got * got;
+	if (got != 0.0f)
+		c->any_nonzero = true;
+}
+
+void mb_check_add(mb_check *c, const mb_tensor_spec *spec, const float *got, const float *want,
+	const int64_t *rows, int64_t n_rows, const mb_tolerance *tol)
+{
+	int64_t width = spec->row_elems;
+
+	for (int64_t i = 0; i < n_rows; i++) {
+		int64_t r = rows ? rows[i] : i;
+		for (int64_t j = 0; j < width; j++)
+			check_one(c, got[r * width + j], want[r * width + j], tol);
+	}
+}
+
+void mb_check_merge(mb_check *into, const mb_check *from)
+{
+	into->max_abs = fmax(into->max_abs, from->max_abs);
+	into->max_rel = fmax(into->max_rel, from->max_rel);
+	into->err_sq += from->err_sq;
+	into->ref_sq += from->ref_sq;
+	into->out_sq += from->out_sq;
+	into->over_tolerance += from->over_tolerance;
+	into->nan_count += from->nan_count;
+	into->inf_count += from->inf_count;
+	into->compared += from->compared;
+	into->any_nonzero = into->any_nonzero || from->any_nonzero;
+}
+
+/* An output whose norm is off by more than this is wrong even when every
+ * element passed its tolerance (it cannot be, unless tolerances are loose). */
+#define NORM_RATIO_SLACK 0.01
+
+static double norm_ratio(const mb_check *c)
+{
+	return c->ref_sq > 0 ? sqrt(c->out_sq / c->ref_sq) : NAN;
+}
+
+bool mb_check_passed(const mb_check *c)
+{
+	double ratio = norm_ratio(c);
+
+	return c->compared > 0 && c->over_tolerance == 0 && c->nan_count == 0 && c->inf_count == 0
+		&& c->any_nonzero && isfinite(ratio) && fabs(ratio - 1.0) <= NORM_RATIO_SLACK;
+}
+
+void mb_check_describe(const mb_check *c, char *buf, size_t len)
+{
+	if (c->compared == 0)
+		snprintf(buf, len, "no element was compared");
+	else if (!c->any_nonzero && c->nan_count + c->inf_count == 0)
+		snprintf(buf, len, "every output element is zero");
+	else
+		snprintf(buf, len, "%llu of %llu elements over tolerance (%llu NaN, %llu Inf), max abs error %.3g, "
+			"norm ratio %.6f", (unsigned long long)c->over_tolerance, (unsigned long long)c->compared,
+			(unsigned long long)c->nan_count, (unsigned long long)c->inf_count, c->max_abs, norm_ratio(c));
+}
+
+static json_t *real_or_null(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+json_t *mb_correctness_json(const mb_check *c, const char *reference, const mb_tolerance *tol,
+	int64_t rows_checked, int64_t rows_total, uint64_t row_seed, json_t *checks)
+{
+	json_t *o = json_object();
+	json_t *t = json_object();
+
+	json_object_set_new(t, "abs", json_real(tol->abs));
+	json_object_set_new(t, "rel", json_real(tol->rel));
+	json_object_set_new(t, "rationale", json_string(tol->rationale));
+	json_object_set_new(o, "reference", json_string(reference));
+	json_object_set_new(o, "tolerance", t);
+	json_object_set_new(o, "max_abs", real_or_null(c->compared ? c->max_abs : NAN));
+	json_object_set_new(o, "max_rel", real_or_null(c->compared ? c->max_rel : NAN));
+	json_object_set_new(o, "rel_l2", real_or_null(c->ref_sq > 0 ? sqrt(c->err_sq / c->ref_sq) : NAN));
+	json_object_set_new(o, "over_tolerance", json_integer((json_int_t)c->over_tolerance));
+	json_object_set_new(o, "nan_count", json_integer((json_int_t)c->nan_count));
+	json_object_set_new(o, "inf_count", json_integer((json_int_t)c->inf_count));
+	json_object_set_new(o, "norm_ratio", real_or_null(norm_ratio(c)));
+	json_object_set_new(o, "rows_checked", json_integer(rows_checked));
+	json_object_set_new(o, "rows_total", json_integer(rows_total));
+	if (rows_checked < rows_total)
+		json_object_set_new(o, "row_sample_seed", json_integer((json_int_t)(row_seed >> 1)));
+	json_object_set_new(o, "checks", checks);
+	json_object_set_new(o, "passed", json_boolean(mb_check_passed(c)));
+	return o;
+}
+
+/* ---- sampling ------------------------------------------------------- */
+
+/* Consistency constants: MAD * 1.4826 estimates sigma for normal data, and
+ * the median's standard error is sqrt(pi/2) = 1.2533 times the mean's. */
+#define MAD_TO_SIGMA 1.4826
+#define MEDIAN_SE_FACTOR 1.2533
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+double mb_quantile_sorted(const double *sorted, int n, double q)
+{
+	double pos, frac;
+	int lo;
+
+	if (n <= 0)
+		return NAN;
+	pos = q * (n - 1);
+	lo = (int)floor(pos);
+	if (lo >= n - 1)
+		return sorted[n - 1];
+	frac = pos - lo;
+	return sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]);
+}
+
+double mb_rel_noise(const double *sorted, int n)
+{
+	double med, *dev, mad;
+
+	if (n < 2)
+		return INFINITY;
+	med = mb_quantile_sorted(sorted, n, 0.5);
+	dev = malloc((size_t)n * sizeof(*dev));
+	if (!dev || med <= 0) {
+		free(dev);
+		return INFINITY;
+	}
+	for (int i = 0; i < n; i++)
+		dev[i] = fabs(sorted[i] - med);
+	qsort(dev, (size_t)n, sizeof(*dev), cmp_double);
+	mad = mb_quantile_sorted(dev, n, 0.5);
+	free(dev);
+	return MEDIAN_SE_FACTOR * MAD_TO_SIGMA * mad / sqrt((double)n) / med;
+}
+
+#define SAMPLER_INITIAL_CAP 64
+
+int mb_sampler_init(mb_sampler *s, const mb_settings *settings, mb_error *err)
+{
+	memset(s, 0, sizeof(*s));
+	s->settings = settings;
+	s->cap = SAMPLER_INITIAL_CAP;
+	s->samples_ns = malloc((size_t)s->cap * sizeof(*s->samples_ns));
+	s->excluded = malloc((size_t)s->cap * sizeof(*s->excluded));
+	s->started_ns = mb_now_ns();
+	if (!s->samples_ns || !s->excluded) {
+		mb_sampler_free(s);
+		return mb_error_set(err, MB_ENOMEM, "", "cannot allocate the sample buffer");
+	}
+	return 0;
+}
+
+int mb_sampler_add(mb_sampler *s, double sample_ns, bool excluded, mb_error *err)
+{
+	if (s->n == s->cap) {
+		int cap = s->cap * 2;
+		double *ns = realloc(s->samples_ns, (size_t)cap * sizeof(*ns));
+		bool *ex;
+		if (!ns)
+			return mb_error_set(err, MB_ENOMEM, "", "cannot grow the sample buffer");
+		s->samples_ns = ns;
+		ex = realloc(s->excluded, (size_t)cap * sizeof(*ex));
+		if (!ex)
+			return mb_error_set(err, MB_ENOMEM, "", "cannot grow the sample buffer");
+		s->excluded = ex;
+		s->cap = cap;
+	}
+	s->samples_ns[s->n] = sample_ns;
+	s->excluded[s->n] = excluded;
+	s->n++;
+	return 0;
+}
+
+/* Sorted copy of the kept samples; caller frees. */
+static double *kept_sorted(const mb_sampler *s, int *out_n)
+{
+	double *v = malloc((size_t)(s->n ? s->n : 1) * sizeof(*v));
+	int n = 0;
+
+	for (int i = 0; v && i < s->n; i++) {
+		if (!s->excluded[i])
+			v[n++] = s->samples_ns[i];
+	}
+	if (v)
+		qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	*out_n = n;
+	return v;
+}
+
+double mb_sampler_rel_noise(const mb_sampler *s)
+{
+	int n;
+	double *v = kept_sorted(s, &n);
+	double noise = v ? mb_rel_noise(v, n) : INFINITY;
+
+	free(v);
+	return noise;
+}
+
+double mb_sampler_median(const mb_sampler *s)
+{
+	int n;
+	double *v = kept_sorted(s, &n);
+	double med = v ? mb_quantile_sorted(v, n, 0.5) : NAN;
+
+	free(v);
+	return med;
+}
+
+int64_t mb_sampler_kept_sum_ns(const mb_sampler *s)
+{
+	double sum = 0;
+
+	for (int i = 0; i < s->n; i++) {
+		if (!s->excluded[i])
+			sum += s->samples_ns[i];
+	}
+	return (int64_t)sum;
+}
+
+bool mb_sampler_done(const mb_sampler *s, bool *converged)
+{
+	const mb_settings *cfg = s->settings;
+	double elapsed_s = (double)(mb_now_ns() - s->started_ns) / NS_PER_S;
+	int kept = 0;
+
+	for (int i = 0; i < s->n; i++)
+		kept += !s->excluded[i];
+	*converged = false;
+	if (kept >= cfg->min_samples && elapsed_s >= cfg->min_time_s
+		&& mb_sampler_rel_noise(s) <= cfg->max_noise) {
+		*converged = true;
+		return true;
+	}
+	return elapsed_s >= cfg->timeout_s || s->n >= cfg->max_samples;
+}
+
+json_t *mb_sampler_json(const mb_sampler *s, const char *source, int warmup_calls, bool converged)
+{
+	json_t *o = json_object(), *samples = json_array(), *excluded = json_array();
+	int n;
+	double *v = kept_sorted(s, &n);
+	double sum = 0, sq = 0, mean, sd;
+
+	for (int i = 0; i < s->n; i++) {
+		json_array_append_new(samples, json_real(s->samples_ns[i]));
+		if (s->excluded[i])
+			json_array_append_new(excluded, json_integer(i));
+	}
+	for (int i = 0; v && i < n; i++)
+		sum += v[i];
+	mean = n ? sum / n : 0;
+	for (int i = 0; v && i < n; i++)
+		sq += (v[i] - mean) * (v[i] - mean);
+	sd = n > 1 ? sqrt(sq / (n - 1)) : 0;
+	json_object_set_new(o, "source", json_string(source));
+	json_object_set_new(o, "samples_ns", samples);
+	json_object_set_new(o, "excluded", excluded);
+	json_object_set_new(o, "median_ns", json_real(n ? mb_quantile_sorted(v, n, 0.5) : 0));
+	json_object_set_new(o, "mean_ns", json_real(mean));
+	json_object_set_new(o, "stddev_ns", json_real(sd));
+	json_object_set_new(o, "min_ns", json_real(n ? v[0] : 0));
+	json_object_set_new(o, "max_ns", json_real(n ? v[n - 1] : 0));
+	json_object_set_new(o, "p10_ns", json_real(n ? mb_quantile_sorted(v, n, 0.1) : 0));
+	json_object_set_new(o, "p90_ns", json_real(n ? mb_quantile_sorted(v, n, 0.9) : 0));
+	{
+		double noise = v ? mb_rel_noise(v, n) : INFINITY;
+		/* JSON has no infinity: a case with fewer than two samples reports
+		 * noise 1 (100%), which no target accepts */
+		json_object_set_new(o, "rel_noise", json_real(isfinite(noise) ? noise : 1.0));
+	}
+	json_object_set_new(o, "converged", json_boolean(converged));
+	json_object_set_new(o, "warmup_calls", json_integer(warmup_calls));
+	json_object_set_new(o, "sampling_ns", json_integer(mb_now_ns() - s->started_ns));
+	free(v);
+	return o;
+}
+
+void mb_sampler_free(mb_sampler *s)
+{
+	if (!s)
+		return;
+	free(s->samples_ns);
+	free(s->excluded);
+	s->samples_ns = NULL;
+	s->excluded = NULL;
+	s->n = s->cap = 0;
+}
+
+/* ---- throughput and case JSON ---------------------------------------- */
+
+#define BYTES_PER_GB 1e9
+#define FLOPS_PER_TFLOP 1e12
+
+static double ceiling_value(const json_t *ceilings, const char *key)
+{
+	const json_t *v = ceilings ? json_object_get(ceilings, key) : NULL;
+
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+json_t *mb_throughput_json(uint64_t bytes, uint64_t flops, double median_ns, const json_t *ceilings)
+{
+	json_t *o = json_object();
+	double secs = median_ns / NS_PER_S;
+	double gbps = median_ns > 0 ? (double)bytes / BYTES_PER_GB / secs : NAN;
+	double tflops = median_ns > 0 ? (double)flops / FLOPS_PER_TFLOP / secs : NAN;
+	double copy = ceiling_value(ceilings, "copy_gbps"), gemm = ceiling_value(ceilings, "gemm_tflops");
+	double copy_time = copy > 0 ? (double)bytes / BYTES_PER_GB / copy : 0;
+	double gemm_time = gemm > 0 ? (double)flops / FLOPS_PER_TFLOP / gemm : 0;
+	/* the binding ceiling is the one whose floor time is larger */
+	const char *which = NULL;
+	double fraction = NAN;
+
+	if (copy_time > 0 && copy_time >= gemm_time) {
+		which = "copy";
+		fraction = gbps / copy;
+	} else if (gemm_time > 0) {
+		which = "gemm";
+		fraction = tflops / gemm;
+	}
+	json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
+	json_object_set_new(o, "flops", json_integer((json_int_t)flops));
+	json_object_set_new(o, "gbps", real_or_null(gbps));
+	json_object_set_new(o, "tflops", real_or_null(tflops));
+	json_object_set_new(o, "ceiling", which ? json_string(which) : json_null());
+	json_object_set_new(o, "fraction_of_ceiling", real_or_null(fraction));
+	return o;
+}
+
+json_t *mb_case_json_new(const mb_case_plan *plan, const char *backend)
+{
+	json_t *c = json_object(), *shape = json_object(), *mem = json_object();
+	char block[2] = {plan->row->block, '\0'};
+
+	for (int i = 0; i < plan->row->n_axes; i++)
+		json_object_set_new(shape, plan->row->axes[i], json_integer(plan->axis[i]));
+	json_object_set_new(mem, "peak_bytes", json_integer(0));
+	json_object_set_new(c, "id", json_string(plan->id));
+	json_object_set_new(c, "row", json_string(plan->row->name));
+	json_object_set_new(c, "block", json_string(block));
+	json_object_set_new(c, "variant", json_string(plan->variant->name));
+	json_object_set_new(c, "variant_kind", json_string(mb_variant_kind_name(plan->variant->kind)));
+	json_object_set_new(c, "backend", json_string(backend));
+	json_object_set_new(c, "dtype", json_string(mb_dtype_name(plan->dtype)));
+	json_object_set_new(c, "mode", json_string(mb_mode_name(plan->mode)));
+	json_object_set_new(c, "family", json_string(plan->family));
+	json_object_set_new(c, "shape", shape);
+	json_object_set_new(c, "weight", json_real(plan->weight));
+	json_object_set_new(c, "status", json_string("ok"));
+	json_object_set_new(c, "error", json_null());
+	json_object_set_new(c, "correctness", json_null());
+	json_object_set_new(c, "timing", json_null());
+	json_object_set_new(c, "throughput", json_null());
+	json_object_set_new(c, "memory", mem);
+	json_object_set_new(c, "findings", json_array());
+	return c;
+}
+
+void mb_case_json_set_status(json_t *c, const char *status, const char *error)
+{
+	json_object_set_new(c, "status", json_string(status));
+	json_object_set_new(c, "error", error && strcmp(status, "ok") != 0 ? json_string(error) : json_null());
+}
+
+void mb_case_json_add_finding(json_t *c, const char *kind, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	json_t *f = json_object();
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	json_object_set_new(f, "kind", json_string(kind));
+	json_object_set_new(f, "message", json_string(msg));
+	json_array_append_new(json_object_get(c, "findings"), f);
+}

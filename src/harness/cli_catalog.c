@@ -1,0 +1,137 @@
+/* megabench catalog and megabench version. */
+#include <getopt.h>
+#include <string.h>
+
+#include "mb_config.h"
+#include "harness/cli.h"
+#include "kernels/catalog.h"
+#include "receipts/schema.h"
+
+static void catalog_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: megabench catalog [--format table|json] [--all]\n"
+		"\n"
+		"Lists every catalog row: block family (A attention, M state space, E expert,\n"
+		"R recurrent, X cross-cutting), status, variants (a '*' marks one built into\n"
+		"this binary), and the tolerance applied per dtype with its rationale.\n"
+		"--all includes the test-only rows. JSON output follows\n"
+		"schemas/catalog.schema.json.\n");
+}
+
+static json_t *tolerance_json(const mb_tolerance *t)
+{
+	return json_pack("{s:f, s:f, s:s}", "abs", t->abs, "rel", t->rel, "rationale", t->rationale);
+}
+
+static bool variant_available(const mb_variant *v)
+{
+	return v->kind == MB_VARIANT_REFERENCE || v->launch != NULL;
+}
+
+static json_t *row_json(const mb_row *row)
+{
+	json_t *axes = json_array(), *variants = json_array(), *sources = json_array(), *tols = json_object();
+	char block[2] = {row->block, '\0'};
+
+	for (int i = 0; i < row->n_axes; i++)
+		json_array_append_new(axes, json_string(row->axes[i]));
+	for (int i = 0; i < 4 && row->source_files[i]; i++)
+		json_array_append_new(sources, json_string(row->source_files[i]));
+	for (int d = 0; d < MB_DTYPE_COUNT; d++)
+		json_object_set_new(tols, mb_dtype_name((mb_dtype)d), tolerance_json(&row->tolerance[d]));
+	for (int i = 0; i < row->n_variants; i++) {
+		const mb_variant *v = &row->variants[i];
+		json_t *dtypes = json_array(), *kernels = json_array();
+		for (int d = 0; d < MB_DTYPE_COUNT; d++) {
+			if (v->dtype_mask & (1u << d))
+				json_array_append_new(dtypes, json_string(mb_dtype_name((mb_dtype)d)));
+		}
+		for (int k = 0; k < MB_MAX_KERNEL_PATTERNS && v->kernel_patterns[k]; k++)
+			json_array_append_new(kernels, json_string(v->kernel_patterns[k]));
+		json_array_append_new(variants, json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:i, s:o}",
+			"name", v->name, "kind", mb_variant_kind_name(v->kind), "backend", v->backend,
+			"description", v->description, "available", variant_available(v), "dtypes", dtypes,
+			"launches_per_call", v->launches_per_call, "kernels", kernels));
+	}
+	return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o}", "name", row->name, "block", block,
+		"status", mb_row_status_name(row->status), "summary", row->summary, "axes", axes,
+		"reference", row->reference_name, "tolerances", tols, "variants", variants, "sources", sources);
+}
+
+static void print_table(const mb_row *const *rows, size_t n)
+{
+	for (size_t r = 0; r < n; r++) {
+		const mb_row *row = rows[r];
+		printf("%s  [%c] %s\n  %s\n  axes:", row->name, row->block, mb_row_status_name(row->status), row->summary);
+		for (int i = 0; i < row->n_axes; i++)
+			printf(" %s", row->axes[i]);
+		printf("\n  variants:");
+		for (int i = 0; i < row->n_variants; i++)
+			printf(" %s%s (%s, %s)", row->variants[i].name, variant_available(&row->variants[i]) ? "*" : "",
+				mb_variant_kind_name(row->variants[i].kind), row->variants[i].backend);
+		printf("\n  tolerance (|got - want| <= abs + rel * |want|):\n");
+		for (int d = 0; d < MB_DTYPE_COUNT; d++) {
+			const mb_tolerance *t = &row->tolerance[d];
+			printf("    %-4s abs %.3g rel %.3g  %s\n", mb_dtype_name((mb_dtype)d), t->abs, t->rel, t->rationale);
+		}
+		printf("\n");
+	}
+	printf("%zu rows; * = built into this binary\n", n);
+}
+
+int mb_cli_catalog(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"format", required_argument, NULL, 'f'},
+		{"all", no_argument, NULL, 'a'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *format = "table";
+	bool all = false;
+	size_t n;
+	const mb_row *const *rows;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "f:ah", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f': format = optarg; break;
+		case 'a': all = true; break;
+		case 'h': catalog_usage(stdout); return MB_EXIT_OK;
+		default: return mb_cli_usage_error("catalog", "unknown or incomplete option");
+		}
+	}
+	if (optind != argc)
+		return mb_cli_usage_error("catalog", "unexpected argument \"%s\"", argv[optind]);
+	rows = all ? mb_catalog_rows_all(&n) : mb_catalog_rows(&n);
+	if (strcmp(format, "table") == 0) {
+		print_table(rows, n);
+	} else if (strcmp(format, "json") == 0) {
+		json_t *list = json_array(), *doc;
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(list, row_json(rows[i]));
+		doc = json_pack("{s:s, s:i, s:o}", "kind", "megabench.catalog", "schema_version", 1, "rows", list);
+		json_dumpf(doc, stdout, JSON_INDENT(2));
+		printf("\n");
+		json_decref(doc);
+	} else {
+		return mb_cli_usage_error("catalog", "--format must be table or json, got \"%s\"", format);
+	}
+	return MB_EXIT_OK;
+}
+
+int mb_cli_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("megabench %s\n", MB_VERSION);
+	printf("built with %s, %s (%s)\n", MB_C_COMPILER, MB_CXX_COMPILER, MB_BUILDTYPE);
+	printf("features: cuda %s, cupti %s, nccl %s, cublas %s\n", MB_HAVE_CUDA ? "yes" : "no",
+		MB_HAVE_CUPTI ? "yes" : "no", MB_HAVE_NCCL ? "yes" : "no", MB_HAVE_CUBLAS ? "yes" : "no");
+#if MB_HAVE_CUDA
+	printf("cuda compiler: %s, architectures: %s\n", MB_CUDA_COMPILER, MB_CUDA_ARCHS);
+#endif
+	return MB_EXIT_OK;
+}

@@ -1,0 +1,32 @@
+/* The run's console printer: a live progress line on a terminal, plain
+ * lines otherwise (both on stderr), and the summary table at the end (on
+ * stdout, so that results and chatter can be separated). */
+#ifndef MB_HARNESS_CONSOLE_H
+#define MB_HARNESS_CONSOLE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "harness/runner.h"
+
+typedef struct mb_console {
+	FILE *out;
+	bool tty;
+	bool quiet;
+	size_t n_cases, done;
+	int64_t start_ns;
+	char current[256];
+	mb_progress progress;
+} mb_console;
+
+void mb_console_init(mb_console *con, FILE *out, bool quiet);
+
+/* Per case: status, median, GB/s, fraction of ceiling, correctness,
+ * convergence; then findings, goodput, and last "N passed, N failed". */
+void mb_console_print_table(FILE *out, const json_t *receipt);
+
+/* "12.3 us", "4.56 ms": a duration in the unit that reads best. */
+void mb_format_ns(char *buf, size_t len, double ns);
+
+#endif

@@ -1,0 +1,570 @@
+#include "harness/runner.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "mb_config.h"
+#include "harness/case_common.h"
+#include "harness/hostinfo.h"
+#include "harness/isolate.h"
+#include "receipts/provenance.h"
+
+/* How long a child may take beyond its sampling budget: setup (inputs,
+ * reference, context) gets a fixed allowance plus time proportional to the
+ * bytes it must generate. */
+#define CASE_SLACK_S 10.0
+#define SETUP_BYTES_PER_S 100e6
+#define PROBE_TIMEOUT_S 300.0
+#define NS_PER_S 1e9
+#define CHILD_EXIT_CRASHED 3
+#define CHILD_EXIT_HARNESS 2
+
+/* ---- phases as JSON --------------------------------------------------- */
+
+#define PHASE_FIELDS(X) \
+	X(goodput) X(context_load) X(ceilings) X(input_generation) \
+	X(reference) X(correctness) X(warmup) X(l2_flush)
+
+static json_t *phases_json(const mb_phase_ns *p)
+{
+	json_t *o = json_object();
+#define X(f) json_object_set_new(o, #f, json_integer(p->f));
+	PHASE_FIELDS(X)
+#undef X
+	return o;
+}
+
+static void phases_add_json(mb_phase_ns *p, const json_t *o)
+{
+#define X(f) p->f += json_integer_value(json_object_get(o, #f));
+	PHASE_FIELDS(X)
+#undef X
+}
+
+/* ---- children --------------------------------------------------------- */
+
+typedef struct probe_job {
+	const mb_backend *backend;
+} probe_job;
+
+static int send_error(int fd, const mb_error *err, json_int_t index)
+{
+	char text[MB_ERROR_WHERE_MAX + MB_ERROR_TEXT_MAX];
+	json_t *msg;
+
+	mb_error_format(err, text, sizeof(text));
+	msg = json_pack("{s:s, s:I, s:i}", "error", text, "index", index, "code", err->code);
+	mb_child_send(fd, msg);
+	json_decref(msg);
+	return CHILD_EXIT_HARNESS;
+}
+
+static int probe_main(int fd, void *arg)
+{
+	const probe_job *job = arg;
+	mb_phase_ns phases = {0};
+	json_t *device = NULL, *ceilings = NULL, *msg;
+	mb_error err;
+	int rc;
+
+	mb_error_clear(&err);
+	rc = job->backend->probe(&device, &ceilings, &phases, &err);
+	if (rc)
+		return send_error(fd, &err, -1);
+	msg = json_pack("{s:o, s:o, s:o}", "device", device, "ceilings", ceilings, "phases", phases_json(&phases));
+	rc = mb_child_send(fd, msg);
+	json_decref(msg);
+	if (job->backend->shutdown)
+		job->backend->shutdown();
+	return rc ? CHILD_EXIT_HARNESS : 0;
+}
+
+typedef struct row_job {
+	const mb_backend *backend;
+	const mb_plan *plan;
+	const mb_settings *settings;
+	const json_t *ceilings;
+	size_t begin, end;
+} row_job;
+
+static int row_main(int fd, void *arg)
+{
+	const row_job *job = arg;
+	int status = 0;
+
+	for (size_t i = job->begin; i < job->end && status == 0; i++) {
+		mb_phase_ns phases = {0};
+		json_t *result = NULL, *msg;
+		mb_error err;
+		int rc;
+
+		mb_error_clear(&err);
+		msg = json_pack("{s:I}", "start", (json_int_t)i);
+		mb_child_send(fd, msg);
+		json_decref(msg);
+		rc = job->backend->run_case(&result, &job->plan->cases[i], job->settings, job->ceilings, &phases, &err);
+		if (rc) {
+			status = send_error(fd, &err, (json_int_t)i);
+			break;
+		}
+		/* a sticky device error poisons the context: the next case gets a
+		 * fresh child */
+		if (strcmp(json_string_value(json_object_get(result, "status")), "crashed") == 0)
+			status = CHILD_EXIT_CRASHED;
+		msg = json_pack("{s:I, s:o, s:o}", "index", (json_int_t)i, "case", result, "phases", phases_json(&phases));
+		if (mb_child_send(fd, msg))
+			status = CHILD_EXIT_HARNESS;
+		json_decref(msg);
+	}
+	if (job->backend->shutdown)
+		job->backend->shutdown();
+	return status;
+}
+
+/* ---- the run ------------------------------------------------------------ */
+
+typedef struct run_state {
+	const mb_run_options *opts;
+	json_t *cases;        /* finished case objects, plan order */
+	json_t *notices;
+	json_t *device, *ceilings;
+	mb_phase_ns phases;
+	bool interrupted;
+} run_state;
+
+static void notice(run_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void notice(run_state *st, const char *fmt, ...)
+{
+	char text[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	json_array_append_new(st->notices, json_string(text));
+	if (st->opts->progress && st->opts->progress->notice)
+		st->opts->progress->notice(st->opts->progress->ctx, text);
+}
+
+static double case_budget_s(const mb_case_plan *c, const mb_settings *s)
+{
+	uint64_t elems = 0, bytes = 0;
+
+	mb_row_footprint(c->row, c->axis, MB_FP32, &elems, &bytes);
+	return 2 * s->timeout_s + CASE_SLACK_S + (double)bytes / SETUP_BYTES_PER_S;
+}
+
+static int run_probe(run_state *st, mb_error *err)
+{
+	probe_job job = {st->opts->backend};
+	mb_child child;
+	json_t *msg = NULL;
+	char how[128];
+	int rc;
+
+	rc = mb_child_spawn(&child, probe_main, &job, err);
+	if (rc)
+		return rc;
+	rc = mb_child_next(&child, &msg, mb_now_ns() + (int64_t)(PROBE_TIMEOUT_S * NS_PER_S),
+		st->opts->interrupted, err);
+	mb_child_finish(&child, rc != MB_CHILD_MESSAGE, how, sizeof(how));
+	if (rc == MB_CHILD_STOPPED) {
+		st->interrupted = true;
+		return mb_error_set(err, MB_EINTERRUPTED, "device probe", "interrupted");
+	}
+	if (rc == MB_CHILD_TIMEOUT)
+		return mb_error_set(err, MB_EDEVICE, "device probe", "no answer within %.0f s", PROBE_TIMEOUT_S);
+	if (rc == MB_CHILD_EOF)
+		return mb_error_set(err, MB_EDEVICE, "device probe", "the probe child %s without an answer", how);
+	if (rc < 0)
+		return rc;
+	rc = 0;
+	if (json_object_get(msg, "error")) {
+		rc = mb_error_set(err, MB_EDEVICE, "device probe", "%s", json_string_value(json_object_get(msg, "error")));
+	} else {
+		st->device = json_incref(json_object_get(msg, "device"));
+		st->ceilings = json_incref(json_object_get(msg, "ceilings"));
+		phases_add_json(&st->phases, json_object_get(msg, "phases"));
+	}
+	json_decref(msg);
+	return rc;
+}
+
+/* A case that produced no result of its own. */
+static void record_lost_case(run_state *st, size_t index, const char *status, const char *why)
+{
+	const mb_case_plan *plan = &st->opts->plan->cases[index];
+	json_t *c = mb_case_json_new(plan, st->opts->backend->name);
+
+	mb_case_json_set_status(c, status, why);
+	json_array_append_new(st->cases, c);
+	if (st->opts->progress && st->opts->progress->case_done)
+		st->opts->progress->case_done(st->opts->progress->ctx, index, plan, c);
+}
+
+static void record_case(run_state *st, size_t index, json_t *c)
+{
+	const mb_case_plan *plan = &st->opts->plan->cases[index];
+
+	json_array_append(st->cases, c);
+	if (st->opts->progress && st->opts->progress->case_done)
+		st->opts->progress->case_done(st->opts->progress->ctx, index, plan, c);
+}
+
+/* Run cases [begin, end) of one row, restarting the child after a crash or
+ * a timeout so that the rest of the row still runs. */
+static int run_row(run_state *st, size_t begin, size_t end, mb_error *err)
+{
+	const mb_run_options *o = st->opts;
+	size_t next = begin;
+
+	while (next < end && !st->interrupted) {
+		row_job job = {o->backend, o->plan, &o->suite->settings, st->ceilings, next, end};
+		mb_child child;
+		size_t current = next, first = next;
+		bool started = false, killed = false;
+		char how[128], why[512];
+		int rc;
+
+		rc = mb_child_spawn(&child, row_main, &job, err);
+		if (rc)
+			return rc;
+		for (;;) {
+			json_t *msg = NULL;
+			int64_t deadline = mb_now_ns()
+				+ (int64_t)(case_budget_s(&o->plan->cases[current], &o->suite->settings) * NS_PER_S);
+
+			rc = mb_child_next(&child, &msg, deadline, o->interrupted, err);
+			if (rc != MB_CHILD_MESSAGE)
+				break;
+			if (json_object_get(msg, "start")) {
+				current = (size_t)json_integer_value(json_object_get(msg, "start"));
+				started = true;
+				if (o->progress && o->progress->case_start)
+					o->progress->case_start(o->progress->ctx, current, &o->plan->cases[current]);
+			} else if (json_object_get(msg, "case")) {
+				phases_add_json(&st->phases, json_object_get(msg, "phases"));
+				record_case(st, current, json_object_get(msg, "case"));
+				next = current + 1;
+				started = false;
+			} else if (json_object_get(msg, "error")) {
+				int code = (int)json_integer_value(json_object_get(msg, "code"));
+				record_lost_case(st, current, code == MB_ENOMEM ? "oom" : "crashed",
+					json_string_value(json_object_get(msg, "error")));
+				next = current + 1;
+				started = false;
+			}
+			json_decref(msg);
+		}
+		killed = rc != MB_CHILD_EOF;
+		mb_child_finish(&child, killed, how, sizeof(how));
+		if (rc == MB_CHILD_STOPPED) {
+			st->interrupted = true;
+			break;
+		}
+		if (rc < 0 && rc != MB_CHILD_TIMEOUT)
+			return rc;
+		if (rc == MB_CHILD_TIMEOUT) {
+			snprintf(why, sizeof(why), "no result within %.0f s (timeout_s %.3g plus setup allowance); the child was killed",
+				case_budget_s(&o->plan->cases[current], &o->suite->settings), o->suite->settings.timeout_s);
+			record_lost_case(st, current, "timeout", why);
+			next = current + 1;
+		} else if (started || (next == first && next < end)) {
+			/* the child died inside a case, or before it could start one */
+			snprintf(why, sizeof(why), "the child running this case %s", how);
+			record_lost_case(st, current, "crashed", why);
+			next = current + 1;
+		}
+	}
+	return 0;
+}
+
+/* ---- the receipt ---------------------------------------------------------- */
+
+static void iso_now(char *buf, size_t len)
+{
+	struct timespec ts;
+	struct tm tm;
+	char base[32];
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(buf, len, "%.24s.%03dZ", base, (int)(ts.tv_nsec / 1000000));
+}
+
+static void new_run_id(char out[33])
+{
+	unsigned char raw[16];
+
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
+		/* no entropy source: time and pid are unique enough for an id */
+		uint64_t a = (uint64_t)mb_now_ns(), b = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
+		memcpy(raw, &a, 8);
+		memcpy(raw + 8, &b, 8);
+	}
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", raw[i]);
+}
+
+json_t *mb_build_identity(void)
+{
+	json_t *b = json_object(), *f = json_object(), *archs = json_array();
+	char list[] = MB_CUDA_ARCHS;
+
+	for (char *save = NULL, *a = strtok_r(list, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+		char name[32];
+		snprintf(name, sizeof(name), "sm_%s", a);
+		if (MB_HAVE_CUDA)
+			json_array_append_new(archs, json_string(name));
+	}
+	json_object_set_new(f, "cuda", json_boolean(MB_HAVE_CUDA));
+	json_object_set_new(f, "cupti", json_boolean(MB_HAVE_CUPTI));
+	json_object_set_new(f, "nccl", json_boolean(MB_HAVE_NCCL));
+	json_object_set_new(b, "version", json_string(MB_VERSION));
+	json_object_set_new(b, "c_compiler", json_string(MB_C_COMPILER));
+	json_object_set_new(b, "cxx_compiler", json_string(MB_CXX_COMPILER));
+#if MB_HAVE_CUDA
+	json_object_set_new(b, "cuda_compiler", json_string(MB_CUDA_COMPILER));
+	json_object_set_new(b, "cuda_args", json_string(MB_CUDA_ARGS));
+#else
+	json_object_set_new(b, "cuda_compiler", json_null());
+	json_object_set_new(b, "cuda_args", json_null());
+#endif
+	json_object_set_new(b, "c_args", json_string(MB_C_ARGS));
+	json_object_set_new(b, "buildtype", json_string(MB_BUILDTYPE));
+	json_object_set_new(b, "cuda_archs", archs);
+	json_object_set_new(b, "features", f);
+	return b;
+}
+
+/* Every kernel and reference source of the catalog, for provenance. */
+static size_t source_list(const char **out, size_t cap)
+{
+	size_t n_rows, n = 0;
+	const mb_row *const *rows = mb_catalog_rows_all(&n_rows);
+
+	out[n++] = "src/kernels/catalog.c";
+	for (size_t r = 0; r < n_rows; r++) {
+		for (size_t i = 0; i < 4 && rows[r]->source_files[i]; i++) {
+			bool seen = false;
+			for (size_t j = 0; j < n && !seen; j++)
+				seen = strcmp(out[j], rows[r]->source_files[i]) == 0;
+			if (!seen && n < cap)
+				out[n++] = rows[r]->source_files[i];
+		}
+	}
+	return n;
+}
+
+static json_t *provenance(const mb_run_options *o, mb_error *err)
+{
+	const char *sources[64];
+	size_t n = source_list(sources, 64);
+	json_t *p = NULL;
+	const char *first = o->source_dir ? o->source_dir : ".";
+
+	if (mb_provenance_collect(&p, first, sources, n, err))
+		return NULL;
+	if (!o->source_dir && !json_is_true(json_object_get(p, "available"))) {
+		/* not run from a checkout: try the tree the binary was built from */
+		json_t *q = NULL;
+		if (mb_provenance_collect(&q, MB_SOURCE_ROOT, sources, n, err) == 0
+			&& json_is_true(json_object_get(q, "available"))) {
+			json_decref(p);
+			p = q;
+		} else {
+			json_decref(q);
+		}
+	}
+	return p;
+}
+
+static json_t *settings_json(const mb_run_options *o, mb_error *err)
+{
+	const mb_settings *s = &o->suite->settings;
+	json_t *j = json_object(), *modes = json_array(), *rows = NULL, *dtypes = NULL, *variants = NULL;
+
+	for (int i = 0; i < s->n_modes; i++)
+		json_array_append_new(modes, json_string(mb_mode_name(s->modes[i])));
+	if (mb_plan_filters_json(&rows, &dtypes, &variants, o->suite, o->filter, err)) {
+		json_decref(j);
+		json_decref(modes);
+		return NULL;
+	}
+	json_object_set_new(j, "backend_requested", json_string(o->backend_requested));
+	json_object_set_new(j, "seed", json_integer((json_int_t)s->seed));
+	json_object_set_new(j, "modes", modes);
+	json_object_set_new(j, "max_noise", json_real(s->max_noise));
+	json_object_set_new(j, "min_samples", json_integer(s->min_samples));
+	json_object_set_new(j, "max_samples", json_integer(s->max_samples));
+	json_object_set_new(j, "min_time_s", json_real(s->min_time_s));
+	json_object_set_new(j, "timeout_s", json_real(s->timeout_s));
+	json_object_set_new(j, "warmup", json_integer(s->warmup));
+	json_object_set_new(j, "max_check_rows", json_integer(s->max_check_rows));
+	json_object_set_new(j, "rows", rows);
+	json_object_set_new(j, "dtypes", dtypes);
+	json_object_set_new(j, "variants", variants);
+	return j;
+}
+
+static json_t *goodput_json(const mb_phase_ns *p, int64_t wall_ns)
+{
+	json_t *g = json_object(), *bad = json_object();
+	int64_t spent = 0, idle;
+
+#define X(f) if (strcmp(#f, "goodput") != 0) { json_object_set_new(bad, #f, json_integer(p->f)); } spent += p->f;
+	PHASE_FIELDS(X)
+#undef X
+	idle = wall_ns > spent ? wall_ns - spent : 0;
+	json_object_set_new(bad, "idle_host", json_integer(idle));
+	json_object_set_new(g, "wall_ns", json_integer(wall_ns));
+	json_object_set_new(g, "goodput_ns", json_integer(p->goodput));
+	json_object_set_new(g, "goodput_fraction", json_real(wall_ns > 0 && p->goodput <= wall_ns
+		? (double)p->goodput / (double)wall_ns : (wall_ns > 0 ? 1.0 : 0.0)));
+	json_object_set_new(g, "badput_ns", bad);
+	return g;
+}
+
+static json_t *summary_json(const json_t *cases)
+{
+	static const char *const statuses[] = {"ok", "failed", "skipped", "crashed", "timeout", "oom"};
+	json_int_t count[6] = {0}, converged = 0, findings = 0;
+	size_t i;
+	json_t *c, *s = json_object();
+
+	json_array_foreach(cases, i, c) {
+		const char *st = json_string_value(json_object_get(c, "status"));
+		for (int k = 0; k < 6; k++)
+			count[k] += strcmp(st, statuses[k]) == 0;
+		converged += json_is_true(json_object_get(json_object_get(c, "timing"), "converged"));
+		findings += (json_int_t)json_array_size(json_object_get(c, "findings"));
+	}
+	json_object_set_new(s, "cases", json_integer((json_int_t)json_array_size(cases)));
+	for (int k = 0; k < 6; k++)
+		json_object_set_new(s, statuses[k], json_integer(count[k]));
+	json_object_set_new(s, "converged", json_integer(converged));
+	json_object_set_new(s, "findings", json_integer(findings));
+	return s;
+}
+
+static json_t *suite_json(const mb_suite *suite)
+{
+	json_t *s = json_pack("{s:s, s:s, s:s}", "path", suite->path, "name", suite->name, "blob_id", suite->blob_id);
+
+	if (suite->description && *suite->description)
+		json_object_set_new(s, "description", json_string(suite->description));
+	return s;
+}
+
+int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
+{
+	run_state st = {.opts = o};
+	int64_t t0 = mb_now_ns();
+	char started[64], finished[64], run_id[33];
+	json_t *r = NULL, *prov = NULL, *host = NULL, *settings = NULL, *command = json_array();
+	const char *status = "complete";
+	mb_error run_err;
+	int rc = 0;
+
+	*out = NULL;
+	mb_error_clear(&run_err);
+	iso_now(started, sizeof(started));
+	new_run_id(run_id);
+	st.cases = json_array();
+	st.notices = json_array();
+	for (size_t i = 0; i < o->n_notices; i++)
+		json_array_append_new(st.notices, json_string(o->notices[i]));
+	for (int i = 0; i < o->argc; i++)
+		json_array_append_new(command, json_string(o->argv[i]));
+	prov = provenance(o, err);
+	if (!prov) {
+		rc = err ? err->code : MB_EINVAL;
+		goto cleanup;
+	}
+	rc = mb_host_identity(&host, err);
+	if (rc)
+		goto cleanup;
+	settings = settings_json(o, err);
+	if (!settings) {
+		rc = err ? err->code : MB_EINVAL;
+		goto cleanup;
+	}
+	if (!json_is_true(json_object_get(prov, "available")))
+		notice(&st, "no git provenance: %s", json_string_value(json_object_get(prov, "reason")));
+	if (o->progress && o->progress->begin)
+		o->progress->begin(o->progress->ctx, o->plan->n_cases, o->backend->name);
+
+	/* the probe failing means nothing can run: report it as the run's error */
+	rc = run_probe(&st, &run_err);
+	for (size_t begin = 0; rc == 0 && begin < o->plan->n_cases && !st.interrupted;) {
+		size_t end = begin;
+		while (end < o->plan->n_cases && o->plan->cases[end].row == o->plan->cases[begin].row)
+			end++;
+		rc = run_row(&st, begin, end, &run_err);
+		begin = end;
+	}
+	if (st.interrupted) {
+		status = "interrupted";
+		rc = MB_EINTERRUPTED;
+		mb_error_set(&run_err, MB_EINTERRUPTED, "", "interrupted after %zu of %zu cases",
+			json_array_size(st.cases), o->plan->n_cases);
+	} else if (rc) {
+		status = "failed";
+	}
+	if (!st.device)
+		st.device = json_pack("{s:s, s:s}", "backend", o->backend->name, "name", "unknown (the probe did not finish)");
+	if (!st.ceilings)
+		st.ceilings = json_pack("{s:n, s:n}", "copy_gbps", "gemm_tflops");
+
+	iso_now(finished, sizeof(finished));
+	r = json_object();
+	json_object_set_new(r, "kind", json_string("megabench.receipt"));
+	json_object_set_new(r, "schema_version", json_integer(1));
+	json_object_set_new(r, "run_id", json_string(run_id));
+	json_object_set_new(r, "status", json_string(status));
+	json_object_set_new(r, "started_at", json_string(started));
+	json_object_set_new(r, "finished_at", json_string(finished));
+	json_object_set_new(r, "backend", json_string(o->backend->name));
+	json_object_set_new(r, "tool", json_pack("{s:s, s:s}", "name", "megabench", "version", MB_VERSION));
+	json_object_set_new(r, "command", command);
+	command = NULL;
+	json_object_set_new(r, "provenance", prov);
+	prov = NULL;
+	json_object_set_new(r, "build", mb_build_identity());
+	json_object_set_new(r, "host", host);
+	host = NULL;
+	json_object_set(r, "device", st.device);
+	json_object_set_new(r, "suite", suite_json(o->suite));
+	json_object_set_new(r, "settings", settings);
+	settings = NULL;
+	json_object_set(r, "ceilings", st.ceilings);
+	json_object_set_new(r, "goodput", goodput_json(&st.phases, mb_now_ns() - t0));
+	json_object_set_new(r, "summary", summary_json(st.cases));
+	if (rc) {
+		char text[MB_ERROR_WHERE_MAX + MB_ERROR_TEXT_MAX];
+		mb_error_format(&run_err, text, sizeof(text));
+		json_object_set_new(r, "error", json_string(text[0] ? text : mb_error_code_name(rc)));
+		if (err)
+			*err = run_err;
+	}
+	json_object_set(r, "notices", st.notices);
+	json_object_set(r, "cases", st.cases);
+	*out = r;
+cleanup:
+	json_decref(command);
+	json_decref(prov);
+	json_decref(host);
+	json_decref(settings);
+	json_decref(st.cases);
+	json_decref(st.notices);
+	json_decref(st.device);
+	json_decref(st.ceilings);
+	return rc;
+}

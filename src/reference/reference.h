@@ -1,0 +1,30 @@
+/* fp32 C references and fp64 oracles, one pair per catalog row. Contracts:
+ * see mb_reference_fn and mb_oracle_fn in kernels/catalog.h. */
+#ifndef MB_REFERENCE_REFERENCE_H
+#define MB_REFERENCE_REFERENCE_H
+
+#include <stdint.h>
+
+#define MB_DECLARE_REFERENCE(name) \
+	void mb_ref_##name(const int64_t *axis, const float *const *in, float *const *out, \
+		const int64_t *rows, int64_t n_rows); \
+	void mb_oracle_##name(const int64_t *axis, const float *const *in, double *const *out, \
+		const int64_t *rows, int64_t n_rows)
+
+/* axes T, Hq, Hk, D; in q, k, cos, sin; out q_out, k_out */
+MB_DECLARE_REFERENCE(rope_qk);
+/* axes T, H; in x, r, w; out y, h */
+MB_DECLARE_REFERENCE(residual_rmsnorm);
+/* axes N, C; in x; out y = 2x (test rows) */
+MB_DECLARE_REFERENCE(test_scale);
+
+/* The RMSNorm epsilon every variant must use. */
+#define MB_RMSNORM_EPS 1e-6
+
+/* The row index of the i-th checked row. */
+static inline int64_t mb_ref_row(const int64_t *rows, int64_t i)
+{
+	return rows ? rows[i] : i;
+}
+
+#endif

@@ -47,6 +47,10 @@ static void run_usage(FILE *f)
 		"  -q, --quiet           no progress lines (the summary table is still printed)\n"
 		"  -h, --help            this text\n"
 		"\n"
+		"Provenance (git commit, dirty flag, kernel source blob ids) is read from the\n"
+		"checkout holding the current directory, else the tree megabench was built\n"
+		"from; MEGABENCH_SOURCE_DIR=DIR names the checkout instead.\n"
+		"\n"
 		"Progress goes to stderr, the summary table to stdout; its last line reads\n"
 		"'N passed, N failed'.\n"
 		"exit codes: 0 every case ok; 1 a case failed, crashed, timed out or ran out of\n"
@@ -297,6 +301,7 @@ int mb_cli_run(int argc, char **argv)
 			.suite = suite, .plan = plan, .filter = &a.filter, .backend = backend,
 			.backend_requested = a.backend, .progress = &con.progress, .argc = argc + 1,
 			.argv = argv - 1, .interrupted = &interrupted, .notices = notices, .n_notices = n_notices,
+			.source_dir = getenv("MEGABENCH_SOURCE_DIR"),
 		};
 		rc = mb_run(&receipt, &o, &err);
 	}

@@ -1,0 +1,20 @@
+/* Identity of the host a run happened on, as the receipt's "host" object
+ * (schemas/receipt.schema.json, definitions/host). */
+#ifndef MB_HARNESS_HOSTINFO_H
+#define MB_HARNESS_HOSTINFO_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "harness/error.h"
+
+/* Fill `*out` with a new object the caller owns: hostname, os (PRETTY_NAME of
+ * /etc/os-release, else the kernel's name), kernel, arch, cpu_model ("unknown"
+ * when /proc/cpuinfo does not say), cpu_count (online CPUs) and memory_bytes.
+ * Fails only when the kernel refuses uname/gethostname or memory runs out. */
+int mb_host_identity(json_t **out, mb_error *err);
+
+/* Physical memory in bytes, 0 when the system does not say. */
+uint64_t mb_host_memory_bytes(void);
+
+#endif

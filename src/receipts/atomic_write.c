@@ -1,0 +1,197 @@
+#include "receipts/atomic_write.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STDOUT_PATH "-"
+/* mkstemp replaces exactly these six characters. */
+#define TEMP_SUFFIX ".XXXXXX"
+/* open(O_CREAT, 0666) under the usual 022 umask; chosen explicitly because
+ * mkstemp creates 0600 and a receipt is meant to be shared. */
+#define NEW_FILE_MODE 0644
+#define PERMISSION_BITS 07777
+#define JSON_WRITE_FLAGS (JSON_INDENT(1) | JSON_REAL_PRECISION(17))
+
+/* Returns 0 or the errno of the failing write. */
+static int write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+
+	while (len > 0) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno;
+		}
+		/* write(2) returning 0 for a non-zero count means no progress is
+		 * possible; treat it like a full disk rather than spin. */
+		if (n == 0)
+			return ENOSPC;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int write_stdout(const void *data, size_t len, mb_error *err)
+{
+	int rc = write_all(STDOUT_FILENO, data, len);
+
+	if (rc)
+		return mb_error_set(err, MB_EIO, "<stdout>", "write failed: %s", strerror(rc));
+	return 0;
+}
+
+/* Split `path` into its directory ("." when it has none) and a temporary
+ * name beside it. */
+static int temp_names(char *out_dir, char *out_temp, const char *path, mb_error *err)
+{
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	int n;
+
+	if (!*base)
+		return mb_error_set(err, MB_EINVAL, path, "expected a file name, got a directory");
+	if (!slash)
+		n = snprintf(out_dir, PATH_MAX, ".");
+	else if (slash == path)
+		n = snprintf(out_dir, PATH_MAX, "/");
+	else
+		n = snprintf(out_dir, PATH_MAX, "%.*s", (int)(slash - path), path);
+	if (n < 0 || n >= PATH_MAX)
+		return mb_error_set(err, MB_EINVAL, path, "path is too long");
+	n = snprintf(out_temp, PATH_MAX, "%.*s.%s" TEMP_SUFFIX,
+		(int)(base - path), path, base);
+	if (n < 0 || n >= PATH_MAX)
+		return mb_error_set(err, MB_EINVAL, path, "path is too long");
+	return 0;
+}
+
+/* Flush the directory entry written by rename. Some file systems cannot
+ * fsync a directory and say EINVAL; that is not a failure of ours. */
+static int sync_dir(const char *dir)
+{
+	int rc = 0;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return errno;
+	if (fsync(fd) != 0 && errno != EINVAL)
+		rc = errno;
+	if (close(fd) != 0 && !rc)
+		rc = errno;
+	return rc;
+}
+
+int mb_atomic_write(const char *path, const void *data, size_t len, mb_error *err)
+{
+	char dir[PATH_MAX];
+	char temp[PATH_MAX];
+	struct stat old;
+	mode_t mode = NEW_FILE_MODE;
+	int fd = -1;
+	int temp_exists = 0;
+	int rc;
+	int sys;
+
+	if (!path || (!data && len > 0)) {
+		rc = mb_error_set(err, MB_EINVAL, path ? path : "", "no path or no data to write");
+		goto cleanup;
+	}
+	if (strcmp(path, STDOUT_PATH) == 0) {
+		rc = write_stdout(data, len, err);
+		goto cleanup;
+	}
+	rc = temp_names(dir, temp, path, err);
+	if (rc)
+		goto cleanup;
+	if (stat(path, &old) == 0)
+		mode = old.st_mode & PERMISSION_BITS;
+
+	fd = mkostemp(temp, O_CLOEXEC);
+	if (fd < 0) {
+		rc = mb_error_set(err, MB_EIO, path, "cannot create a temporary file in %s: %s",
+			dir, strerror(errno));
+		goto cleanup;
+	}
+	temp_exists = 1;
+	if (fchmod(fd, mode) != 0) {
+		rc = mb_error_set(err, MB_EIO, path, "chmod failed: %s", strerror(errno));
+		goto cleanup;
+	}
+	sys = write_all(fd, data, len);
+	if (sys) {
+		rc = mb_error_set(err, MB_EIO, path, "write failed: %s", strerror(sys));
+		goto cleanup;
+	}
+	if (fsync(fd) != 0) {
+		rc = mb_error_set(err, MB_EIO, path, "fsync failed: %s", strerror(errno));
+		goto cleanup;
+	}
+	/* close can report a deferred write error (NFS, quota); the fd is gone
+	 * either way, so forget it before looking at the result. */
+	sys = close(fd);
+	fd = -1;
+	if (sys != 0) {
+		rc = mb_error_set(err, MB_EIO, path, "close failed: %s", strerror(errno));
+		goto cleanup;
+	}
+	if (rename(temp, path) != 0) {
+		rc = mb_error_set(err, MB_EIO, path, "rename from %s failed: %s", temp, strerror(errno));
+		goto cleanup;
+	}
+	temp_exists = 0;
+	sys = sync_dir(dir);
+	if (sys)
+		rc = mb_error_set(err, MB_EIO, path,
+			"written, but syncing directory %s failed (the file may not survive a crash): %s",
+			dir, strerror(sys));
+
+cleanup:
+	if (fd >= 0)
+		close(fd);
+	if (temp_exists)
+		unlink(temp);
+	return rc;
+}
+
+int mb_json_write_atomic(const json_t *doc, const char *path, mb_error *err)
+{
+	char *text = NULL;
+	size_t len;
+	int rc = 0;
+
+	if (!doc) {
+		rc = mb_error_set(err, MB_EINVAL, path ? path : "", "no JSON document to write");
+		goto cleanup;
+	}
+	len = json_dumpb(doc, NULL, 0, JSON_WRITE_FLAGS);
+	if (len == 0) {
+		rc = mb_error_set(err, MB_EINVAL, path ? path : "",
+			"cannot serialize the document (not an object or array, or a NaN/Inf real)");
+		goto cleanup;
+	}
+	text = malloc(len + 1);
+	if (!text) {
+		rc = mb_error_set(err, MB_ENOMEM, path ? path : "", "out of memory serializing JSON");
+		goto cleanup;
+	}
+	if (json_dumpb(doc, text, len, JSON_WRITE_FLAGS) != len) {
+		rc = mb_error_set(err, MB_EINVAL, path ? path : "", "document changed while being serialized");
+		goto cleanup;
+	}
+	text[len] = '\n';
+	rc = mb_atomic_write(path, text, len + 1, err);
+
+cleanup:
+	free(text);
+	return rc;
+}

@@ -1,0 +1,84 @@
+/* Two receipts side by side: comparability, per-case timing comparisons,
+ * drift findings, per-row verdicts on each side, and the gate's exit code.
+ *
+ * Comparability: receipts from different backends, device models, driver or
+ * CUDA runtime major versions, suites, or settings that change what one
+ * sample means (timing modes and warm-up calls) are refused unless forced.
+ * Settings that only change how many samples were taken (seed, min/max
+ * samples, min_time_s, max_noise, timeout_s) or which cases ran (row, dtype,
+ * variant filters: those show up as missing or new cases) may differ.
+ *
+ * An mb_diff holds references to both receipts and owns everything else;
+ * release it with mb_diff_free.
+ */
+#ifndef MB_RECEIPTS_DIFF_H
+#define MB_RECEIPTS_DIFF_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "harness/error.h"
+#include "receipts/compare.h"
+#include "receipts/policy.h"
+#include "receipts/verdict.h"
+
+#define MB_DIFF_TEXT_MAX 1024
+
+/* Gate exit codes (also used by diff for a refusal). */
+enum {
+	MB_GATE_PASS = 0,
+	MB_GATE_REGRESSION = 1,
+	MB_GATE_DRIFT = 2,        /* wrong answers, tolerance / launch / kernel drift, missing cases */
+	MB_GATE_INCONCLUSIVE = 3, /* incomparable, unreadable or ambiguous input */
+	MB_GATE_USAGE = 64
+};
+
+typedef struct mb_finding {
+	mb_finding_kind kind;
+	bool fails;               /* the policy's gate.fail_on names this kind */
+	char subject[256];        /* case id or row name */
+	char message[MB_DIFF_TEXT_MAX];
+} mb_finding;
+
+typedef struct mb_case_diff {
+	const char *id;           /* borrowed from a receipt */
+	const json_t *base;       /* NULL when the case is new */
+	const json_t *head;       /* NULL when the case disappeared */
+	bool compared;            /* both present: cmp is filled */
+	mb_comparison cmp;
+	bool wrong_answer;        /* head is wrong where base was right (or new and wrong) */
+} mb_case_diff;
+
+typedef struct mb_diff {
+	json_t *base, *head;      /* references held */
+	const char *base_name, *head_name; /* borrowed labels (file names) */
+	const mb_policy *policy;  /* borrowed */
+	bool comparable;          /* false: refused; only `reasons` is meaningful */
+	bool forced;              /* --force was given (whether or not it was needed) */
+	char reasons[MB_DIFF_TEXT_MAX]; /* why not comparable, "; "-separated */
+	mb_case_diff *cases;      /* base order, then new cases in head order */
+	size_t n_cases;
+	mb_finding *findings;
+	size_t n_findings, cap_findings;
+	mb_verdict_set base_verdicts, head_verdicts;
+	size_t n_same, n_faster, n_slower, n_ambiguous, n_wrong;
+} mb_diff;
+
+/* Compare `head` against `base`. Without `force`, incomparable receipts give
+ * rc 0 with comparable == false and the reasons; with it they are compared
+ * anyway and every output says FORCED. */
+int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_name,
+	const char *head_name, const mb_policy *policy, bool force, mb_error *err);
+
+/* The gate's exit code: 3 incomparable; else 2 on a failing drift finding; else 1
+ * on a failing regression; else 3 on a failing ambiguous comparison; else 0. */
+int mb_diff_gate_exit(const mb_diff *diff);
+
+/* "2 slower, 1 faster, 40 same, 1 ambiguous; 0 wrong answers" (with
+ * "FORCED: " in front when forced). */
+void mb_diff_headline(const mb_diff *diff, char *buf, size_t len);
+
+void mb_diff_free(mb_diff *diff);
+
+#endif

@@ -1,0 +1,85 @@
+/* The verdict policy: thresholds for diff, gate and verdict, per-row
+ * overrides, and which findings fail the gate.
+ *
+ * Defaults are built in; a policy.toml (schemas/policy.schema.json) replaces
+ * any of them. An mb_policy owns its row table: release it with
+ * mb_policy_free.
+ */
+#ifndef MB_RECEIPTS_POLICY_H
+#define MB_RECEIPTS_POLICY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "harness/error.h"
+
+#define MB_POLICY_DEFAULT_ALPHA 0.01
+#define MB_POLICY_DEFAULT_MIN_EFFECT 0.02
+#define MB_POLICY_DEFAULT_NOISE_CEILING 0.05
+#define MB_POLICY_SOURCE_MAX 512
+
+/* Kinds of finding a diff can produce; the policy's [gate] fail_on names
+ * them with mb_finding_kind_name. */
+typedef enum mb_finding_kind {
+	MB_FINDING_REGRESSION,
+	MB_FINDING_WRONG_ANSWER,
+	MB_FINDING_TOLERANCE_CHANGE,
+	MB_FINDING_LAUNCH_CHANGE,
+	MB_FINDING_KERNEL_CHANGE,
+	MB_FINDING_MISSING_CASE,
+	MB_FINDING_MISSING_FALLBACK,
+	MB_FINDING_AMBIGUOUS,
+	MB_FINDING_NEW_CASE,
+	MB_FINDING_KIND_COUNT
+} mb_finding_kind;
+
+const char *mb_finding_kind_name(mb_finding_kind kind);
+/* MB_FINDING_KIND_COUNT when `name` is unknown. */
+mb_finding_kind mb_finding_kind_parse(const char *name);
+
+typedef struct mb_thresholds {
+	double alpha;         /* significance level of the rank test */
+	double min_effect;    /* smallest relative change that counts */
+	double noise_ceiling; /* relative noise above which a side is too noisy */
+} mb_thresholds;
+
+typedef struct mb_policy_row {
+	char *name;
+	mb_thresholds t;      /* already merged over the top-level values */
+} mb_policy_row;
+
+typedef struct mb_policy {
+	mb_thresholds t;
+	mb_policy_row *rows;
+	size_t n_rows;
+	unsigned fail_on;     /* bit (1u << kind) set: that finding fails the gate */
+	char source[MB_POLICY_SOURCE_MAX]; /* the file it came from, or "built-in defaults" */
+} mb_policy;
+
+/* The built-in policy (nothing to free, but mb_policy_free is harmless). */
+void mb_policy_defaults(mb_policy *out);
+
+/* Read policy.toml at `path`, validate it with mb_schema_builtin("policy")
+ * and merge it over the defaults. Errors name the file and the key. */
+int mb_policy_load(mb_policy *out, const char *path, mb_error *err);
+
+/* The same from an already parsed document; `where` names it in errors. */
+int mb_policy_from_json(mb_policy *out, const json_t *doc, const char *where, mb_error *err);
+
+void mb_policy_free(mb_policy *policy);
+
+/* Thresholds for `row` (its override when there is one). Borrowed. */
+const mb_thresholds *mb_policy_for_row(const mb_policy *policy, const char *row);
+
+bool mb_policy_fails_on(const mb_policy *policy, mb_finding_kind kind);
+
+/* The effective policy as JSON, every value spelled out (new reference). */
+json_t *mb_policy_to_json(const mb_policy *policy);
+
+/* One line per value that differs from the defaults ("min_effect = 0.05",
+ * "rows.rmsnorm.alpha = 0.05", "gate.fail_on = [...]"), into `buf`; empty
+ * when the policy is the default. */
+void mb_policy_describe_changes(const mb_policy *policy, char *buf, size_t len);
+
+#endif

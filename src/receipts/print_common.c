@@ -1,0 +1,136 @@
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "receipts/printer.h"
+
+#define NS_PER_US 1e3
+#define NS_PER_MS 1e6
+#define NS_PER_S 1e9
+#define SHORT_COMMIT_LEN 12
+
+const mb_printer *mb_printer_find(const char *name)
+{
+	static const mb_printer *const all[] = {&mb_printer_table, &mb_printer_markdown, &mb_printer_json,
+		&mb_printer_csv};
+
+	for (size_t i = 0; name && i < sizeof(all) / sizeof(all[0]); i++)
+		if (!strcmp(all[i]->name, name))
+			return all[i];
+	return NULL;
+}
+
+void mb_print_duration(char *buf, size_t len, double ns)
+{
+	if (isnan(ns))
+		snprintf(buf, len, "-");
+	else if (fabs(ns) >= NS_PER_S)
+		snprintf(buf, len, "%.3f s", ns / NS_PER_S);
+	else if (fabs(ns) >= NS_PER_MS)
+		snprintf(buf, len, "%.3f ms", ns / NS_PER_MS);
+	else if (fabs(ns) >= NS_PER_US)
+		snprintf(buf, len, "%.2f us", ns / NS_PER_US);
+	else
+		snprintf(buf, len, "%.0f ns", ns);
+}
+
+void mb_print_change(char *buf, size_t len, double ratio)
+{
+	if (isnan(ratio))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%+.1f%%", 100.0 * (ratio - 1.0));
+}
+
+const char *mb_print_revision(const json_t *receipt, const char *fallback)
+{
+	static char shortened[2][SHORT_COMMIT_LEN + 1];
+	static int slot;
+	const json_t *prov = json_object_get(receipt, "provenance");
+	const char *describe = json_string_value(json_object_get(prov, "describe"));
+	const char *commit = json_string_value(json_object_get(prov, "commit"));
+
+	if (describe && *describe)
+		return describe;
+	if (commit) {
+		/* two slots: a printer shows base and head in one call */
+		slot ^= 1;
+		snprintf(shortened[slot], sizeof(shortened[slot]), "%s", commit);
+		return shortened[slot];
+	}
+	return fallback ? fallback : "?";
+}
+
+double mb_print_median_ns(const json_t *kase)
+{
+	const json_t *t = json_object_get(kase, "timing");
+
+	return json_is_object(t) ? json_number_value(json_object_get(t, "median_ns")) : NAN;
+}
+
+void mb_print_shape(char *buf, size_t len, const json_t *kase)
+{
+	char shape[256];
+
+	mb_verdict_shape_label(shape, sizeof(shape), kase);
+	snprintf(buf, len, "%s (%s)", shape, json_string_value(json_object_get(kase, "mode")));
+}
+
+const json_t *mb_print_case_of(const mb_case_diff *cd)
+{
+	return cd->head ? cd->head : cd->base;
+}
+
+void mb_print_case_verdict(char *buf, size_t len, const mb_case_diff *cd)
+{
+	const char *word = !cd->head ? "MISSING" : !cd->base ? "NEW" : mb_cmp_class_name(cd->cmp.cls);
+
+	snprintf(buf, len, "%s%s", word, cd->wrong_answer ? ", wrong answer" : "");
+}
+
+int mb_print_case_rank(const mb_case_diff *cd)
+{
+	if (cd->wrong_answer)
+		return 0;
+	if (cd->compared && cd->cmp.cls == MB_CMP_SLOWER)
+		return 1;
+	if (!cd->head)
+		return 2;
+	if (cd->compared && cd->cmp.cls == MB_CMP_AMBIGUOUS)
+		return 3;
+	if (cd->compared && cd->cmp.cls == MB_CMP_FASTER)
+		return 4;
+	if (!cd->base)
+		return 5;
+	return 6;
+}
+
+void mb_print_case_order(size_t *order, const mb_diff *diff)
+{
+	size_t k = 0;
+
+	/* a stable bucket pass keeps receipt order inside each group */
+	for (int rank = 0; rank <= 6; rank++)
+		for (size_t i = 0; i < diff->n_cases; i++)
+			if (mb_print_case_rank(&diff->cases[i]) == rank)
+				order[k++] = i;
+}
+
+void mb_print_xml_escaped(FILE *out, const char *s)
+{
+	for (; s && *s; s++) {
+		switch (*s) {
+		case '&': fputs("&amp;", out); break;
+		case '<': fputs("&lt;", out); break;
+		case '>': fputs("&gt;", out); break;
+		case '"': fputs("&quot;", out); break;
+		case '\'': fputs("&#39;", out); break;
+		default:
+			/* control characters other than tab and newline are not valid XML */
+			if ((unsigned char)*s < 0x20 && *s != '\t' && *s != '\n')
+				fputc(' ', out);
+			else
+				fputc(*s, out);
+		}
+	}
+}

@@ -1,0 +1,90 @@
+/* CSV (RFC 4180 quoting) for spreadsheets: one line per case or row. */
+#include <math.h>
+#include <string.h>
+
+#include "receipts/printer.h"
+
+static void field(FILE *out, const char *s, bool last)
+{
+	bool quote = s && strpbrk(s, ",\"\n\r");
+
+	if (quote)
+		fputc('"', out);
+	for (; s && *s; s++) {
+		if (*s == '"')
+			fputc('"', out);
+		fputc(*s, out);
+	}
+	if (quote)
+		fputc('"', out);
+	fputc(last ? '\n' : ',', out);
+}
+
+static void number(FILE *out, double v, bool last)
+{
+	char buf[64] = "";
+
+	if (isfinite(v))
+		snprintf(buf, sizeof(buf), "%.10g", v);
+	field(out, buf, last);
+}
+
+static int csv_diff(FILE *out, const mb_diff *d, mb_error *err)
+{
+	(void)err;
+	fprintf(out, "id,row,variant,dtype,mode,shape,base_median_ns,head_median_ns,ratio,ratio_lo,ratio_hi,p,"
+		"verdict,identical_code,reason,forced\n");
+	if (!d->comparable && !d->forced)
+		return 0;
+	for (size_t i = 0; i < d->n_cases; i++) {
+		const mb_case_diff *cd = &d->cases[i];
+		const json_t *c = mb_print_case_of(cd);
+		bool stats = cd->compared && cd->cmp.have_stats;
+		bool ci = stats && cd->cmp.shift.ci_available;
+		char shape[256], verdict[64];
+
+		mb_verdict_shape_label(shape, sizeof(shape), c);
+		mb_print_case_verdict(verdict, sizeof(verdict), cd);
+		field(out, cd->id, false);
+		field(out, json_string_value(json_object_get(c, "row")), false);
+		field(out, json_string_value(json_object_get(c, "variant")), false);
+		field(out, json_string_value(json_object_get(c, "dtype")), false);
+		field(out, json_string_value(json_object_get(c, "mode")), false);
+		field(out, shape, false);
+		number(out, cd->base ? mb_print_median_ns(cd->base) : NAN, false);
+		number(out, cd->head ? mb_print_median_ns(cd->head) : NAN, false);
+		number(out, stats ? cd->cmp.shift.ratio : NAN, false);
+		number(out, ci ? cd->cmp.shift.ratio_lo : NAN, false);
+		number(out, ci ? cd->cmp.shift.ratio_hi : NAN, false);
+		number(out, stats ? cd->cmp.test.p_two_sided : NAN, false);
+		field(out, verdict, false);
+		field(out, cd->compared && cd->cmp.identical_code ? "true" : "false", false);
+		field(out, cd->compared ? cd->cmp.reason : "", false);
+		field(out, d->forced ? "FORCED" : "", true);
+	}
+	return 0;
+}
+
+static int csv_verdicts(FILE *out, const mb_verdict_set *set, const json_t *receipt, const char *name,
+	const mb_policy *policy, mb_error *err)
+{
+	(void)receipt;
+	(void)name;
+	(void)policy;
+	(void)err;
+	fprintf(out, "row,block,verdict,families_won,saved_ns_per_step,saved_mode,reason\n");
+	for (size_t i = 0; i < set->n_rows; i++) {
+		const mb_row_verdict *v = &set->rows[i];
+
+		field(out, v->row, false);
+		field(out, v->block, false);
+		field(out, mb_verdict_kind_name(v->kind), false);
+		field(out, v->families, false);
+		number(out, v->saved_known ? v->saved_ns_per_step : NAN, false);
+		field(out, v->saved_known ? v->saved_mode : "", false);
+		field(out, v->reason, true);
+	}
+	return 0;
+}
+
+const mb_printer mb_printer_csv = {"csv", csv_diff, csv_verdicts};

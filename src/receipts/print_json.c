@@ -1,0 +1,139 @@
+/* JSON for machines: everything the diff or verdict computed, with the
+ * effective policy copied in. NaN (no value) becomes null. */
+#include <math.h>
+#include <string.h>
+
+#include "receipts/printer.h"
+
+#define JSON_FLAGS (JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))
+
+static json_t *num(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}
+
+static json_t *side(const json_t *receipt, const char *name)
+{
+	const json_t *prov = json_object_get(receipt, "provenance");
+	const json_t *commit = json_object_get(prov, "commit");
+
+	return json_pack("{s:s?, s:O?, s:s?, s:s?, s:s?}", "file", name, "commit", commit,
+		"describe", json_string_value(json_object_get(prov, "describe")),
+		"device", json_string_value(json_object_get(json_object_get(receipt, "device"), "name")),
+		"backend", json_string_value(json_object_get(receipt, "backend")));
+}
+
+static json_t *comparison_json(const mb_comparison *c)
+{
+	json_t *o = json_pack("{s:s, s:b, s:b}", "class", mb_cmp_class_name(c->cls),
+		"identical_code", c->identical_code, "statistics", c->have_stats);
+
+	if (c->have_stats) {
+		json_object_set_new(o, "ratio", num(c->shift.ratio));
+		json_object_set_new(o, "ratio_lo", c->shift.ci_available ? num(c->shift.ratio_lo) : json_null());
+		json_object_set_new(o, "ratio_hi", c->shift.ci_available ? num(c->shift.ratio_hi) : json_null());
+		json_object_set_new(o, "p", num(c->test.p_two_sided));
+		json_object_set_new(o, "u", num(c->test.u));
+		json_object_set_new(o, "exact", json_boolean(c->test.exact));
+		json_object_set_new(o, "base_n", json_integer((json_int_t)c->base.n));
+		json_object_set_new(o, "head_n", json_integer((json_int_t)c->head.n));
+		json_object_set_new(o, "base_rel_noise", num(c->base.rel_noise));
+		json_object_set_new(o, "head_rel_noise", num(c->head.rel_noise));
+		json_object_set_new(o, "base_cv", num(c->base.cv));
+		json_object_set_new(o, "head_cv", num(c->head.cv));
+	}
+	json_object_set_new(o, "reason", json_string(c->reason));
+	return o;
+}
+
+static json_t *row_json(const mb_row_verdict *v)
+{
+	json_t *o;
+
+	if (!v)
+		return json_null();
+	o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "row", v->row, "block", v->block,
+		"verdict", mb_verdict_kind_name(v->kind), "reason", v->reason, "families_won", v->families);
+	json_object_set_new(o, "pairs", json_integer((json_int_t)v->n_pairs));
+	json_object_set_new(o, "saved_ns_per_step", v->saved_known ? num(v->saved_ns_per_step) : json_null());
+	json_object_set_new(o, "saved_mode", v->saved_known ? json_string(v->saved_mode) : json_null());
+	return o;
+}
+
+static int dump(FILE *out, json_t *doc, mb_error *err)
+{
+	int rc = 0;
+
+	if (!doc)
+		return mb_error_set(err, MB_ENOMEM, "json", "no memory");
+	if (json_dumpf(doc, out, JSON_FLAGS))
+		rc = mb_error_set(err, MB_EIO, "json", "write failed");
+	fputc('\n', out);
+	json_decref(doc);
+	return rc;
+}
+
+static int json_diff(FILE *out, const mb_diff *d, mb_error *err)
+{
+	char headline[MB_DIFF_TEXT_MAX];
+	json_t *doc, *cases = json_array(), *findings = json_array(), *rows = json_array();
+
+	mb_diff_headline(d, headline, sizeof(headline));
+	doc = json_pack("{s:s, s:b, s:b, s:s, s:s, s:o, s:o, s:o}", "kind", "megabench.diff",
+		"comparable", d->comparable, "forced", d->forced, "reasons", d->reasons, "headline", headline,
+		"base", side(d->base, d->base_name), "head", side(d->head, d->head_name),
+		"policy", mb_policy_to_json(d->policy));
+	json_object_set_new(doc, "gate_exit", json_integer(mb_diff_gate_exit(d)));
+	json_object_set_new(doc, "counts", json_pack("{s:I, s:I, s:I, s:I, s:I}", "slower", (json_int_t)d->n_slower,
+		"faster", (json_int_t)d->n_faster, "same", (json_int_t)d->n_same,
+		"ambiguous", (json_int_t)d->n_ambiguous, "wrong_answers", (json_int_t)d->n_wrong));
+	for (size_t i = 0; i < d->n_cases; i++) {
+		const mb_case_diff *cd = &d->cases[i];
+		const json_t *c = mb_print_case_of(cd);
+		char verdict[64];
+		json_t *o;
+
+		mb_print_case_verdict(verdict, sizeof(verdict), cd);
+		o = json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:s?, s:O?, s:s, s:b}", "id", cd->id,
+			"row", json_string_value(json_object_get(c, "row")),
+			"variant", json_string_value(json_object_get(c, "variant")),
+			"dtype", json_string_value(json_object_get(c, "dtype")),
+			"mode", json_string_value(json_object_get(c, "mode")),
+			"family", json_string_value(json_object_get(c, "family")),
+			"shape", json_object_get(c, "shape"), "verdict", verdict, "wrong_answer", cd->wrong_answer);
+		json_object_set_new(o, "base_median_ns", cd->base ? num(mb_print_median_ns(cd->base)) : json_null());
+		json_object_set_new(o, "head_median_ns", cd->head ? num(mb_print_median_ns(cd->head)) : json_null());
+		json_object_set_new(o, "comparison", cd->compared ? comparison_json(&cd->cmp) : json_null());
+		json_array_append_new(cases, o);
+	}
+	for (size_t i = 0; i < d->n_findings; i++)
+		json_array_append_new(findings, json_pack("{s:s, s:s, s:s, s:b}",
+			"kind", mb_finding_kind_name(d->findings[i].kind), "subject", d->findings[i].subject,
+			"message", d->findings[i].message, "fails_gate", d->findings[i].fails));
+	for (size_t i = 0; i < d->head_verdicts.n_rows; i++) {
+		const mb_row_verdict *h = &d->head_verdicts.rows[i];
+
+		json_array_append_new(rows, json_pack("{s:s, s:o, s:o}", "row", h->row,
+			"base", row_json(mb_verdict_find(&d->base_verdicts, h->row)), "head", row_json(h)));
+	}
+	json_object_set_new(doc, "cases", cases);
+	json_object_set_new(doc, "findings", findings);
+	json_object_set_new(doc, "rows", rows);
+	return dump(out, doc, err);
+}
+
+static int json_verdicts(FILE *out, const mb_verdict_set *set, const json_t *receipt, const char *name,
+	const mb_policy *policy, mb_error *err)
+{
+	json_t *rows = json_array();
+	json_t *doc = json_pack("{s:s, s:o, s:o}", "kind", "megabench.verdict", "receipt", side(receipt, name),
+		"policy", mb_policy_to_json(policy));
+
+	for (size_t i = 0; i < set->n_rows; i++)
+		json_array_append_new(rows, row_json(&set->rows[i]));
+	json_object_set_new(doc, "lanes_note", set->lanes_present ? json_string(set->lanes_note) : json_null());
+	json_object_set_new(doc, "rows", rows);
+	return dump(out, doc, err);
+}
+
+const mb_printer mb_printer_json = {"json", json_diff, json_verdicts};

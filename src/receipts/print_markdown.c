@@ -1,0 +1,202 @@
+/* Markdown for pull-request comments: a headline, a compact table of what
+ * changed (regressions first), unchanged cases folded away, findings, row
+ * verdicts, and any policy values that differ from the defaults. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "receipts/printer.h"
+
+#define POLICY_TEXT_MAX 2048
+/* Rank of the first unchanged case in mb_print_case_rank. */
+#define RANK_SAME 6
+
+/* Pipes would break a table cell. */
+static void cell(FILE *out, const char *s)
+{
+	for (; *s; s++) {
+		if (*s == '|')
+			fputs("\\|", out);
+		else if (*s == '\n')
+			fputc(' ', out);
+		else
+			fputc(*s, out);
+	}
+}
+
+static void policy_note(FILE *out, const mb_policy *policy)
+{
+	char text[POLICY_TEXT_MAX];
+	char *line, *save = NULL;
+
+	mb_policy_describe_changes(policy, text, sizeof(text));
+	if (!text[0])
+		return;
+	fprintf(out, "\nPolicy (%s), non-default values:\n", policy->source);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		fprintf(out, "- `%s`\n", line);
+}
+
+static void case_line(FILE *out, const mb_case_diff *cd)
+{
+	const json_t *c = mb_print_case_of(cd);
+	char shape[320], base[32], head[32], change[96], verdict[64], row[160];
+
+	snprintf(row, sizeof(row), "%s/%s", json_string_value(json_object_get(c, "row")),
+		json_string_value(json_object_get(c, "variant")));
+	mb_print_shape(shape, sizeof(shape), c);
+	mb_print_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
+	mb_print_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
+	if (!cd->compared)
+		snprintf(change, sizeof(change), "%s", cd->head ? "new" : "missing");
+	else if (cd->cmp.identical_code)
+		snprintf(change, sizeof(change), "identical code");
+	else if (!cd->cmp.have_stats)
+		snprintf(change, sizeof(change), "-");
+	else
+		mb_print_change(change, sizeof(change), cd->cmp.shift.ratio);
+	mb_print_case_verdict(verdict, sizeof(verdict), cd);
+	fputs("| ", out);
+	cell(out, row);
+	fputs(" | ", out);
+	cell(out, shape);
+	fprintf(out, " | %s | %s | %s | %s | %s |\n", json_string_value(json_object_get(c, "dtype")),
+		base, head, change, verdict);
+}
+
+static void table_header(FILE *out)
+{
+	fputs("| row | shape | dtype | base | head | change | verdict |\n", out);
+	fputs("|---|---|---|---:|---:|---:|---|\n", out);
+}
+
+static void verdict_cell(FILE *out, const mb_row_verdict *v)
+{
+	if (!v) {
+		fputs("-", out);
+		return;
+	}
+	fputs(mb_verdict_kind_name(v->kind), out);
+	if (v->kind == MB_VERDICT_CONDITIONAL) {
+		fputs(" (", out);
+		cell(out, v->families);
+		fputs(")", out);
+	}
+}
+
+static void rows_section(FILE *out, const mb_diff *d)
+{
+	const mb_verdict_set *h = &d->head_verdicts, *b = &d->base_verdicts;
+	bool any_pair = false;
+
+	for (size_t i = 0; i < h->n_rows; i++)
+		any_pair |= h->rows[i].n_pairs > 0;
+	for (size_t i = 0; i < b->n_rows; i++)
+		any_pair |= b->rows[i].n_pairs > 0;
+	fputs("\n### Row verdicts (fused against fallback)\n\n", out);
+	if (!any_pair) {
+		fputs("Not enough evidence for any row: no fused/fallback pair in either receipt.\n", out);
+		return;
+	}
+	fputs("| row | base | head | saved per step (head) | why |\n|---|---|---|---:|---|\n", out);
+	for (size_t i = 0; i < h->n_rows; i++) {
+		const mb_row_verdict *v = &h->rows[i];
+		char saved[32] = "-";
+
+		if (v->saved_known)
+			mb_print_duration(saved, sizeof(saved), v->saved_ns_per_step);
+		fprintf(out, "| %s | ", v->row);
+		verdict_cell(out, mb_verdict_find(b, v->row));
+		fputs(" | ", out);
+		verdict_cell(out, v);
+		fprintf(out, " | %s | ", saved);
+		cell(out, v->reason);
+		fputs(" |\n", out);
+	}
+}
+
+static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
+{
+	char headline[MB_DIFF_TEXT_MAX];
+	size_t *order = NULL, n_same = 0;
+	bool any_finding = false;
+
+	fprintf(out, "## megabench diff: %s -> %s%s\n\n", mb_print_revision(d->base, d->base_name),
+		mb_print_revision(d->head, d->head_name), d->forced ? " (FORCED)" : "");
+	mb_diff_headline(d, headline, sizeof(headline));
+	fprintf(out, "**%s**\n", headline);
+	if (!d->comparable) {
+		fprintf(out, "\n%s: %s.\n", d->forced ? "FORCED comparison of incomparable receipts"
+			: "The receipts are not comparable", d->reasons);
+		if (!d->forced) {
+			policy_note(out, d->policy);
+			return 0;
+		}
+	}
+	order = malloc((d->n_cases ? d->n_cases : 1) * sizeof(*order));
+	if (!order)
+		return mb_error_set(err, MB_ENOMEM, "markdown", "no memory");
+	mb_print_case_order(order, d);
+	for (size_t i = 0; i < d->n_cases; i++)
+		n_same += mb_print_case_rank(&d->cases[order[i]]) == RANK_SAME;
+	fputs("\n", out);
+	if (n_same < d->n_cases) {
+		table_header(out);
+		for (size_t i = 0; i < d->n_cases; i++)
+			if (mb_print_case_rank(&d->cases[order[i]]) != RANK_SAME)
+				case_line(out, &d->cases[order[i]]);
+	} else {
+		fputs("No case changed.\n", out);
+	}
+	if (n_same) {
+		fprintf(out, "\n<details><summary>%zu unchanged case%s</summary>\n\n", n_same, n_same == 1 ? "" : "s");
+		table_header(out);
+		for (size_t i = 0; i < d->n_cases; i++)
+			if (mb_print_case_rank(&d->cases[order[i]]) == RANK_SAME)
+				case_line(out, &d->cases[order[i]]);
+		fputs("\n</details>\n", out);
+	}
+	for (size_t i = 0; i < d->n_findings; i++) {
+		const mb_finding *f = &d->findings[i];
+
+		if (f->kind == MB_FINDING_REGRESSION || f->kind == MB_FINDING_AMBIGUOUS || f->kind == MB_FINDING_NEW_CASE)
+			continue; /* already in the table */
+		if (!any_finding)
+			fputs("\n### Findings\n\n", out);
+		any_finding = true;
+		fprintf(out, "- %s `%s`: ", mb_finding_kind_name(f->kind), f->subject);
+		cell(out, f->message);
+		fprintf(out, "%s\n", f->fails ? " (fails the gate)" : "");
+	}
+	rows_section(out, d);
+	policy_note(out, d->policy);
+	free(order);
+	return 0;
+}
+
+static int md_verdicts(FILE *out, const mb_verdict_set *set, const json_t *receipt, const char *name,
+	const mb_policy *policy, mb_error *err)
+{
+	(void)err;
+	fprintf(out, "## megabench verdict: %s (%s)\n\n", mb_print_revision(receipt, name),
+		json_string_value(json_object_get(json_object_get(receipt, "device"), "name")));
+	if (set->lanes_present)
+		fprintf(out, "Note: %s.\n\n", set->lanes_note);
+	fputs("| row | block | verdict | saved per step | why |\n|---|---|---|---:|---|\n", out);
+	for (size_t i = 0; i < set->n_rows; i++) {
+		const mb_row_verdict *v = &set->rows[i];
+		char saved[32] = "-";
+
+		if (v->saved_known)
+			mb_print_duration(saved, sizeof(saved), v->saved_ns_per_step);
+		fprintf(out, "| %s | %s | ", v->row, v->block);
+		verdict_cell(out, v);
+		fprintf(out, " | %s | ", saved);
+		cell(out, v->reason);
+		fputs(" |\n", out);
+	}
+	policy_note(out, policy);
+	return 0;
+}
+
+const mb_printer mb_printer_markdown = {"markdown", md_diff, md_verdicts};

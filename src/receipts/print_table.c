@@ -1,0 +1,180 @@
+/* Plain terminal tables, columns sized to their contents. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "receipts/printer.h"
+
+#define COLS 7
+#define CELL_MAX 320
+
+typedef struct table {
+	char (*cells)[COLS][CELL_MAX];
+	size_t n, cap;
+	int ncols;
+} table;
+
+static int table_row(table *t, const char *const *values)
+{
+	if (t->n == t->cap) {
+		size_t cap = t->cap ? 2 * t->cap : 32;
+		void *grown = realloc(t->cells, cap * sizeof(*t->cells));
+
+		if (!grown)
+			return MB_ENOMEM;
+		t->cells = grown;
+		t->cap = cap;
+	}
+	for (int c = 0; c < t->ncols; c++)
+		snprintf(t->cells[t->n][c], CELL_MAX, "%s", values[c] ? values[c] : "");
+	t->n++;
+	return 0;
+}
+
+static void table_print(FILE *out, const table *t)
+{
+	size_t width[COLS] = {0};
+
+	for (size_t r = 0; r < t->n; r++)
+		for (int c = 0; c < t->ncols; c++)
+			if (strlen(t->cells[r][c]) > width[c])
+				width[c] = strlen(t->cells[r][c]);
+	for (size_t r = 0; r < t->n; r++) {
+		for (int c = 0; c < t->ncols; c++) {
+			if (c == t->ncols - 1)
+				fputs(t->cells[r][c], out);
+			else
+				fprintf(out, "%-*s  ", (int)width[c], t->cells[r][c]);
+		}
+		fputc('\n', out);
+	}
+}
+
+static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
+{
+	char headline[MB_DIFF_TEXT_MAX];
+	table t = {.ncols = COLS};
+	size_t *order = NULL;
+	int rc = 0;
+
+	fprintf(out, "base %s  head %s%s\n", mb_print_revision(d->base, d->base_name),
+		mb_print_revision(d->head, d->head_name), d->forced ? "  FORCED" : "");
+	mb_diff_headline(d, headline, sizeof(headline));
+	if (!d->comparable && !d->forced) {
+		fprintf(out, "%s\n", headline);
+		return 0;
+	}
+	order = malloc((d->n_cases ? d->n_cases : 1) * sizeof(*order));
+	if (!order) {
+		rc = mb_error_set(err, MB_ENOMEM, "table", "no memory");
+		goto cleanup;
+	}
+	mb_print_case_order(order, d);
+	{
+		const char *hdr[COLS] = {"case", "dtype", "base", "head", "change", "interval", "verdict"};
+
+		if ((rc = table_row(&t, hdr)))
+			goto nomem;
+	}
+	for (size_t i = 0; i < d->n_cases; i++) {
+		const mb_case_diff *cd = &d->cases[order[i]];
+		const json_t *c = mb_print_case_of(cd);
+		char name[2 * CELL_MAX], shape[CELL_MAX], base[32], head[32], change[64] = "-", ci[64] = "", verdict[64];
+		const char *vals[COLS];
+
+		mb_print_shape(shape, sizeof(shape), c);
+		snprintf(name, sizeof(name), "%s/%s %s", json_string_value(json_object_get(c, "row")),
+			json_string_value(json_object_get(c, "variant")), shape);
+		mb_print_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
+		mb_print_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
+		if (cd->compared && cd->cmp.identical_code)
+			snprintf(change, sizeof(change), "identical code");
+		else if (cd->compared && cd->cmp.have_stats) {
+			mb_print_change(change, sizeof(change), cd->cmp.shift.ratio);
+			if (cd->cmp.shift.ci_available)
+				snprintf(ci, sizeof(ci), "[%+.1f%%, %+.1f%%]", 100.0 * (cd->cmp.shift.ratio_lo - 1.0),
+					100.0 * (cd->cmp.shift.ratio_hi - 1.0));
+		}
+		mb_print_case_verdict(verdict, sizeof(verdict), cd);
+		if (cd->compared && cd->cmp.cls == MB_CMP_AMBIGUOUS && cd->cmp.reason[0]) {
+			size_t used = strlen(verdict);
+
+			snprintf(verdict + used, sizeof(verdict) - used, " (%.40s)", cd->cmp.reason);
+		}
+		vals[0] = name;
+		vals[1] = json_string_value(json_object_get(c, "dtype"));
+		vals[2] = base;
+		vals[3] = head;
+		vals[4] = change;
+		vals[5] = ci;
+		vals[6] = verdict;
+		if ((rc = table_row(&t, vals)))
+			goto nomem;
+	}
+	table_print(out, &t);
+	for (size_t i = 0; i < d->n_findings; i++) {
+		const mb_finding *f = &d->findings[i];
+
+		if (f->kind == MB_FINDING_REGRESSION || f->kind == MB_FINDING_AMBIGUOUS)
+			continue;
+		fprintf(out, "%s %s: %s: %s\n", f->fails ? "FAIL" : "note", mb_finding_kind_name(f->kind),
+			f->subject, f->message);
+	}
+	for (size_t i = 0; i < d->head_verdicts.n_rows; i++) {
+		const mb_row_verdict *h = &d->head_verdicts.rows[i];
+		const mb_row_verdict *b = mb_verdict_find(&d->base_verdicts, h->row);
+
+		fprintf(out, "row %s: %s -> %s (%s)\n", h->row, b ? mb_verdict_kind_name(b->kind) : "-",
+			mb_verdict_kind_name(h->kind), h->reason);
+	}
+	fprintf(out, "%s\n", headline);
+	goto cleanup;
+nomem:
+	rc = mb_error_set(err, MB_ENOMEM, "table", "no memory");
+cleanup:
+	free(order);
+	free(t.cells);
+	return rc;
+}
+
+static int table_verdicts(FILE *out, const mb_verdict_set *set, const json_t *receipt, const char *name,
+	const mb_policy *policy, mb_error *err)
+{
+	table t = {.ncols = 5};
+	const char *hdr[] = {"row", "block", "verdict", "saved/step", "why"};
+	int rc;
+
+	(void)policy;
+	fprintf(out, "%s on %s\n", mb_print_revision(receipt, name),
+		json_string_value(json_object_get(json_object_get(receipt, "device"), "name")));
+	if (set->lanes_present)
+		fprintf(out, "note: %s\n", set->lanes_note);
+	if ((rc = table_row(&t, hdr)))
+		goto cleanup;
+	for (size_t i = 0; i < set->n_rows; i++) {
+		const mb_row_verdict *v = &set->rows[i];
+		char saved[32] = "-", verdict[2 * CELL_MAX];
+		const char *vals[5];
+
+		if (v->saved_known)
+			mb_print_duration(saved, sizeof(saved), v->saved_ns_per_step);
+		snprintf(verdict, sizeof(verdict), "%s%s%s%s", mb_verdict_kind_name(v->kind),
+			v->kind == MB_VERDICT_CONDITIONAL ? " (" : "", v->kind == MB_VERDICT_CONDITIONAL ? v->families : "",
+			v->kind == MB_VERDICT_CONDITIONAL ? ")" : "");
+		vals[0] = v->row;
+		vals[1] = v->block;
+		vals[2] = verdict;
+		vals[3] = saved;
+		vals[4] = v->reason;
+		if ((rc = table_row(&t, vals)))
+			goto cleanup;
+	}
+	table_print(out, &t);
+cleanup:
+	if (rc)
+		mb_error_set(err, MB_ENOMEM, "table", "no memory");
+	free(t.cells);
+	return rc;
+}
+
+const mb_printer mb_printer_table = {"table", table_diff, table_verdicts};

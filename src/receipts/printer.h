@@ -1,0 +1,70 @@
+/* Every byte the reporter shows goes through a printer: one small interface,
+ * one file per format (print_table.c, print_markdown.c, print_json.c,
+ * print_csv.c), plus JUnit XML for the gate and the HTML report. Printers
+ * write to a FILE the caller owns; they never decide anything, they only
+ * show what diff and verdict computed.
+ */
+#ifndef MB_RECEIPTS_PRINTER_H
+#define MB_RECEIPTS_PRINTER_H
+
+#include <jansson.h>
+#include <stdio.h>
+
+#include "harness/error.h"
+#include "receipts/diff.h"
+#include "receipts/policy.h"
+#include "receipts/verdict.h"
+
+typedef struct mb_printer {
+	const char *name;
+	/* A diff, comparable or refused (then only the refusal is shown). */
+	int (*diff)(FILE *out, const mb_diff *diff, mb_error *err);
+	/* The verdicts of one receipt (`name` labels it). */
+	int (*verdicts)(FILE *out, const mb_verdict_set *set, const json_t *receipt, const char *name,
+		const mb_policy *policy, mb_error *err);
+} mb_printer;
+
+extern const mb_printer mb_printer_table;
+extern const mb_printer mb_printer_markdown;
+extern const mb_printer mb_printer_json;
+extern const mb_printer mb_printer_csv;
+
+/* The printer called `name` ("table", "markdown", "json", "csv"), or NULL. */
+const mb_printer *mb_printer_find(const char *name);
+
+/* JUnit XML: one testcase per case id, a failure for each failing finding. */
+int mb_print_junit(FILE *out, const mb_diff *diff, mb_error *err);
+
+/* The report of `n` receipts (several of one suite: a history across
+ * revisions, oldest first by provenance.commit_time). */
+int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
+	const mb_policy *policy, mb_error *err);
+int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
+	const mb_policy *policy, mb_error *err);
+
+/* ---- helpers shared by the printers (print_common.c) ---- */
+
+/* "12.34 us", "1.234 ms", "950 ns"; "-" for NaN. */
+void mb_print_duration(char *buf, size_t len, double ns);
+/* "+3.1%" from a ratio; "-" for NaN. */
+void mb_print_change(char *buf, size_t len, double ratio);
+/* Short name of a receipt's revision: describe, else commit[0..12], else name. */
+const char *mb_print_revision(const json_t *receipt, const char *fallback);
+/* Median of a case from the receipt (NaN without timing). */
+double mb_print_median_ns(const json_t *kase);
+/* The case's shape label with its mode: "family/A=1,B=2 (hot)". */
+void mb_print_shape(char *buf, size_t len, const json_t *kase);
+/* Word shown for a case of a diff: SLOWER, FASTER, SAME, AMBIGUOUS, MISSING,
+ * NEW, with ", wrong answer" appended when it is one. */
+void mb_print_case_verdict(char *buf, size_t len, const mb_case_diff *cd);
+/* Display order of a diff's cases: regressions and wrong answers first, then
+ * ambiguous, missing, faster, new, same. `order` has n_cases entries. */
+void mb_print_case_order(size_t *order, const mb_diff *diff);
+/* A case diff's rank in that order (0 first). */
+int mb_print_case_rank(const mb_case_diff *cd);
+/* The case a diff row shows (head when present, else base). */
+const json_t *mb_print_case_of(const mb_case_diff *cd);
+/* Escape for HTML / XML text and attributes. */
+void mb_print_xml_escaped(FILE *out, const char *s);
+
+#endif

@@ -1,0 +1,196 @@
+#include "receipts/receipt_io.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "receipts/atomic_write.h"
+#include "receipts/schema.h"
+
+#define RECEIPT_KIND "megabench.receipt"
+#define RECEIPT_SCHEMA "receipt"
+/* The schema_version this build reads and writes (the schema's const). */
+#define RECEIPT_SCHEMA_VERSION 1
+#define READ_CHUNK_BYTES 65536
+/* Duplicate keys would make a receipt mean two things. */
+#define JSON_LOAD_FLAGS JSON_REJECT_DUPLICATES
+#define ROOT_POINTER_NAME "(document root)"
+
+/* The whole file at `path` into a new buffer the caller frees. */
+static int read_all(char **out, size_t *out_len, const char *path, mb_error *err)
+{
+	FILE *f = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	size_t cap = 0;
+	int rc = 0;
+
+	*out = NULL;
+	*out_len = 0;
+	f = fopen(path, "rb");
+	if (!f) {
+		rc = mb_error_set(err, errno == ENOENT ? MB_ENOTFOUND : MB_EIO, path,
+			"cannot open: %s", strerror(errno));
+		goto cleanup;
+	}
+	for (;;) {
+		size_t n;
+
+		if (cap - len < READ_CHUNK_BYTES) {
+			char *grown = realloc(buf, cap + READ_CHUNK_BYTES);
+
+			if (!grown) {
+				rc = mb_error_set(err, MB_ENOMEM, path, "out of memory reading the file");
+				goto cleanup;
+			}
+			buf = grown;
+			cap += READ_CHUNK_BYTES;
+		}
+		n = fread(buf + len, 1, cap - len, f);
+		len += n;
+		if (n == 0)
+			break;
+	}
+	if (ferror(f)) {
+		rc = mb_error_set(err, MB_EIO, path, "read failed: %s", strerror(errno));
+		goto cleanup;
+	}
+	*out = buf;
+	*out_len = len;
+	buf = NULL;
+
+cleanup:
+	free(buf);
+	if (f)
+		fclose(f);
+	return rc;
+}
+
+/* "PATH: /pointer", or "PATH: (document root)" for the empty pointer. */
+static void where_pointer(mb_error *err, const char *path, const char *pointer)
+{
+	if (!err)
+		return;
+	snprintf(err->where, sizeof(err->where), "%s: %s", path,
+		*pointer ? pointer : ROOT_POINTER_NAME);
+}
+
+/* Say "this is not a receipt" before the schema says forty things about
+ * it, so a suite file or a policy given by mistake reads plainly. */
+static int check_kind(const json_t *doc, const char *path, mb_error *err)
+{
+	const json_t *kind = json_object_get(doc, "kind");
+	const json_t *version = json_object_get(doc, "schema_version");
+	int rc = 0;
+
+	if (!json_is_object(doc)) {
+		rc = mb_error_set(err, MB_ESCHEMA, NULL,
+			"not a megabench receipt: expected a JSON object");
+		where_pointer(err, path, "");
+	} else if (!json_is_string(kind)) {
+		rc = mb_error_set(err, MB_ESCHEMA, NULL,
+			"not a megabench receipt: no \"kind\": \"" RECEIPT_KIND "\" member");
+		where_pointer(err, path, "/kind");
+	} else if (strcmp(json_string_value(kind), RECEIPT_KIND) != 0) {
+		rc = mb_error_set(err, MB_ESCHEMA, NULL,
+			"not a megabench receipt: kind is \"%s\", expected \"" RECEIPT_KIND "\"",
+			json_string_value(kind));
+		where_pointer(err, path, "/kind");
+	} else if (json_is_integer(version) && json_integer_value(version) != RECEIPT_SCHEMA_VERSION) {
+		rc = mb_error_set(err, MB_ESCHEMA, NULL,
+			"receipt schema version %" JSON_INTEGER_FORMAT " is not supported"
+			" (this megabench reads version %d)",
+			json_integer_value(version), RECEIPT_SCHEMA_VERSION);
+		where_pointer(err, path, "/schema_version");
+	}
+	return rc;
+}
+
+/* The first schema issue, and how many more there are, into `err`. */
+static void report_first_issue(mb_error *err, const mb_schema_report *report, const char *path)
+{
+	const mb_schema_issue *first = &report->items[0];
+
+	if (report->count == 0) {
+		mb_error_set(err, MB_ESCHEMA, path, "breaks the receipt schema");
+		return;
+	}
+	if (report->total > 1)
+		mb_error_set(err, MB_ESCHEMA, NULL, "%s: %s (and %zu more)",
+			first->keyword, first->message, report->total - 1);
+	else
+		mb_error_set(err, MB_ESCHEMA, NULL, "%s: %s", first->keyword, first->message);
+	where_pointer(err, path, first->pointer);
+}
+
+static int check_receipt(const json_t *doc, const char *path, mb_error *err)
+{
+	mb_schema_report report;
+	mb_error inner;
+	const json_t *schema;
+	int rc;
+
+	rc = check_kind(doc, path, err);
+	if (rc)
+		goto cleanup;
+	mb_error_clear(&inner);
+	memset(&report, 0, sizeof(report));
+	schema = mb_schema_builtin(RECEIPT_SCHEMA, &inner);
+	if (!schema)
+		rc = inner.code ? inner.code : MB_EINVAL;
+	else
+		rc = mb_schema_validate(schema, doc, &report, &inner);
+	if (rc == MB_ESCHEMA) {
+		report_first_issue(err, &report, path);
+	} else if (rc && err) {
+		/* The schema itself is broken: say so, naming the receipt too. */
+		*err = inner;
+		err->code = rc;
+		mb_error_prefix(err, path);
+	}
+
+cleanup:
+	return rc;
+}
+
+int mb_receipt_load(json_t **out, const char *path, mb_error *err)
+{
+	json_error_t jerr;
+	char *text = NULL;
+	size_t len = 0;
+	json_t *doc = NULL;
+	int rc;
+
+	*out = NULL;
+	rc = read_all(&text, &len, path, err);
+	if (rc)
+		goto cleanup;
+	doc = json_loadb(text, len, JSON_LOAD_FLAGS, &jerr);
+	if (!doc) {
+		char where[MB_ERROR_WHERE_MAX];
+
+		snprintf(where, sizeof(where), "%s:%d:%d", path, jerr.line, jerr.column);
+		rc = mb_error_set(err, MB_EINVAL, where, "not valid JSON: %s", jerr.text);
+		goto cleanup;
+	}
+	rc = check_receipt(doc, path, err);
+	if (rc)
+		goto cleanup;
+	*out = doc;
+	doc = NULL;
+
+cleanup:
+	json_decref(doc);
+	free(text);
+	return rc;
+}
+
+int mb_receipt_save(const json_t *receipt, const char *path, mb_error *err)
+{
+	int rc = check_receipt(receipt, path, err);
+
+	if (rc == 0)
+		rc = mb_json_write_atomic(receipt, path, err);
+	return rc;
+}

@@ -2,11 +2,13 @@
 #include "harness/case_common.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- clock and random numbers --------------------------------------- */
 
@@ -83,29 +85,100 @@ uint64_t mb_case_seed(uint64_t run_seed, const char *case_id)
 
 /* ---- host tensors ---------------------------------------------------- */
 
-static void fill(float *dst, uint64_t n, const mb_tensor_spec *spec, mb_dtype dtype, mb_rng *rng)
+/* Inputs are drawn in fixed chunks, each from its own stream seeded by
+ * (case seed, tensor, chunk), so the values do not depend on how many
+ * threads drew them; big shapes (10^8 elements) then take a fraction of a
+ * second instead of seconds of badput. */
+#define FILL_CHUNK_ELEMS (1u << 20)
+#define FILL_MAX_THREADS 32
+
+typedef struct fill_job {
+	float *dst;
+	uint64_t n;
+	const mb_tensor_spec *spec;
+	mb_dtype dtype;
+	uint64_t seed;
+	uint64_t next_chunk; /* taken with __atomic_fetch_add */
+} fill_job;
+
+static void fill_chunk(const fill_job *job, uint64_t chunk)
 {
-	for (uint64_t i = 0; i < n; i++) {
+	uint64_t begin = chunk * FILL_CHUNK_ELEMS;
+	uint64_t end = begin + FILL_CHUNK_ELEMS < job->n ? begin + FILL_CHUNK_ELEMS : job->n;
+	uint64_t mix = job->seed ^ (chunk * 0xd1b54a32d192ed03ull);
+	const mb_tensor_spec *spec = job->spec;
+	mb_rng rng;
+
+	double spare = 0;
+	bool have_spare = false;
+
+	mb_rng_seed(&rng, splitmix64(&mix));
+	for (uint64_t i = begin; i < end; i++) {
 		float v;
 		do {
-			if (spec->fill == MB_FILL_UNIFORM)
-				v = (float)(spec->lo + (spec->hi - spec->lo) * mb_rng_uniform(rng));
-			else
-				v = (float)(spec->hi * mb_rng_normal(rng));
-			v = mb_dtype_round(dtype, v);
+			if (spec->fill == MB_FILL_UNIFORM) {
+				v = (float)(spec->lo + (spec->hi - spec->lo) * mb_rng_uniform(&rng));
+			} else {
+				/* Box-Muller gives two normals per draw: use both */
+				double z;
+				if (have_spare) {
+					z = spare;
+				} else {
+					double u = 1.0 - mb_rng_uniform(&rng), t = 2.0 * M_PI * mb_rng_uniform(&rng);
+					double r = sqrt(-2.0 * log(u));
+					z = r * cos(t);
+					spare = r * sin(t);
+				}
+				have_spare = !have_spare;
+				v = (float)(spec->hi * z);
+			}
+			v = mb_dtype_round(job->dtype, v);
 		} while (v == 0.0f); /* never zeros: they hide unwritten outputs */
-		dst[i] = v;
+		job->dst[i] = v;
 	}
+}
+
+static void *fill_worker(void *arg)
+{
+	fill_job *job = arg;
+	uint64_t chunks = (job->n + FILL_CHUNK_ELEMS - 1) / FILL_CHUNK_ELEMS;
+
+	for (;;) {
+		uint64_t chunk = __atomic_fetch_add(&job->next_chunk, 1, __ATOMIC_RELAXED);
+		if (chunk >= chunks)
+			return NULL;
+		fill_chunk(job, chunk);
+	}
+}
+
+static void fill(float *dst, uint64_t n, const mb_tensor_spec *spec, mb_dtype dtype, uint64_t seed)
+{
+	fill_job job = {dst, n, spec, dtype, seed, 0};
+	pthread_t threads[FILL_MAX_THREADS];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t chunks = (n + FILL_CHUNK_ELEMS - 1) / FILL_CHUNK_ELEMS;
+	int n_threads = (int)(cpus < 1 ? 1 : cpus > FILL_MAX_THREADS ? FILL_MAX_THREADS : cpus);
+	int started = 0;
+
+	if ((uint64_t)n_threads > chunks)
+		n_threads = (int)chunks;
+	/* the calling thread works too; a thread that cannot start is not an
+	 * error, it only means fewer hands */
+	for (int i = 1; i < n_threads; i++) {
+		if (pthread_create(&threads[started], NULL, fill_worker, &job) == 0)
+			started++;
+	}
+	fill_worker(&job);
+	for (int i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
 }
 
 int mb_host_tensors_make(mb_host_tensors *out, const mb_case_plan *plan, uint64_t seed, mb_error *err)
 {
-	mb_rng rng;
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
 	out->n_tensors = plan->row->tensors(plan->axis, out->spec);
-	mb_rng_seed(&rng, seed);
 	for (int i = 0; i < out->n_tensors; i++) {
 		const mb_tensor_spec *spec = &out->spec[i];
 
@@ -117,8 +190,9 @@ int mb_host_tensors_make(mb_host_tensors *out, const mb_case_plan *plan, uint64_
 			goto cleanup;
 		}
 		if (!spec->is_output) {
+			uint64_t tensor_seed = seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
 			out->n_inputs = i + 1;
-			fill(out->data[i], out->elems[i], spec, plan->dtype, &rng);
+			fill(out->data[i], out->elems[i], spec, plan->dtype, splitmix64(&tensor_seed));
 		}
 	}
 	mb_host_tensors_poison(out);

@@ -39,15 +39,21 @@ static void oid_hex(char out[MB_OID_HEX_LEN + 1], const git_oid *oid)
 static int unavailable(json_t **out, const char *reason, mb_error *err)
 {
 	json_t *prov = json_object();
+	int rc = 0;
 
 	if (!prov
 	    || json_object_set_new(prov, "available", json_false())
 	    || json_object_set_new(prov, "reason", json_string(reason))) {
-		json_decref(prov);
-		return mb_error_set(err, MB_ENOMEM, "provenance", "out of memory");
+		rc = mb_error_set(err, MB_ENOMEM, "provenance",
+			"out of memory (or the path is not UTF-8)");
+		goto cleanup;
 	}
 	*out = prov;
-	return 0;
+	prov = NULL;
+
+cleanup:
+	json_decref(prov);
+	return rc;
 }
 
 /* Dirty means what `git describe --dirty` means: a tracked file differs
@@ -256,11 +262,15 @@ int mb_provenance_collect(json_t **out, const char *start_dir,
 	char reason[REASON_BYTES];
 	char workdir[PATH_MAX];
 	size_t workdir_len;
-	int initialised;
+	int initialised = 0;
 	int gr;
 	int rc = 0;
 
 	*out = NULL;
+	if (!start_dir || (n_sources > 0 && !source_paths)) {
+		rc = mb_error_set(err, MB_EINVAL, "provenance", "no start directory or no source list");
+		goto cleanup;
+	}
 	initialised = git_libgit2_init() >= 0;
 	if (!initialised) {
 		rc = git_fail(err, start_dir, "cannot initialise libgit2");
@@ -312,11 +322,13 @@ cleanup:
 int mb_blob_id(char out[MB_OID_HEX_LEN + 1], const void *data, size_t len)
 {
 	git_oid oid;
-	int initialised;
+	int initialised = 0;
 	int rc = 0;
 
-	if (!out || (!data && len > 0))
-		return MB_EINVAL;
+	if (!out || (!data && len > 0)) {
+		rc = MB_EINVAL;
+		goto cleanup;
+	}
 	initialised = git_libgit2_init() >= 0;
 	if (!initialised) {
 		rc = MB_EIO;

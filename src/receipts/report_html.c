@@ -232,8 +232,10 @@ static int row_plot(FILE *out, const json_t *receipt, const char *row)
 				"<title>%s %s: %g</title></rect>\n", gx + bar_w * (double)v, top, bar_w,
 				(PLOT_H - MARGIN_B) - top, palette[v], variants[v], labels[s], x);
 		}
-		fprintf(out, "<text transform=\"translate(%.1f,%d) rotate(-30)\" text-anchor=\"end\">%.*s</text>\n",
-			gx + group_w * 0.4, PLOT_H - MARGIN_B + 14, LABEL_CHARS, labels[s]);
+		/* slanted down to the right from the group's left edge: never clipped
+		 * on the left, where the axis labels are */
+		fprintf(out, "<text transform=\"translate(%.1f,%d) rotate(15)\" text-anchor=\"start\">%.*s</text>\n",
+			gx, PLOT_H - MARGIN_B + 14, LABEL_CHARS, labels[s]);
 	}
 	if (fraction)
 		fprintf(out, "<line class=\"ceil\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", MARGIN_L,
@@ -340,7 +342,7 @@ static void history_plot(FILE *out, const history *h, const char *row, int first
 	y_axis(out, vmax, true);
 	step = h->n > 1 ? (double)(PLOT_W - MARGIN_L - MARGIN_R - 40) / (double)(h->n - 1) : 0.0;
 	for (size_t k = 0; k < h->n; k++)
-		fprintf(out, "<text transform=\"translate(%.1f,%d) rotate(-30)\" text-anchor=\"end\">%.*s</text>\n",
+		fprintf(out, "<text transform=\"translate(%.1f,%d)\" text-anchor=\"middle\">%.*s</text>\n",
 			MARGIN_L + 20 + step * (double)k, PLOT_H - MARGIN_B + 14, LABEL_CHARS,
 			mb_print_revision(h->revs[k], h->names[k]));
 	for (size_t v = 0; v < n_var; v++) {
@@ -363,9 +365,9 @@ static void history_plot(FILE *out, const history *h, const char *row, int first
 	}
 	if (first_regression >= 0)
 		fprintf(out, "<circle cx=\"%.1f\" cy=\"%d\" r=\"%d\" fill=\"none\" stroke=\"#cf222e\" stroke-width=\"2\"/>"
-			"<text x=\"%.1f\" y=\"%d\" fill=\"#cf222e\">first regression</text>\n",
+			"<text x=\"%.1f\" y=\"%d\" fill=\"#cf222e\" text-anchor=\"end\">first regression</text>\n",
 			MARGIN_L + 20 + step * first_regression, MARGIN_T + 10, MARK_R,
-			MARGIN_L + 30 + step * first_regression, MARGIN_T + 14);
+			MARGIN_L + 8 + step * first_regression, MARGIN_T + 14);
 	(void)vmin;
 	fputs("</svg>\n", out);
 }

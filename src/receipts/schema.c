@@ -98,7 +98,52 @@ typedef struct validator {
 	char loc[SCHEMA_LOCATION_MAX];
 } validator;
 
-typedef int (*keyword_check)(validator *v, const json_t *schema, const json_t *inst,
+/* Every keyword the validator reads, in strcmp order of their names (see
+ * keyword_table). */
+enum {
+	KW_ID,
+	KW_REF,
+	KW_ADDITIONAL_ITEMS,
+	KW_ADDITIONAL_PROPERTIES,
+	KW_ALL_OF,
+	KW_ANY_OF,
+	KW_CONST,
+	KW_CONTAINS,
+	KW_DEPENDENCIES,
+	KW_ELSE,
+	KW_ENUM,
+	KW_EXCLUSIVE_MAXIMUM,
+	KW_EXCLUSIVE_MINIMUM,
+	KW_IF,
+	KW_ITEMS,
+	KW_MAX_ITEMS,
+	KW_MAX_LENGTH,
+	KW_MAX_PROPERTIES,
+	KW_MAXIMUM,
+	KW_MIN_ITEMS,
+	KW_MIN_LENGTH,
+	KW_MIN_PROPERTIES,
+	KW_MINIMUM,
+	KW_MULTIPLE_OF,
+	KW_NOT,
+	KW_ONE_OF,
+	KW_PATTERN,
+	KW_PATTERN_PROPERTIES,
+	KW_PROPERTIES,
+	KW_PROPERTY_NAMES,
+	KW_REQUIRED,
+	KW_THEN,
+	KW_TYPE,
+	KW_UNIQUE_ITEMS,
+	KW_COUNT
+};
+
+/* One schema object's keyword values, by KW_*; NULL where absent. */
+typedef struct keywords {
+	const json_t *value[KW_COUNT];
+} keywords;
+
+typedef int (*keyword_check)(validator *v, const keywords *kw, const json_t *inst,
 	mb_schema_report *sink);
 
 static bool is_fatal(int rc)
@@ -224,12 +269,29 @@ static size_t inst_push(validator *v, const char *seg, size_t seg_len)
 	return path_push(v->inst, sizeof(v->inst), &v->inst_len, seg, seg_len);
 }
 
+/* Decimal digits of `index`; snprintf would dominate the time spent on
+ * large arrays of numbers. */
+static size_t format_index(char out[INDEX_TEXT_MAX], size_t index)
+{
+	char reversed[INDEX_TEXT_MAX];
+	size_t n = 0, i;
+
+	do {
+		reversed[n++] = (char)('0' + index % 10);
+		index /= 10;
+	} while (index);
+	for (i = 0; i < n; i++)
+		out[i] = reversed[n - 1 - i];
+	out[n] = '\0';
+	return n;
+}
+
 static size_t inst_push_index(validator *v, size_t index)
 {
 	char text[INDEX_TEXT_MAX];
-	int n = snprintf(text, sizeof(text), "%zu", index);
+	size_t n = format_index(text, index);
 
-	return inst_push(v, text, (size_t)n);
+	return inst_push(v, text, n);
 }
 
 static size_t loc_push(validator *v, const char *seg)
@@ -241,7 +303,7 @@ static size_t loc_push_index(validator *v, size_t index)
 {
 	char text[INDEX_TEXT_MAX];
 
-	snprintf(text, sizeof(text), "%zu", index);
+	format_index(text, index);
 	return loc_push(v, text);
 }
 
@@ -877,91 +939,108 @@ static int control_escape(char letter)
 	}
 }
 
-/* One bracket expression "[...]" starting at `*at`; POSIX has no escapes
+/* The parts of an ECMA character class, gathered before they are written
+ * out in the order POSIX needs. */
+typedef struct class_parts {
+	text_buf members;
+	bool rbracket;
+	bool dash;
+	bool caret;
+} class_parts;
+
+/* An escape inside a class, at the letter after the backslash. */
+static int class_escape(class_parts *parts, const char **at, const char **why)
+{
+	const char *p = *at;
+	char bytes[4];
+	size_t used;
+	long cp;
+	int ctl = control_escape(*p);
+
+	if (*p == 'd')
+		tb_puts(&parts->members, "0-9");
+	else if (*p == 'w')
+		tb_puts(&parts->members, "A-Za-z0-9_");
+	else if (*p == 's')
+		tb_puts(&parts->members, "[:space:]");
+	else if (*p == ']')
+		parts->rbracket = true;
+	else if (*p == '-')
+		parts->dash = true;
+	else if (*p == '^')
+		parts->caret = true;
+	else if (*p == 'b')
+		tb_putc(&parts->members, '\b'); /* [\b] is a backspace */
+	else if (ctl >= 0)
+		tb_putc(&parts->members, (char)ctl);
+	else if (*p && !isalnum((unsigned char)*p))
+		tb_putc(&parts->members, *p);
+	else if (*p != 'u' && *p != 'x') {
+		*why = "escape not supported inside a character class";
+		return MB_EINVAL;
+	} else {
+		cp = escaped_code_point(p, &used);
+		if (cp <= 0) {
+			*why = "bad \\u or \\x escape";
+			return MB_EINVAL;
+		}
+		tb_putn(&parts->members, bytes, utf8_encode(bytes, (unsigned long)cp));
+		*at = p + used - 1;
+	}
+	return 0;
+}
+
+/* One bracket expression "[...]" starting at `*at`. POSIX has no escapes
  * inside brackets, so "]" goes first, "^" after something and "-" last. */
 static int translate_class(text_buf *out, const char **at, const char **why)
 {
 	const char *p = *at + 1;
-	text_buf members = {0};
-	bool negate = false, rbracket = false, dash = false, caret = false;
-	char bytes[4];
-	size_t used, n;
-	long cp;
-	int ctl, rc = 0;
+	class_parts parts = { { NULL, 0, 0, false }, false, false, false };
+	bool negate = *p == '^', lone_caret;
+	int rc = 0;
 
-	if (*p == '^') {
-		negate = true;
-		p++;
-	}
-	for (; *p && *p != ']'; p++) {
-		if (*p != '\\') {
-			if (*p == '^')
-				caret = true;
-			else
-				tb_putc(&members, *p);
-			continue;
-		}
-		p++;
-		ctl = control_escape(*p);
-		if (*p == 'd') {
-			tb_puts(&members, "0-9");
-		} else if (*p == 'w') {
-			tb_puts(&members, "A-Za-z0-9_");
-		} else if (*p == 's') {
-			tb_puts(&members, "[:space:]");
-		} else if (*p == ']') {
-			rbracket = true;
-		} else if (*p == '-') {
-			dash = true;
+	for (p += negate; *p && *p != ']' && !rc; p++) {
+		if (*p == '\\') {
+			p++;
+			rc = class_escape(&parts, &p, why);
 		} else if (*p == '^') {
-			caret = true;
-		} else if (*p == 'b') {
-			tb_putc(&members, '\b');
-		} else if (ctl >= 0) {
-			tb_putc(&members, (char)ctl);
-		} else if (*p == 'u' || *p == 'x') {
-			cp = escaped_code_point(p, &used);
-			if (cp <= 0) {
-				*why = "bad \\u or \\x escape";
-				rc = MB_EINVAL;
-				goto cleanup;
-			}
-			n = utf8_encode(bytes, (unsigned long)cp);
-			tb_putn(&members, bytes, n);
-			p += used - 1;
-		} else if (*p && !isalnum((unsigned char)*p)) {
-			tb_putc(&members, *p);
+			parts.caret = true;
 		} else {
-			*why = "escape not supported inside a character class";
-			rc = MB_EINVAL;
-			goto cleanup;
+			tb_putc(&parts.members, *p);
 		}
 	}
-	if (*p != ']') {
+	if (!rc && *p != ']') {
 		*why = "unterminated character class";
 		rc = MB_EINVAL;
-		goto cleanup;
-	}
-	if (!members.len && !rbracket && !dash && !caret) {
+	} else if (!rc && !parts.members.len && !parts.rbracket && !parts.dash && !parts.caret) {
 		*why = "empty character class";
 		rc = MB_EINVAL;
+	}
+	if (rc)
+		goto cleanup;
+	/* "[^]" would read as a negation: a caret with nothing before it goes
+	 * after the dash, or alone */
+	lone_caret = parts.caret && !parts.rbracket && !parts.members.len;
+	if (lone_caret && !parts.dash && !negate) {
+		tb_puts(out, "\\^");
+		*at = p;
 		goto cleanup;
 	}
 	tb_puts(out, negate ? "[^" : "[");
-	if (rbracket)
+	if (parts.rbracket)
 		tb_putc(out, ']');
-	if (members.data)
-		tb_puts(out, members.data);
-	if (caret && !rbracket && !members.len)
-		tb_puts(out, dash ? "-^" : "^"); /* "[^]" would be a negation */
-	else if (caret)
+	if (parts.members.data)
+		tb_puts(out, parts.members.data);
+	if (parts.caret && !lone_caret)
 		tb_putc(out, '^');
-	if (dash && !(caret && !rbracket && !members.len))
+	if (parts.dash)
 		tb_putc(out, '-');
+	if (lone_caret)
+		tb_putc(out, '^');
 	tb_putc(out, ']');
 	*at = p;
 cleanup:
-	free(members.data);
+	free(parts.members.data);
 	return rc;
 }
 
@@ -1322,7 +1401,7 @@ static int descend_index(validator *v, const json_t *sub, const json_t *inst,
 {
 	char text[INDEX_TEXT_MAX];
 
-	snprintf(text, sizeof(text), "%zu", index);
+	format_index(text, index);
 	return descend(v, sub, inst, sink, keyword, text);
 }
 
@@ -1339,10 +1418,8 @@ static void report_absorb(mb_schema_report *into, const mb_schema_report *from)
 
 /* Read a count keyword (minLength, maxItems, ...): *out stays untouched when
  * the keyword is absent. */
-static int read_count(size_t *out, bool *present, validator *v, const json_t *schema, const char *keyword)
+static int read_count(size_t *out, bool *present, validator *v, const json_t *value, const char *keyword)
 {
-	const json_t *value = json_object_get(schema, keyword);
-
 	*present = value != NULL;
 	if (!value)
 		return 0;
@@ -1374,9 +1451,9 @@ static bool type_matches(const char *name, const json_t *inst, bool *known)
 	return false;
 }
 
-static int kw_type(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_type(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *type = json_object_get(schema, "type"), *one;
+	const json_t *type = kw->value[KW_TYPE], *one;
 	char expected[LIST_MAX_BYTES] = "";
 	size_t i, n, used = 0;
 	bool match = false, known;
@@ -1391,19 +1468,19 @@ static int kw_type(validator *v, const json_t *schema, const json_t *inst, mb_sc
 		match = match || type_matches(json_string_value(one), inst, &known);
 		if (!known)
 			return schema_fail(v, MB_EINVAL, "type", "unknown type \"%s\"", json_string_value(one));
-		if (used < sizeof(expected))
-			used += (size_t)snprintf(expected + used, sizeof(expected) - used, "%s%s",
-				i ? " or " : "", json_string_value(one));
 	}
 	if (match)
 		return 0;
+	for (i = 0; i < n && used < sizeof(expected); i++)
+		used += (size_t)snprintf(expected + used, sizeof(expected) - used, "%s%s", i ? " or " : "",
+			json_string_value(json_is_array(type) ? json_array_get(type, i) : type));
 	issue(v, sink, "type", "expected %s, got %s", n ? expected : "no type at all", type_name(inst));
 	return MB_ESCHEMA;
 }
 
-static int kw_enum(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_enum(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *values = json_object_get(schema, "enum");
+	const json_t *values = kw->value[KW_ENUM];
 	char value[QUOTE_MAX_BYTES], allowed[LIST_MAX_BYTES];
 	size_t i;
 
@@ -1422,9 +1499,9 @@ static int kw_enum(validator *v, const json_t *schema, const json_t *inst, mb_sc
 	return MB_ESCHEMA;
 }
 
-static int kw_const(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_const(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *expected = json_object_get(schema, "const");
+	const json_t *expected = kw->value[KW_CONST];
 	char want[QUOTE_MAX_BYTES], got[QUOTE_MAX_BYTES];
 
 	if (!expected || values_equal(inst, expected))
@@ -1437,15 +1514,15 @@ static int kw_const(validator *v, const json_t *schema, const json_t *inst, mb_s
 	return MB_ESCHEMA;
 }
 
-static int kw_bounds(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_bounds(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
 	/* a bound fails when the comparison of value and limit gives bad_sign,
 	 * or 0 for the exclusive bounds */
-	static const struct { const char *keyword; int bad_sign; bool exclusive; const char *says; } bounds[] = {
-		{ "minimum", -1, false, "is less than minimum" },
-		{ "maximum", 1, false, "is greater than maximum" },
-		{ "exclusiveMinimum", -1, true, "is not greater than exclusive minimum" },
-		{ "exclusiveMaximum", 1, true, "is not less than exclusive maximum" },
+	static const struct { unsigned id; const char *keyword; int bad_sign; bool exclusive; const char *says; } bounds[] = {
+		{ KW_MINIMUM, "minimum", -1, false, "is less than minimum" },
+		{ KW_MAXIMUM, "maximum", 1, false, "is greater than maximum" },
+		{ KW_EXCLUSIVE_MINIMUM, "exclusiveMinimum", -1, true, "is not greater than exclusive minimum" },
+		{ KW_EXCLUSIVE_MAXIMUM, "exclusiveMaximum", 1, true, "is not less than exclusive maximum" },
 	};
 	char value[QUOTE_MAX_BYTES], limit_text[QUOTE_MAX_BYTES];
 	const json_t *limit;
@@ -1453,7 +1530,7 @@ static int kw_bounds(validator *v, const json_t *schema, const json_t *inst, mb_
 	int cmp, rc = 0;
 
 	for (i = 0; i < COUNT_OF(bounds) && !should_stop(rc, sink); i++) {
-		limit = json_object_get(schema, bounds[i].keyword);
+		limit = kw->value[bounds[i].id];
 		if (!limit)
 			continue;
 		if (!json_is_number(limit))
@@ -1484,9 +1561,9 @@ static bool is_multiple(double x, double m)
 	return fabs(q - r) <= MULTIPLE_OF_MAX_ULPS * ulp;
 }
 
-static int kw_multiple_of(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_multiple_of(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *m = json_object_get(schema, "multipleOf");
+	const json_t *m = kw->value[KW_MULTIPLE_OF];
 	char value[QUOTE_MAX_BYTES], step[QUOTE_MAX_BYTES];
 	bool ok;
 
@@ -1508,17 +1585,17 @@ static int kw_multiple_of(validator *v, const json_t *schema, const json_t *inst
 	return MB_ESCHEMA;
 }
 
-static int kw_string(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_string(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *pattern = json_object_get(schema, "pattern");
+	const json_t *pattern = kw->value[KW_PATTERN];
 	size_t min_len = 0, max_len = 0, chars;
 	bool has_min = false, has_max = false;
 	char value[QUOTE_MAX_BYTES], pat[QUOTE_MAX_BYTES];
 	int rc, found;
 
-	rc = read_count(&min_len, &has_min, v, schema, "minLength");
+	rc = read_count(&min_len, &has_min, v, kw->value[KW_MIN_LENGTH], "minLength");
 	if (!rc)
-		rc = read_count(&max_len, &has_max, v, schema, "maxLength");
+		rc = read_count(&max_len, &has_max, v, kw->value[KW_MAX_LENGTH], "maxLength");
 	if (!rc && pattern && !json_is_string(pattern))
 		rc = schema_fail(v, MB_EINVAL, "pattern", "expected a string, got %s", type_name(pattern));
 	if (rc || !json_is_string(inst))
@@ -1547,10 +1624,10 @@ static int kw_string(validator *v, const json_t *schema, const json_t *inst, mb_
 }
 
 /* items (one schema for all, or a tuple) and additionalItems. */
-static int kw_items(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_items(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *items = json_object_get(schema, "items");
-	const json_t *extra = json_object_get(schema, "additionalItems");
+	const json_t *items = kw->value[KW_ITEMS];
+	const json_t *extra = kw->value[KW_ADDITIONAL_ITEMS];
 	size_t i, n = json_array_size(inst), tuple, old;
 	int rc = 0;
 
@@ -1573,9 +1650,9 @@ static int kw_items(validator *v, const json_t *schema, const json_t *inst, mb_s
 	return rc;
 }
 
-static int kw_contains(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_contains(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *contains = json_object_get(schema, "contains");
+	const json_t *contains = kw->value[KW_CONTAINS];
 	size_t i, old;
 	int rc;
 
@@ -1592,16 +1669,16 @@ static int kw_contains(validator *v, const json_t *schema, const json_t *inst, m
 	return MB_ESCHEMA;
 }
 
-static int kw_array_size(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_array_size(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *unique = json_object_get(schema, "uniqueItems");
+	const json_t *unique = kw->value[KW_UNIQUE_ITEMS];
 	size_t min_items = 0, max_items = 0, n = json_array_size(inst), i, j;
 	bool has_min = false, has_max = false;
 	int rc;
 
-	rc = read_count(&min_items, &has_min, v, schema, "minItems");
+	rc = read_count(&min_items, &has_min, v, kw->value[KW_MIN_ITEMS], "minItems");
 	if (!rc)
-		rc = read_count(&max_items, &has_max, v, schema, "maxItems");
+		rc = read_count(&max_items, &has_max, v, kw->value[KW_MAX_ITEMS], "maxItems");
 	if (!rc && unique && !json_is_boolean(unique))
 		rc = schema_fail(v, MB_EINVAL, "uniqueItems", "expected a boolean, got %s", type_name(unique));
 	if (rc || !json_is_array(inst))
@@ -1634,12 +1711,12 @@ static int expect_object(validator *v, const json_t *value, const char *keyword)
 }
 
 /* properties, patternProperties and additionalProperties for one member. */
-static int check_member(validator *v, const json_t *schema, const char *key, const json_t *value,
+static int check_member(validator *v, const keywords *kw, const char *key, const json_t *value,
 	mb_schema_report *sink)
 {
-	const json_t *props = json_object_get(schema, "properties");
-	const json_t *extra = json_object_get(schema, "additionalProperties");
-	json_t *pats = json_object_get(schema, "patternProperties"), *sub;
+	const json_t *props = kw->value[KW_PROPERTIES];
+	const json_t *extra = kw->value[KW_ADDITIONAL_PROPERTIES];
+	json_t *pats = (json_t *)kw->value[KW_PATTERN_PROPERTIES], *sub; /* iterated below */
 	const char *pattern;
 	bool matched = false;
 	int rc = 0, found;
@@ -1670,21 +1747,21 @@ static int check_member(validator *v, const json_t *schema, const char *key, con
 	return merge(rc, descend(v, extra, value, sink, "additionalProperties", NULL));
 }
 
-static int kw_members(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_members(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
 	json_t *obj = (json_t *)inst, *value; /* jansson iterators are not const */
 	const char *key;
 	size_t key_len, old;
 	int rc;
 
-	rc = expect_object(v, json_object_get(schema, "properties"), "properties");
+	rc = expect_object(v, kw->value[KW_PROPERTIES], "properties");
 	if (!rc)
-		rc = expect_object(v, json_object_get(schema, "patternProperties"), "patternProperties");
+		rc = expect_object(v, kw->value[KW_PATTERN_PROPERTIES], "patternProperties");
 	if (rc || !json_is_object(inst))
 		return rc;
 	json_object_keylen_foreach(obj, key, key_len, value) {
 		old = inst_push(v, key, key_len);
-		rc = merge(rc, check_member(v, schema, key, value, sink));
+		rc = merge(rc, check_member(v, kw, key, value, sink));
 		path_pop(v->inst, &v->inst_len, old);
 		if (should_stop(rc, sink))
 			break;
@@ -1692,9 +1769,9 @@ static int kw_members(validator *v, const json_t *schema, const json_t *inst, mb
 	return rc;
 }
 
-static int kw_required(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_required(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *required = json_object_get(schema, "required"), *name;
+	const json_t *required = kw->value[KW_REQUIRED], *name;
 	size_t i;
 	int rc = 0;
 
@@ -1714,15 +1791,15 @@ static int kw_required(validator *v, const json_t *schema, const json_t *inst, m
 	return rc;
 }
 
-static int kw_property_count(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_property_count(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
 	size_t min_props = 0, max_props = 0, n = json_object_size(inst);
 	bool has_min = false, has_max = false;
 	int rc;
 
-	rc = read_count(&min_props, &has_min, v, schema, "minProperties");
+	rc = read_count(&min_props, &has_min, v, kw->value[KW_MIN_PROPERTIES], "minProperties");
 	if (!rc)
-		rc = read_count(&max_props, &has_max, v, schema, "maxProperties");
+		rc = read_count(&max_props, &has_max, v, kw->value[KW_MAX_PROPERTIES], "maxProperties");
 	if (rc || !json_is_object(inst))
 		return rc;
 	if (has_min && n < min_props) {
@@ -1768,9 +1845,9 @@ cleanup:
 	return rc;
 }
 
-static int kw_property_names(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_property_names(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *names = json_object_get(schema, "propertyNames");
+	const json_t *names = kw->value[KW_PROPERTY_NAMES];
 	json_t *obj = (json_t *)inst, *value; /* jansson iterators are not const */
 	const char *key;
 	size_t key_len;
@@ -1786,9 +1863,9 @@ static int kw_property_names(validator *v, const json_t *schema, const json_t *i
 	return rc;
 }
 
-static int kw_dependencies(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_dependencies(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	json_t *deps = json_object_get(schema, "dependencies"), *dep;
+	json_t *deps = (json_t *)kw->value[KW_DEPENDENCIES], *dep; /* iterated below */
 	const json_t *name;
 	const char *key;
 	size_t i;
@@ -1826,9 +1903,9 @@ static int expect_schema_list(validator *v, const json_t *list, const char *keyw
 	return 0;
 }
 
-static int kw_all_of(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_all_of(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *list = json_object_get(schema, "allOf");
+	const json_t *list = kw->value[KW_ALL_OF];
 	size_t i;
 	int rc;
 
@@ -1899,10 +1976,9 @@ cleanup:
 }
 
 /* anyOf (at least one branch) and oneOf (exactly one). */
-static int check_alternatives(validator *v, const json_t *schema, const json_t *inst,
+static int check_alternatives(validator *v, const json_t *list, const json_t *inst,
 	mb_schema_report *sink, const char *keyword, bool exactly_one)
 {
-	const json_t *list = json_object_get(schema, keyword);
 	size_t i, matches = 0, first = 0;
 	int rc;
 
@@ -1931,19 +2007,19 @@ static int check_alternatives(validator *v, const json_t *schema, const json_t *
 	return sink ? explain_branches(v, list, inst, sink, keyword) : MB_ESCHEMA;
 }
 
-static int kw_any_of(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_any_of(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	return check_alternatives(v, schema, inst, sink, "anyOf", false);
+	return check_alternatives(v, kw->value[KW_ANY_OF], inst, sink, "anyOf", false);
 }
 
-static int kw_one_of(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_one_of(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	return check_alternatives(v, schema, inst, sink, "oneOf", true);
+	return check_alternatives(v, kw->value[KW_ONE_OF], inst, sink, "oneOf", true);
 }
 
-static int kw_not(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_not(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *not_schema = json_object_get(schema, "not");
+	const json_t *not_schema = kw->value[KW_NOT];
 	int rc;
 
 	if (!not_schema)
@@ -1957,11 +2033,11 @@ static int kw_not(validator *v, const json_t *schema, const json_t *inst, mb_sch
 	return MB_ESCHEMA;
 }
 
-static int kw_if(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
+static int kw_if(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
-	const json_t *cond = json_object_get(schema, "if");
-	const json_t *then_schema = json_object_get(schema, "then");
-	const json_t *else_schema = json_object_get(schema, "else");
+	const json_t *cond = kw->value[KW_IF];
+	const json_t *then_schema = kw->value[KW_THEN];
+	const json_t *else_schema = kw->value[KW_ELSE];
 	int rc;
 
 	if (!cond)
@@ -1974,12 +2050,92 @@ static int kw_if(validator *v, const json_t *schema, const json_t *inst, mb_sche
 	return is_fatal(rc) ? rc : 0;
 }
 
+/* The checks, in the order their issues are reported. Some read several
+ * keywords (kw_members: properties, patternProperties, additionalProperties). */
 static const keyword_check keyword_checks[] = {
 	kw_type, kw_enum, kw_const, kw_bounds, kw_multiple_of, kw_string,
 	kw_required, kw_members, kw_property_count, kw_property_names, kw_dependencies,
 	kw_items, kw_contains, kw_array_size,
 	kw_all_of, kw_any_of, kw_one_of, kw_not, kw_if,
 };
+enum {
+	CHECK_TYPE, CHECK_ENUM, CHECK_CONST, CHECK_BOUNDS, CHECK_MULTIPLE_OF, CHECK_STRING,
+	CHECK_REQUIRED, CHECK_MEMBERS, CHECK_PROPERTY_COUNT, CHECK_PROPERTY_NAMES, CHECK_DEPENDENCIES,
+	CHECK_ITEMS, CHECK_CONTAINS, CHECK_ARRAY_SIZE,
+	CHECK_ALL_OF, CHECK_ANY_OF, CHECK_ONE_OF, CHECK_NOT, CHECK_IF,
+	NO_CHECK
+};
+
+typedef struct keyword_entry {
+	const char *name;
+	unsigned check; /* index into keyword_checks, or NO_CHECK */
+} keyword_entry;
+
+/* Sorted by strcmp for bsearch, and indexed by KW_*. A schema names a
+ * handful of keywords, so walking its keys and looking each up here is far
+ * cheaper than asking it for every keyword draft-07 knows. */
+static const keyword_entry keyword_table[KW_COUNT] = {
+	[KW_ID] = { "$id", NO_CHECK },
+	[KW_REF] = { "$ref", NO_CHECK },
+	[KW_ADDITIONAL_ITEMS] = { "additionalItems", CHECK_ITEMS },
+	[KW_ADDITIONAL_PROPERTIES] = { "additionalProperties", CHECK_MEMBERS },
+	[KW_ALL_OF] = { "allOf", CHECK_ALL_OF },
+	[KW_ANY_OF] = { "anyOf", CHECK_ANY_OF },
+	[KW_CONST] = { "const", CHECK_CONST },
+	[KW_CONTAINS] = { "contains", CHECK_CONTAINS },
+	[KW_DEPENDENCIES] = { "dependencies", CHECK_DEPENDENCIES },
+	[KW_ELSE] = { "else", CHECK_IF },
+	[KW_ENUM] = { "enum", CHECK_ENUM },
+	[KW_EXCLUSIVE_MAXIMUM] = { "exclusiveMaximum", CHECK_BOUNDS },
+	[KW_EXCLUSIVE_MINIMUM] = { "exclusiveMinimum", CHECK_BOUNDS },
+	[KW_IF] = { "if", CHECK_IF },
+	[KW_ITEMS] = { "items", CHECK_ITEMS },
+	[KW_MAX_ITEMS] = { "maxItems", CHECK_ARRAY_SIZE },
+	[KW_MAX_LENGTH] = { "maxLength", CHECK_STRING },
+	[KW_MAX_PROPERTIES] = { "maxProperties", CHECK_PROPERTY_COUNT },
+	[KW_MAXIMUM] = { "maximum", CHECK_BOUNDS },
+	[KW_MIN_ITEMS] = { "minItems", CHECK_ARRAY_SIZE },
+	[KW_MIN_LENGTH] = { "minLength", CHECK_STRING },
+	[KW_MIN_PROPERTIES] = { "minProperties", CHECK_PROPERTY_COUNT },
+	[KW_MINIMUM] = { "minimum", CHECK_BOUNDS },
+	[KW_MULTIPLE_OF] = { "multipleOf", CHECK_MULTIPLE_OF },
+	[KW_NOT] = { "not", CHECK_NOT },
+	[KW_ONE_OF] = { "oneOf", CHECK_ONE_OF },
+	[KW_PATTERN] = { "pattern", CHECK_STRING },
+	[KW_PATTERN_PROPERTIES] = { "patternProperties", CHECK_MEMBERS },
+	[KW_PROPERTIES] = { "properties", CHECK_MEMBERS },
+	[KW_PROPERTY_NAMES] = { "propertyNames", CHECK_PROPERTY_NAMES },
+	[KW_REQUIRED] = { "required", CHECK_REQUIRED },
+	[KW_THEN] = { "then", CHECK_IF },
+	[KW_TYPE] = { "type", CHECK_TYPE },
+	[KW_UNIQUE_ITEMS] = { "uniqueItems", CHECK_ARRAY_SIZE },
+};
+
+static int keyword_cmp(const void *key, const void *entry)
+{
+	return strcmp(key, ((const keyword_entry *)entry)->name);
+}
+
+/* Collect the keyword values of `schema` into `out`; returns the checks
+ * they call for, one bit per check. */
+static uint32_t scan_keywords(keywords *out, const json_t *schema)
+{
+	json_t *obj = (json_t *)schema, *value; /* jansson iterators are not const */
+	const keyword_entry *entry;
+	const char *key;
+	uint32_t needed = 0;
+
+	memset(out, 0, sizeof(*out));
+	json_object_foreach(obj, key, value) {
+		entry = bsearch(key, keyword_table, KW_COUNT, sizeof(keyword_table[0]), keyword_cmp);
+		if (!entry)
+			continue;
+		out->value[entry - keyword_table] = value;
+		if (entry->check != NO_CHECK)
+			needed |= UINT32_C(1) << entry->check;
+	}
+	return needed;
+}
 
 static int follow_ref(validator *v, const json_t *ref, const json_t *inst, mb_schema_report *sink)
 {
@@ -2001,9 +2157,10 @@ static int follow_ref(validator *v, const json_t *ref, const json_t *inst, mb_sc
 	v->active[v->active_count].instance = inst;
 	v->active_count++;
 	memcpy(saved_loc, v->loc, saved_len + 1);
-	v->loc_len = (size_t)snprintf(v->loc, sizeof(v->loc), "%s", json_string_value(ref));
-	if (v->loc_len >= sizeof(v->loc))
-		v->loc_len = sizeof(v->loc) - 1;
+	/* from here on, locations read as the reference's target */
+	v->loc_len = strnlen(json_string_value(ref), sizeof(v->loc) - 1);
+	memcpy(v->loc, json_string_value(ref), v->loc_len);
+	v->loc[v->loc_len] = '\0';
 	v->base = target_base;
 	rc = check(v, target, inst, sink);
 	v->base = saved_base;
@@ -2016,7 +2173,8 @@ static int follow_ref(validator *v, const json_t *ref, const json_t *inst, mb_sc
 static int check(validator *v, const json_t *schema, const json_t *inst, mb_schema_report *sink)
 {
 	const char *saved_base = v->base;
-	const json_t *ref;
+	keywords kw;
+	uint32_t needed;
 	size_t i;
 	int rc = 0;
 
@@ -2032,13 +2190,15 @@ static int check(validator *v, const json_t *schema, const json_t *inst, mb_sche
 		return schema_fail(v, MB_EINVAL, "", "schemas nest deeper than %d levels (a $ref cycle?)",
 			SCHEMA_MAX_DEPTH);
 	v->depth++;
-	ref = json_object_get(schema, "$ref");
-	if (ref) {
-		rc = follow_ref(v, ref, inst, sink);
+	needed = scan_keywords(&kw, schema);
+	if (kw.value[KW_REF]) {
+		rc = follow_ref(v, kw.value[KW_REF], inst, sink);
 	} else {
-		v->base = node_base(v, schema, v->base);
+		if (kw.value[KW_ID])
+			v->base = node_base(v, schema, v->base);
 		for (i = 0; i < COUNT_OF(keyword_checks) && !should_stop(rc, sink); i++)
-			rc = merge(rc, keyword_checks[i](v, schema, inst, sink));
+			if (needed & (UINT32_C(1) << i))
+				rc = merge(rc, keyword_checks[i](v, &kw, inst, sink));
 		v->base = saved_base;
 	}
 	v->depth--;

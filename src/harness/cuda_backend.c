@@ -209,6 +209,7 @@ typedef struct case_run {
 	int *launches;
 	int n_calls, cap_calls;
 	bool sagged;
+	bool cupti_gap;  /* some call had no CUPTI records: samples fall back to events */
 	unsigned clock_start_mhz;
 	bool clock_known;
 	mb_cupti_kernels kernels;
@@ -356,6 +357,7 @@ static int timed_batch(case_run *r, int n, mb_error *err, cudaError_t *ce)
 			return 1;
 		double ev_ns = (double)ms * NS_PER_MS;
 		double sample = B.cupti ? (double)calls[i].busy_ns : ev_ns;
+		r->cupti_gap = r->cupti_gap || (B.cupti && calls[i].launches == 0);
 		if ((rc = mb_sampler_add(&r->s, sample, sag, err)) != 0 ||
 		    (rc = record_call(r, ev_ns, B.cupti ? (double)calls[i].span_ns : ev_ns,
 		                      B.cupti ? calls[i].launches : -1, err)) != 0)
@@ -474,9 +476,18 @@ static int write_results(case_run *r, const json_t *ceilings, bool converged, mb
 	mb_check_merge(&merged, &r->first);
 	mb_check_merge(&merged, &r->last);
 	bool passed = mb_check_passed(&merged);
+	bool cupti_timed = B.cupti && !r->cupti_gap;
+	if (B.cupti && r->cupti_gap) {
+		/* A zero busy time is no measurement: keep the whole case on one
+		 * clock, the events, and say why. */
+		for (int i = 0; i < r->s.n && i < r->n_calls; i++)
+			r->s.samples_ns[i] = r->ev_ns[i];
+		mb_case_json_add_finding(r->c, "other",
+			"CUPTI attributed no launch to some calls; samples are CUDA event times");
+	}
 	json_t *corr = mb_correctness_json(&merged, row->reference_name, &row->tolerance[r->plan->dtype],
 		r->n_rows, r->rows_total, r->row_seed, checks);
-	json_t *timing = mb_sampler_json(&r->s, B.cupti ? "cupti" : "events", r->settings->warmup, converged);
+	json_t *timing = mb_sampler_json(&r->s, cupti_timed ? "cupti" : "events", r->settings->warmup, converged);
 	if (corr == NULL || timing == NULL || evs == NULL) {
 		json_decref(corr);
 		json_decref(timing);
@@ -517,7 +528,8 @@ static int write_results(case_run *r, const json_t *ceilings, bool converged, mb
 	}
 	r->phases->goodput += mb_sampler_kept_sum_ns(&r->s);
 cleanup:
-	json_decref(checks);
+	if (corr == NULL)
+		json_decref(checks); /* mb_correctness_json took it otherwise */
 	json_decref(evs);
 	return rc;
 }

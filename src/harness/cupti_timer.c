@@ -52,6 +52,13 @@ static struct {
 		char *name;      /* demangled (owned) */
 	} *names;
 	size_t n_names, cap_names;
+	ext_rec *apis;   /* API records: correlation id and host start (in .ext) */
+	size_t n_apis, cap_apis;
+	struct window {
+		uint64_t id, begin, end;
+	} *wins;         /* host-side bracket of each call, CUPTI's clock */
+	size_t n_wins, cap_wins;
+	uint64_t seen_ops, seen_exts, seen_apis; /* totals, for diagnosis */
 	bool dropped;   /* CUPTI dropped records: results are incomplete */
 	demangle_fn demangle;
 } T = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -113,6 +120,7 @@ static void add_op(const op_rec *r)
 		return;
 	}
 	T.ops[T.n_ops++] = *r;
+	T.seen_ops++;
 }
 
 static void take_record(const CUpti_Activity *rec)
@@ -153,6 +161,19 @@ static void take_record(const CUpti_Activity *rec)
 		add_op(&op);
 		break;
 	}
+	case CUPTI_ACTIVITY_KIND_RUNTIME:
+	case CUPTI_ACTIVITY_KIND_DRIVER: {
+		const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)rec;
+		if (!grow((void **)&T.apis, &T.cap_apis, T.n_apis + 1, sizeof *T.apis)) {
+			T.dropped = true;
+			break;
+		}
+		T.apis[T.n_apis].corr = a->correlationId;
+		T.apis[T.n_apis].ext = a->start;
+		T.n_apis++;
+		T.seen_apis++;
+		break;
+	}
 	case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
 		const CUpti_ActivityExternalCorrelation *x = (const CUpti_ActivityExternalCorrelation *)rec;
 		if (x->externalKind != EXT_KIND)
@@ -164,6 +185,7 @@ static void take_record(const CUpti_Activity *rec)
 		T.exts[T.n_exts].corr = x->correlationId;
 		T.exts[T.n_exts].ext = x->externalId;
 		T.n_exts++;
+		T.seen_exts++;
 		break;
 	}
 	default:
@@ -192,7 +214,11 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t
 	free(buffer);
 }
 
+/* RUNTIME and DRIVER give the API records that external correlation
+ * records hang off, and the host start times the window fallback uses. */
 static const CUpti_ActivityKind KINDS[] = {
+	CUPTI_ACTIVITY_KIND_RUNTIME,
+	CUPTI_ACTIVITY_KIND_DRIVER,
 	CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
 	CUPTI_ACTIVITY_KIND_MEMCPY,
 	CUPTI_ACTIVITY_KIND_MEMSET,
@@ -236,6 +262,10 @@ void mb_cupti_stop(void)
 	pthread_mutex_lock(&T.lock);
 	free(T.ops);
 	free(T.exts);
+	free(T.apis);
+	free(T.wins);
+	T.apis = NULL, T.wins = NULL;
+	T.n_apis = T.cap_apis = T.n_wins = T.cap_wins = 0;
 	for (size_t i = 0; i < T.n_names; i++)
 		free(T.names[i].name);
 	free(T.names);
@@ -254,17 +284,48 @@ int mb_cupti_version(char *buf, size_t len, mb_error *err)
 	return 0;
 }
 
+/* Besides the external id, each call's host window on CUPTI's clock is
+ * kept: an API record that starts inside it belongs to the call. That
+ * second path needs only API records, so a CUPTI that emits no external
+ * correlation records still attributes every launch. */
 int mb_cupti_call_begin(uint64_t id, mb_error *err)
 {
+	uint64_t now = 0;
+	pthread_mutex_lock(&T.lock);
+	bool ok = grow((void **)&T.wins, &T.cap_wins, T.n_wins + 1, sizeof *T.wins);
+	if (ok) {
+		cuptiGetTimestamp(&now);
+		T.wins[T.n_wins].id = id;
+		T.wins[T.n_wins].begin = now;
+		T.wins[T.n_wins].end = UINT64_MAX;
+		T.n_wins++;
+	}
+	pthread_mutex_unlock(&T.lock);
+	if (!ok)
+		return mb_error_set(err, MB_ENOMEM, "cupti", "out of memory for call windows");
 	CUptiResult r = cuptiActivityPushExternalCorrelationId(EXT_KIND, id);
 	return r == CUPTI_SUCCESS ? 0 : cupti_fail(err, r, "cuptiActivityPushExternalCorrelationId");
 }
 
 int mb_cupti_call_end(mb_error *err)
 {
-	uint64_t last = 0;
+	uint64_t last = 0, now = 0;
 	CUptiResult r = cuptiActivityPopExternalCorrelationId(EXT_KIND, &last);
+	cuptiGetTimestamp(&now);
+	pthread_mutex_lock(&T.lock);
+	if (T.n_wins > 0)
+		T.wins[T.n_wins - 1].end = now;
+	pthread_mutex_unlock(&T.lock);
 	return r == CUPTI_SUCCESS ? 0 : cupti_fail(err, r, "cuptiActivityPopExternalCorrelationId");
+}
+
+void mb_cupti_counts(uint64_t *ops, uint64_t *exts, uint64_t *apis)
+{
+	pthread_mutex_lock(&T.lock);
+	*ops = T.seen_ops;
+	*exts = T.seen_exts;
+	*apis = T.seen_apis;
+	pthread_mutex_unlock(&T.lock);
 }
 
 int mb_cupti_flush(mb_error *err)
@@ -348,6 +409,31 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 		calls[i].span_ns = 0;
 		calls[i].launches = 0;
 	}
+	/* API records inside a call's window map their correlation id to the
+	 * call, unless an external correlation record already did. */
+	qsort(T.exts, T.n_exts, sizeof *T.exts, cmp_ext);
+	size_t n_direct = T.n_exts;
+	for (size_t a = 0; a < T.n_apis; a++) {
+		for (size_t w = 0; w < T.n_wins; w++) {
+			if (T.apis[a].ext < T.wins[w].begin || T.apis[a].ext > T.wins[w].end)
+				continue;
+			bool known = false;
+			for (size_t lo = 0, hi = n_direct; lo < hi && !known;) {
+				size_t mid = lo + (hi - lo) / 2;
+				known = T.exts[mid].corr == T.apis[a].corr;
+				if (T.exts[mid].corr < T.apis[a].corr)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (!known && grow((void **)&T.exts, &T.cap_exts, T.n_exts + 1, sizeof *T.exts)) {
+				T.exts[T.n_exts].corr = T.apis[a].corr;
+				T.exts[T.n_exts].ext = T.wins[w].id;
+				T.n_exts++;
+			}
+			break;
+		}
+	}
 	qsort(T.exts, T.n_exts, sizeof *T.exts, cmp_ext);
 	for (size_t i = 0; i < T.n_ops; i++) {
 		const op_rec *op = &T.ops[i];
@@ -375,6 +461,8 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 cleanup:
 	T.n_ops = 0;
 	T.n_exts = 0;
+	T.n_apis = 0;
+	T.n_wins = 0;
 	pthread_mutex_unlock(&T.lock);
 	free(first_start);
 	free(last_end);
@@ -386,6 +474,8 @@ void mb_cupti_discard(void)
 	pthread_mutex_lock(&T.lock);
 	T.n_ops = 0;
 	T.n_exts = 0;
+	T.n_apis = 0;
+	T.n_wins = 0;
 	T.dropped = false;
 	pthread_mutex_unlock(&T.lock);
 }
@@ -406,6 +496,7 @@ int mb_cupti_flush(mb_error *err) { return no_cupti(err); }
 int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 	mb_cupti_kernels *kernels, mb_error *err) { return no_cupti(err); }
 void mb_cupti_discard(void) {}
+void mb_cupti_counts(uint64_t *ops, uint64_t *exts, uint64_t *apis) { *ops = *exts = *apis = 0; }
 
 #endif
 

@@ -75,6 +75,10 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 /* Drop every gathered record (for work that was not bracketed). */
 void mb_cupti_discard(void);
 
+/* Records seen since mb_cupti_start (device operations, external
+ * correlations, API calls): for diagnosing a timer that attributes nothing. */
+void mb_cupti_counts(uint64_t *ops, uint64_t *exts, uint64_t *apis);
+
 /* The receipt's kernels array (caller owns it); NULL on allocation failure. */
 json_t *mb_cupti_kernels_json(const mb_cupti_kernels *k);
 void mb_cupti_kernels_free(mb_cupti_kernels *k);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "harness/backend.h"
+#include "harness/cupti_timer.h"
 #include "harness/suite.h"
 #include "kernels/catalog.h"
 #include "receipts/schema.h"
@@ -189,6 +190,10 @@ static void run_broken(const mb_backend *be, const mb_settings *s, const json_t 
 	};
 	static const int64_t axis[2] = {64, 96};
 	size_t n = 0;
+	/* Every row checked: the one wrong element must not escape a sample. */
+	mb_settings all_rows = *s;
+	all_rows.max_check_rows = axis[0];
+	s = &all_rows;
 	const mb_row *const *all = mb_catalog_rows_all(&n);
 	for (size_t b = 0; b < sizeof BROKEN / sizeof BROKEN[0]; b++) {
 		const mb_row *row = NULL;
@@ -242,6 +247,11 @@ int main(void)
 		CHECK(json_number_value(json_object_get(ceil, "copy_gbps")) > 0);
 		CHECK(json_number_value(json_object_get(ceil, "gemm_tflops")) > 0);
 		CHECK(ph.ceilings > 0 && ph.context_load > 0);
+		uint64_t ops = 0, exts = 0, apis = 0;
+		mb_cupti_counts(&ops, &exts, &apis);
+		printf("cupti records after probe: %llu device ops, %llu external correlations, %llu API calls\n",
+			(unsigned long long)ops, (unsigned long long)exts, (unsigned long long)apis);
+		CHECK(ops > 0);
 		char *d = json_dumps(dev, JSON_COMPACT), *c = json_dumps(ceil, JSON_COMPACT);
 		printf("device: %s\nceilings: %s\n", d, c);
 		free(d);

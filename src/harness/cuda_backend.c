@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "harness/case_common.h"
+#include "harness/cuda_blocker.h"
 #include "harness/cuda_headers.h"
 #include "harness/cuda_ceilings.h"
 #include "harness/cuda_device.h"
@@ -59,6 +60,8 @@ static struct {
 	void *flush_buf;
 	size_t flush_bytes;
 	unsigned flush_value;
+	mb_blocker blocker;
+	bool blocked;                 /* the blocker could be set up */
 	uint64_t next_id;
 } B = {.next_id = 1};
 
@@ -127,6 +130,8 @@ static int ensure_ready(mb_phase_ns *phases, mb_error *err)
 			goto cleanup;
 		}
 	}
+	/* without the blocker events still work, only less exactly */
+	B.blocked = mb_blocker_init(&B.blocker) == 0;
 	B.flush_bytes = (size_t)l2 * FLUSH_L2_MULTIPLE;
 	if ((ce = cudaMalloc(&B.flush_buf, B.flush_bytes)) != cudaSuccess) {
 		rc = mb_error_set(err, MB_EDEVICE, "cuda", "cudaMalloc(%zu) for the L2 flush: %s",
@@ -177,6 +182,7 @@ static void cuda_shutdown(void)
 		for (int i = 0; i < 2 * HOT_BATCH; i++)
 			cudaEventDestroy(B.ev[i]);
 		cudaFree(B.flush_buf);
+		mb_blocker_free(&B.blocker);
 		cudaStreamDestroy(B.stream);
 	}
 	mb_cupti_stop();
@@ -318,6 +324,7 @@ static int timed_batch(case_run *r, int n, mb_error *err, cudaError_t *ce)
 	mb_cupti_call calls[HOT_BATCH];
 	uint64_t first_id = B.next_id;
 	bool cold = r->plan->mode == MB_MODE_COLD;
+	bool held = false;
 	for (int i = 0; i < n; i++) {
 		if (cold) {
 			/* A new value each time, so no write is ever a no-op. */
@@ -327,26 +334,41 @@ static int timed_batch(case_run *r, int n, mb_error *err, cudaError_t *ce)
 				*ce = cudaStreamSynchronize(B.stream);
 			r->phases->l2_flush += mb_now_ns() - t0;
 			if (*ce != cudaSuccess)
-				return 1;
+				goto done;
+		}
+		/* hold the stream while the events and calls are enqueued (a cold
+		 * call alone, a hot or graph batch together) */
+		if (B.blocked && !held) {
+			if ((*ce = (cudaError_t)mb_blocker_hold(&B.blocker, B.stream)) != cudaSuccess)
+				goto done;
+			held = true;
 		}
 		uint64_t id = B.next_id++;
 		if (B.cupti && (rc = mb_cupti_call_begin(id, err)) != 0)
-			return rc;
+			goto done;
 		*ce = cudaEventRecord(B.ev[2 * i], B.stream);
 		if (*ce == cudaSuccess)
 			*ce = call_variant(r);
 		if (*ce == cudaSuccess)
 			*ce = cudaEventRecord(B.ev[2 * i + 1], B.stream);
 		if (B.cupti && (rc = mb_cupti_call_end(err)) != 0)
-			return rc;
+			goto done;
 		if (*ce != cudaSuccess)
-			return 1;
+			goto done;
+		if (cold && held) {
+			mb_blocker_release(&B.blocker);
+			held = false;
+		}
+	}
+	if (held) {
+		mb_blocker_release(&B.blocker);
+		held = false;
 	}
 	if ((*ce = cudaStreamSynchronize(B.stream)) != cudaSuccess)
-		return 1;
+		goto done;
 	if (B.cupti && ((rc = mb_cupti_flush(err)) != 0 ||
 	                (rc = mb_cupti_collect(calls, first_id, n, &r->kernels, err)) != 0))
-		return rc;
+		goto done;
 	unsigned mhz = 0;
 	bool sag = r->clock_known && mb_cuda_nvml_sm_clock_mhz(&mhz) &&
 		(double)mhz < CLOCK_SAG_FRACTION * (double)r->clock_start_mhz;
@@ -354,16 +376,21 @@ static int timed_batch(case_run *r, int n, mb_error *err, cudaError_t *ce)
 	for (int i = 0; i < n; i++) {
 		float ms = 0.0f;
 		if ((*ce = cudaEventElapsedTime(&ms, B.ev[2 * i], B.ev[2 * i + 1])) != cudaSuccess)
-			return 1;
+			goto done;
 		double ev_ns = (double)ms * NS_PER_MS;
 		double sample = B.cupti ? (double)calls[i].busy_ns : ev_ns;
 		r->cupti_gap = r->cupti_gap || (B.cupti && calls[i].launches == 0);
 		if ((rc = mb_sampler_add(&r->s, sample, sag, err)) != 0 ||
 		    (rc = record_call(r, ev_ns, B.cupti ? (double)calls[i].span_ns : ev_ns,
 		                      B.cupti ? calls[i].launches : -1, err)) != 0)
-			return rc;
+			goto done;
 	}
-	return 0;
+done:
+	if (held)
+		mb_blocker_release(&B.blocker);
+	if (rc == 0 && *ce != cudaSuccess)
+		rc = 1;
+	return rc;
 }
 
 static cudaError_t build_graph(case_run *r)

@@ -14,6 +14,7 @@
 extern "C" {
 #include "harness/error.h"
 }
+#include "harness/cuda_blocker.h"
 #include "harness/cuda_ceilings.h"
 #include "harness/cupti_timer.h"
 
@@ -131,6 +132,10 @@ cudaError_t vendor_copy(void *p, cudaStream_t stream)
 	return cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, stream);
 }
 
+/* Holds the stream while each probe call is enqueued (see cuda_blocker.h);
+ * NULL when it could not be set up. */
+static mb_blocker *probe_blocker;
+
 /* Run `warmup` untimed then `n` timed calls, one at a time; CUPTI busy time
  * into cupti_ns (when use_cupti) and event time into events_ns. */
 int time_op(double *cupti_ns, double *events_ns, probe_op op, void *ctx, cudaStream_t stream,
@@ -154,13 +159,22 @@ int time_op(double *cupti_ns, double *events_ns, probe_op op, void *ctx, cudaStr
 		mb_cupti_discard();
 	for (int i = 0; i < n; i++) {
 		uint64_t id = (*next_id)++;
-		if (use_cupti && (rc = mb_cupti_call_begin(id, err)) != 0)
+		if (probe_blocker && (ce = (cudaError_t)mb_blocker_hold(probe_blocker, stream)) != cudaSuccess) {
+			rc = fail(err, ce, "stream hold");
 			goto cleanup;
+		}
+		if (use_cupti && (rc = mb_cupti_call_begin(id, err)) != 0) {
+			if (probe_blocker)
+				mb_blocker_release(probe_blocker);
+			goto cleanup;
+		}
 		ce = cudaEventRecord(ev[0], stream);
 		if (ce == cudaSuccess)
 			ce = op(ctx, stream);
 		if (ce == cudaSuccess)
 			ce = cudaEventRecord(ev[1], stream);
+		if (probe_blocker)
+			mb_blocker_release(probe_blocker);
 		if (use_cupti && (rc = mb_cupti_call_end(err)) != 0)
 			goto cleanup;
 		if (ce == cudaSuccess)
@@ -345,7 +359,9 @@ extern "C" int mb_cuda_ceilings_measure(json_t **out, void *stream_ptr, bool use
 	cudaStream_t stream = (cudaStream_t)stream_ptr;
 	uint64_t next_id = PROBE_ID_BASE;
 	json_t *o = json_object();
+	mb_blocker blocker;
 	*out = NULL;
+	probe_blocker = mb_blocker_init(&blocker) == 0 ? &blocker : NULL;
 	if (o == NULL) {
 		rc = mb_error_set(err, MB_ENOMEM, "ceilings", "out of memory");
 		goto cleanup;
@@ -362,6 +378,9 @@ extern "C" int mb_cuda_ceilings_measure(json_t **out, void *stream_ptr, bool use
 	*out = o;
 	o = NULL;
 cleanup:
+	if (probe_blocker)
+		mb_blocker_free(probe_blocker);
+	probe_blocker = NULL;
 	json_decref(o);
 	return rc;
 }

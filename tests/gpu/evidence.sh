@@ -1,0 +1,76 @@
+#!/bin/bash
+# The measurements issue 3 asks for, on a GPU host, from a bundle made here:
+#   /work/shared/gpu/bundle.sh .gpu build/megabench build/tests/test_cuda_backend
+#   tests/gpu/evidence.sh checks|repeat     (on the host, from the repo root)
+# checks: GPU unit test, broken rows, compute-sanitizer memcheck at smoke
+#         shapes, timing accuracy against ncu and CUDA events.
+# repeat: the rope_qk and residual_rmsnorm rows of suites/nam56r.toml twice,
+#         back to back, for repeatability, convergence and goodput.
+# Everything lands under $OUT (default ./gpu-out).
+set -u
+out=${OUT:-gpu-out}
+mkdir -p "$out"
+# shellcheck disable=SC1091
+source .gpu/env.sh
+mb=.gpu/bin/megabench
+# the device gets a copy of the tree without .git: bring the packed one so
+# that receipts carry the commit
+[ -d .git ] || { [ -d .gpu/dotgit ] && cp -r .gpu/dotgit .git; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,ecc.mode.current \
+	--format=csv > "$out/nvidia-smi.csv" 2>&1
+cat "$out/nvidia-smi.csv"
+
+step() { # step NAME LIMIT_S command...
+	local name=$1 limit=$2; shift 2
+	local t0=$SECONDS
+	timeout "$limit" "$@" > "$out/$name.log" 2>&1
+	local rc=$?
+	echo "== $name: exit $rc in $((SECONDS - t0)) s"
+	tail -n 25 "$out/$name.log"
+}
+
+case ${1:-checks} in
+checks)
+	MB_GPU_TEST_OUT=$out/test_cuda_backend.json step test_cuda_backend 150 .gpu/bin/test_cuda_backend
+	step faults 120 $mb run tests/e2e/faults.toml --backend cuda -o "$out/faults.json"
+	python3 -c "import json,sys; r=json.load(open(sys.argv[1])); [print(c['row'], c['variant'], c['status'], (c['error'] or '')[:90]) for c in r['cases']]" "$out/faults.json"
+	step accuracy 90 $mb run tests/gpu/accuracy.toml --backend cuda -o "$out/accuracy.json"
+	step ncu 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/ncu.csv" \
+		-k "regex:mb_ceiling_copy_kernel|rope_qk_fused" -c 120 \
+		$mb run tests/gpu/accuracy.toml --backend cuda --min-time 0 -o "$out/accuracy-under-ncu.json"
+	python3 tests/gpu/accuracy.py "$out/accuracy.json" "$out/ncu.csv" | tee "$out/accuracy.txt"
+	step memcheck 200 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
+		.gpu/bin/test_cuda_backend
+	grep -E "ERROR SUMMARY" "$out/memcheck.log" | tail -n 3
+	;;
+repeat)
+	for run in a b; do
+		step "nam56r-$run" 280 $mb run suites/nam56r.toml --backend cuda --rows rope_qk,residual_rmsnorm \
+			-o "$out/nam56r-$run.json"
+	done
+	python3 - "$out/nam56r-a.json" "$out/nam56r-b.json" <<'PY' | tee "$out/repeat.txt"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+ma = {c["id"]: c for c in a["cases"]}
+agree = total = conv = 0
+for c in b["cases"]:
+    o = ma.get(c["id"])
+    if not (o and o["timing"] and c["timing"]):
+        continue
+    total += 1
+    r = c["timing"]["median_ns"] / o["timing"]["median_ns"]
+    agree += abs(r - 1) <= 0.01
+    print("%-70s %10.1f %10.1f  x%.4f" % (c["id"], o["timing"]["median_ns"], c["timing"]["median_ns"], r))
+for r in (a, b):
+    cs = [c for c in r["cases"] if c["timing"]]
+    conv += sum(c["timing"]["converged"] for c in cs)
+n = sum(1 for r in (a, b) for c in r["cases"] if c["timing"])
+print("repeatability: %d of %d cases agree within 1%% (%.1f%%)" % (agree, total, 100.0 * agree / max(total, 1)))
+print("convergence: %d of %d cases converged (%.1f%%)" % (conv, n, 100.0 * conv / max(n, 1)))
+g = a["goodput"]
+print("goodput run a: wall %.2f s, goodput %.1f%%" % (g["wall_ns"] / 1e9, 100 * g["goodput_fraction"]))
+for k, v in g["badput_ns"].items():
+    print("  %-17s %8.2f s  %5.1f%%" % (k, v / 1e9, 100.0 * v / g["wall_ns"]))
+PY
+	;;
+esac

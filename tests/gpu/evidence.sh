@@ -1,11 +1,13 @@
 #!/bin/bash
 # The measurements issue 3 asks for, on a GPU host, from a bundle made here:
 #   /work/shared/gpu/bundle.sh .gpu build/megabench build/tests/test_cuda_backend
-#   tests/gpu/evidence.sh checks|repeat     (on the host, from the repo root)
-# checks: GPU unit test, broken rows, compute-sanitizer memcheck at smoke
-#         shapes, timing accuracy against ncu and CUDA events.
-# repeat: the rope_qk and residual_rmsnorm rows of suites/nam56r.toml twice,
-#         back to back, for repeatability, convergence and goodput.
+#   tests/gpu/evidence.sh PHASE...     (on the host, from the repo root)
+# checks:   the GPU unit test and the broken test rows.
+# accuracy: rope_qk fused at the largest nam56r shape and the copy probe,
+#           against ncu and CUDA events.
+# memcheck: compute-sanitizer memcheck over every variant at smoke shapes.
+# repeat:   the rope_qk and residual_rmsnorm rows of suites/nam56r.toml
+#           twice, back to back: repeatability, convergence, goodput.
 # Everything lands under $OUT (default ./gpu-out).
 set -u
 out=${OUT:-gpu-out}
@@ -13,9 +15,11 @@ mkdir -p "$out"
 # shellcheck disable=SC1091
 source .gpu/env.sh
 mb=.gpu/bin/megabench
-# the device gets a copy of the tree without .git: bring the packed one so
-# that receipts carry the commit
-[ -d .git ] || { [ -d .gpu/dotgit ] && cp -r .gpu/dotgit .git; }
+# the device gets a copy of the tree whose .git, if any, holds no commits:
+# bring the packed one so that receipts carry the commit
+if [ -d .gpu/dotgit ] && ! [ -s .git/HEAD -a -d .git/objects/pack -o -f .git/packed-refs ]; then
+	rm -rf .git && cp -r .gpu/dotgit .git
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,ecc.mode.current \
 	--format=csv > "$out/nvidia-smi.csv" 2>&1
 cat "$out/nvidia-smi.csv"
@@ -29,19 +33,24 @@ step() { # step NAME LIMIT_S command...
 	tail -n 25 "$out/$name.log"
 }
 
-case ${1:-checks} in
+for phase in "${@:-checks}"; do
+case $phase in
 checks)
 	MB_GPU_TEST_OUT=$out/test_cuda_backend.json step test_cuda_backend 150 .gpu/bin/test_cuda_backend
 	step faults 120 $mb run tests/e2e/faults.toml --backend cuda -o "$out/faults.json"
 	python3 -c "import json,sys; r=json.load(open(sys.argv[1])); [print(c['row'], c['variant'], c['status'], (c['error'] or '')[:90]) for c in r['cases']]" "$out/faults.json"
+	;;
+accuracy)
 	step accuracy 90 $mb run tests/gpu/accuracy.toml --backend cuda -o "$out/accuracy.json"
 	step ncu 150 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file "$out/ncu.csv" \
 		-k "regex:mb_ceiling_copy_kernel|rope_qk_fused" -c 120 \
 		$mb run tests/gpu/accuracy.toml --backend cuda --min-time 0 -o "$out/accuracy-under-ncu.json"
 	python3 tests/gpu/accuracy.py "$out/accuracy.json" "$out/ncu.csv" | tee "$out/accuracy.txt"
-	step memcheck 200 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
-		.gpu/bin/test_cuda_backend
-	grep -E "ERROR SUMMARY" "$out/memcheck.log" | tail -n 3
+	;;
+memcheck)
+	MEGABENCH_SKIP_CEILINGS=1 step memcheck 240 compute-sanitizer --tool memcheck --target-processes all --error-exitcode 9 \
+		$mb run tests/gpu/memcheck.toml --backend cuda -o "$out/memcheck.json"
+	grep -E "ERROR SUMMARY" "$out/memcheck.log" | sort | uniq -c
 	;;
 repeat)
 	for run in a b; do
@@ -73,4 +82,8 @@ for k, v in g["badput_ns"].items():
     print("  %-17s %8.2f s  %5.1f%%" % (k, v / 1e9, 100.0 * v / g["wall_ns"]))
 PY
 	;;
+*)
+	echo "unknown phase $phase" >&2
+	;;
 esac
+done

@@ -15,9 +15,9 @@ mkdir -p "$out"
 # shellcheck disable=SC1091
 source .gpu/env.sh
 mb=.gpu/bin/megabench
-# the device gets a copy of the tree whose .git, if any, holds no commits:
-# bring the packed one so that receipts carry the commit
-if [ -d .gpu/dotgit ] && ! [ -s .git/HEAD -a -d .git/objects/pack -o -f .git/packed-refs ]; then
+# the device gets a copy of the tree with an empty .git of its own: put the
+# packed one in its place so that receipts carry the commit
+if [ -d .gpu/dotgit ]; then
 	rm -rf .git && cp -r .gpu/dotgit .git
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,ecc.mode.current \

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "kernels/row_common.h"
 #include "reference/reference.h"
 
 enum { AX_T, AX_H };
@@ -56,3 +57,63 @@ DEFINE_SUMSQ(sumsq_f64, double)
 
 DEFINE_RMSNORM(mb_ref_residual_rmsnorm, float, float, sumsq_f32, sqrtf)
 DEFINE_RMSNORM(mb_oracle_residual_rmsnorm, double, double, sumsq_f64, sqrt)
+
+/* ---- the residual_rmsnorm catalog row: shapes, bytes, tolerances, variants ---------------------------------------------- */
+
+enum { RMS_T, RMS_H };
+
+static int rms_tensors(const int64_t *a, mb_tensor_spec *t)
+{
+	t[0] = (mb_tensor_spec){"x", false, a[RMS_T], a[RMS_H], MB_FILL_NORMAL, 0, 1};
+	t[1] = (mb_tensor_spec){"r", false, a[RMS_T], a[RMS_H], MB_FILL_NORMAL, 0, 1};
+	t[2] = (mb_tensor_spec){"w", false, 1, a[RMS_H], MB_FILL_UNIFORM, 0.5f, 1.5f};
+	t[3] = (mb_tensor_spec){"y", true, a[RMS_T], a[RMS_H], MB_FILL_NORMAL, 0, 0};
+	t[4] = (mb_tensor_spec){"h", true, a[RMS_T], a[RMS_H], MB_FILL_NORMAL, 0, 0};
+	return 5;
+}
+
+static uint64_t rms_bytes(const int64_t *a, mb_dtype dtype)
+{
+	/* x and r read, y and h written, w read once */
+	return ((uint64_t)a[RMS_T] * 4 + 1) * (uint64_t)a[RMS_H] * mb_dtype_size(dtype);
+}
+
+static uint64_t rms_flops(const int64_t *a)
+{
+	/* add, square, accumulate, scale, weight: 5 per element (the rsqrt per
+	 * row is noise) */
+	return 5ull * (uint64_t)a[RMS_T] * (uint64_t)a[RMS_H];
+}
+
+const mb_row mb_row_residual_rmsnorm = {
+	.name = "residual_rmsnorm",
+	.block = 'X',
+	.status = MB_ROW_EXPERIMENTAL,
+	.summary = "h = x + r; y = h / sqrt(mean(h^2) + 1e-6) * w over the hidden axis; outputs y and h",
+	.n_axes = 2,
+	.axes = {"T", "H"},
+	.check_shape = NULL,
+	.tensors = rms_tensors,
+	.bytes = rms_bytes,
+	.flops = rms_flops,
+	.reference = mb_ref_residual_rmsnorm,
+	.oracle = mb_oracle_residual_rmsnorm,
+	.reference_name = "mb_ref_residual_rmsnorm (fp32, pairwise sum, src/reference/residual_rmsnorm.c)",
+	.source_files = {"src/kernels/residual_rmsnorm.cu", "src/reference/residual_rmsnorm.c"},
+	.tolerance = {
+		[MB_FP32] = {16 * F32_EPS, 64 * F32_EPS,
+			"sum of squares with <= 64 sequential adds per partial (2^-24*64 relative), halved by the rsqrt, plus ~4 roundings for h, scale and weight"},
+		[MB_FP16] = {16 * F32_EPS, 3 * F16_HALF_ULP + 64 * F32_EPS,
+			"the plain path rounds h to fp16 before the norm: half-ulp (2^-11) on h, on the mean of h^2 (worst case), and on y"},
+		[MB_BF16] = {16 * F32_EPS, 3 * BF16_HALF_ULP + 64 * F32_EPS,
+			"the plain path rounds h to bf16 before the norm: half-ulp (2^-8) on h, on the mean of h^2 (worst case), and on y"},
+	},
+	.n_variants = 3,
+	.variants = {
+		{"fused", MB_VARIANT_FUSED, "cuda", "one launch: add, reduce, normalise, store y and h",
+			1, {"residual_rmsnorm_fused"}, GPU_LAUNCH(mb_residual_rmsnorm_fused_launch), MB_DTYPE_ALL},
+		{"fallback", MB_VARIANT_FALLBACK, "cuda", "plain path: an add launch writes h, an RMSNorm launch reads it",
+			2, {"residual_add", "rmsnorm"}, GPU_LAUNCH(mb_residual_rmsnorm_fallback_launch), MB_DTYPE_ALL},
+		MB_REFERENCE_VARIANT,
+	},
+};

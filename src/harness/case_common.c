@@ -115,6 +115,11 @@ static void fill_chunk(const fill_job *job, uint64_t chunk)
 	mb_rng_seed(&rng, splitmix64(&mix));
 	for (uint64_t i = begin; i < end; i++) {
 		float v;
+		if (spec->fill == MB_FILL_INDEX) {
+			/* zero is a valid index; no rounding to the case dtype */
+			job->dst[i] = (float)floor(spec->lo + (spec->hi - spec->lo) * mb_rng_uniform(&rng));
+			continue;
+		}
 		do {
 			if (spec->fill == MB_FILL_UNIFORM) {
 				v = (float)(spec->lo + (spec->hi - spec->lo) * mb_rng_uniform(&rng));
@@ -200,6 +205,35 @@ cleanup:
 	if (rc)
 		mb_host_tensors_free(out);
 	return rc;
+}
+
+size_t mb_tensor_elem_bytes(const mb_tensor_spec *spec, mb_dtype dtype)
+{
+	return spec->fill == MB_FILL_INDEX ? sizeof(int32_t) : mb_dtype_size(dtype);
+}
+
+void mb_tensor_pack(const mb_tensor_spec *spec, mb_dtype dtype, const float *src, void *dst, size_t n)
+{
+	int32_t *idx = dst;
+
+	if (spec->fill != MB_FILL_INDEX) {
+		mb_dtype_pack(dtype, src, dst, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		idx[i] = (int32_t)src[i];
+}
+
+void mb_tensor_unpack(const mb_tensor_spec *spec, mb_dtype dtype, const void *src, float *dst, size_t n)
+{
+	const int32_t *idx = src;
+
+	if (spec->fill != MB_FILL_INDEX) {
+		mb_dtype_unpack(dtype, src, dst, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		dst[i] = (float)idx[i];
 }
 
 void mb_host_tensors_poison(mb_host_tensors *t)

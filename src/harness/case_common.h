@@ -28,6 +28,12 @@ int mb_host_tensors_make(mb_host_tensors *out, const mb_case_plan *plan, uint64_
 void mb_host_tensors_free(mb_host_tensors *t);
 void mb_host_tensors_poison(mb_host_tensors *t);
 
+/* Device storage of a tensor: the case dtype, or int32 for index tensors.
+ * Host copies are always fp32 (indices are exact below 2^24). */
+size_t mb_tensor_elem_bytes(const mb_tensor_spec *spec, mb_dtype dtype);
+void mb_tensor_pack(const mb_tensor_spec *spec, mb_dtype dtype, const float *src, void *dst, size_t n);
+void mb_tensor_unpack(const mb_tensor_spec *spec, mb_dtype dtype, const void *src, float *dst, size_t n);
+
 /* The rows the reference will check: all when rows_total <= max_rows, else
  * `max_rows` distinct rows drawn from `seed`, sorted. *out_rows == NULL
  * means all rows. */

@@ -252,9 +252,9 @@ static cudaError_t call_variant(case_run *r)
 
 static int alloc_tensors(case_run *r, cudaError_t *ce)
 {
-	size_t elem = mb_dtype_size(r->plan->dtype), biggest = 0;
+	size_t biggest = 0;
 	for (int i = 0; i < r->ht.n_tensors; i++) {
-		r->bytes[i] = (size_t)r->ht.elems[i] * elem;
+		r->bytes[i] = (size_t)r->ht.elems[i] * mb_tensor_elem_bytes(&r->ht.spec[i], r->plan->dtype);
 		r->total_bytes += r->bytes[i];
 		biggest = r->bytes[i] > biggest ? r->bytes[i] : biggest;
 		if ((*ce = cudaMalloc(&r->dev[i], r->bytes[i])) != cudaSuccess)
@@ -266,7 +266,7 @@ static int alloc_tensors(case_run *r, cudaError_t *ce)
 	for (int i = 0; i < r->ht.n_tensors; i++) {
 		if (r->ht.spec[i].is_output)
 			continue;
-		mb_dtype_pack(r->plan->dtype, r->ht.data[i], r->staging, r->ht.elems[i]);
+		mb_tensor_pack(&r->ht.spec[i], r->plan->dtype, r->ht.data[i], r->staging, r->ht.elems[i]);
 		if ((*ce = cudaMemcpy(r->dev[i], r->staging, r->bytes[i], cudaMemcpyHostToDevice)) != cudaSuccess)
 			return 1;
 	}
@@ -294,7 +294,7 @@ static cudaError_t check_outputs(case_run *r, mb_check *chk)
 			continue;
 		if ((ce = cudaMemcpy(r->staging, r->dev[i], r->bytes[i], cudaMemcpyDeviceToHost)) != cudaSuccess)
 			return ce;
-		mb_dtype_unpack(r->plan->dtype, r->staging, r->ht.data[i], r->ht.elems[i]);
+		mb_tensor_unpack(&r->ht.spec[i], r->plan->dtype, r->staging, r->ht.data[i], r->ht.elems[i]);
 		mb_check_add(chk, &r->ht.spec[i], r->ht.data[i], r->want[i], r->rows, r->n_rows, tol);
 	}
 	return ce;

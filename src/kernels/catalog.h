@@ -39,7 +39,9 @@ typedef enum mb_variant_kind {
 
 typedef enum mb_fill {
 	MB_FILL_NORMAL,  /* N(0, 1) scaled by `hi` */
-	MB_FILL_UNIFORM  /* U(lo, hi) */
+	MB_FILL_UNIFORM, /* U(lo, hi) */
+	MB_FILL_INDEX    /* integers uniform in [lo, hi), stored as int32 on the
+	                    device whatever the case dtype (row indices) */
 } mb_fill;
 
 /* |got - want| <= abs + rel * |want| for every checked element. */

@@ -15,6 +15,7 @@
 MB_DECLARE_REFERENCE(rope_qk);
 /* axes T, H; in x, r, w; out y, h */
 MB_DECLARE_REFERENCE(residual_rmsnorm);
+/* Rows added later declare their pair here with MB_DECLARE_REFERENCE too. */
 /* axes N, C; in x; out y = 2x (test rows) */
 MB_DECLARE_REFERENCE(test_scale);
 

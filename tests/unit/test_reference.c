@@ -106,7 +106,8 @@ static void catalog_rules(void)
 	CHECK(rope->bytes((int64_t[]){2, 2, 1, 4}, MB_FP32) == 56 * 4);
 	CHECK(mb_catalog_find("test_hang") != NULL);
 	mb_catalog_rows(&n);
-	CHECK(n == 2);
+	CHECK(n >= 2);
+	/* every listed row has its three variants and a reasoned tolerance */
 	for (size_t i = 0; i < n; i++) {
 		const mb_row *r = mb_catalog_rows(&n)[i];
 		for (int d = 0; d < MB_DTYPE_COUNT; d++)

@@ -396,10 +396,14 @@ static void check_one(mb_check *c, float got, float want, const mb_tolerance *to
 }
 
 void mb_check_add(mb_check *c, const mb_tensor_spec *spec, const float *got, const float *want,
-	const int64_t *rows, int64_t n_rows, const mb_tolerance *tol)
+	const int64_t *rows, int64_t n_rows, int64_t unit_rows, const mb_tolerance *tol)
 {
 	int64_t width = spec->row_elems;
 
+	if (spec->rows != unit_rows) {
+		rows = NULL;
+		n_rows = spec->rows;
+	}
 	for (int64_t i = 0; i < n_rows; i++) {
 		int64_t r = rows ? rows[i] : i;
 		for (int64_t j = 0; j < width; j++)

@@ -59,9 +59,12 @@ typedef struct mb_check {
 } mb_check;
 
 void mb_check_init(mb_check *c);
-/* Compare `got` with `want` on the listed rows of one output tensor. */
+/* Compare `got` with `want` for one output tensor. `rows` (NULL: all) and
+ * `n_rows` are the sample of the case's row unit, `unit_rows` rows in all
+ * (tokens, usually); an output with another row count, such as a [1, H]
+ * weight gradient, is compared whole. */
 void mb_check_add(mb_check *c, const mb_tensor_spec *spec, const float *got, const float *want,
-	const int64_t *rows, int64_t n_rows, const mb_tolerance *tol);
+	const int64_t *rows, int64_t n_rows, int64_t unit_rows, const mb_tolerance *tol);
 bool mb_check_passed(const mb_check *c);
 /* One line on why a check failed: counts over tolerance, NaN, zeros. */
 void mb_check_describe(const mb_check *c, char *buf, size_t len);

@@ -100,7 +100,7 @@ static void check_outputs(mb_check *c, const mb_host_tensors *t, float *const *w
 	const int64_t *rows, int64_t n_rows, const mb_tolerance *tol)
 {
 	for (int i = t->n_inputs; i < t->n_tensors; i++)
-		mb_check_add(c, &t->spec[i], t->data[i], want[i], rows, n_rows, tol);
+		mb_check_add(c, &t->spec[i], t->data[i], want[i], rows, n_rows, t->spec[t->n_inputs].rows, tol);
 }
 
 static uint64_t host_bytes(const mb_host_tensors *t)

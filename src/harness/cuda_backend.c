@@ -295,7 +295,8 @@ static cudaError_t check_outputs(case_run *r, mb_check *chk)
 		if ((ce = cudaMemcpy(r->staging, r->dev[i], r->bytes[i], cudaMemcpyDeviceToHost)) != cudaSuccess)
 			return ce;
 		mb_tensor_unpack(&r->ht.spec[i], r->plan->dtype, r->staging, r->ht.data[i], r->ht.elems[i]);
-		mb_check_add(chk, &r->ht.spec[i], r->ht.data[i], r->want[i], r->rows, r->n_rows, tol);
+		mb_check_add(chk, &r->ht.spec[i], r->ht.data[i], r->want[i], r->rows, r->n_rows,
+			r->ht.spec[r->ht.n_inputs].rows, tol);
 	}
 	return ce;
 }

@@ -89,34 +89,44 @@ static void test_check(void)
 	char why[256];
 
 	mb_check_init(&c);
-	mb_check_add(&c, &spec, good, want, NULL, 2, &tol);
+	mb_check_add(&c, &spec, good, want, NULL, 2, 2, &tol);
 	CHECK(mb_check_passed(&c) && c.over_tolerance == 0 && c.compared == 6);
 	CHECK(fabs(c.max_abs - 0.05) < 1e-6);
 
 	mb_check_init(&c);
-	mb_check_add(&c, &spec, bad, want, NULL, 2, &tol);
+	mb_check_add(&c, &spec, bad, want, NULL, 2, 2, &tol);
 	CHECK(!mb_check_passed(&c) && c.over_tolerance == 1);
 	mb_check_describe(&c, why, sizeof(why));
 	CHECK_MSG(strstr(why, "1 of 6 elements over tolerance") != NULL, "%s", why);
 
 	/* row sampling: only row 0 checked, so the bad element in row 1 is not */
 	mb_check_init(&c);
-	mb_check_add(&c, &spec, bad, want, (int64_t[]){0}, 1, &tol);
+	mb_check_add(&c, &spec, bad, want, (int64_t[]){0}, 1, 2, &tol);
 	CHECK(mb_check_passed(&c) && c.compared == 3);
 	mb_check_init(&c);
-	mb_check_add(&c, &spec, bad, want, second_row, 1, &tol);
+	mb_check_add(&c, &spec, bad, want, second_row, 1, 2, &tol);
 	CHECK(!mb_check_passed(&c));
 
 	mb_check_init(&c);
-	mb_check_add(&c, &spec, nan, want, NULL, 2, &tol);
+	mb_check_add(&c, &spec, nan, want, NULL, 2, 2, &tol);
 	CHECK(!mb_check_passed(&c) && c.nan_count == 1);
 
 	/* all zeros never pass, even against an all-zero reference */
 	mb_check_init(&c);
-	mb_check_add(&c, &spec, zero, zero, NULL, 2, &tol);
+	mb_check_add(&c, &spec, zero, zero, NULL, 2, 2, &tol);
 	CHECK(!mb_check_passed(&c));
 	mb_check_describe(&c, why, sizeof(why));
 	CHECK_MSG(strstr(why, "zero") != NULL, "%s", why);
+
+	/* an output with another row count than the unit ([1, H] weight
+	 * gradients) is compared whole, whatever the sample */
+	{
+		mb_tensor_spec dw = {"dw", true, 1, 3, MB_FILL_NORMAL, 0, 0};
+		float dw_want[3] = {1, 2, 3}, dw_bad[3] = {1, 2, 3.5f};
+		mb_check_init(&c);
+		mb_check_add(&c, &dw, dw_bad, dw_want, second_row, 1, 2, &tol);
+		CHECK(!mb_check_passed(&c) && c.compared == 3 && c.over_tolerance == 1);
+	}
 
 	/* nothing compared never passes */
 	mb_check_init(&c);

@@ -73,7 +73,7 @@ static void against_oracle(const char *row_name, const int64_t *axis)
 		CHECK(mb_oracle_run(orc, &p, &t, NULL, rows, &err) == 0);
 		mb_check_init(&c);
 		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, &row->tolerance[MB_FP32]);
+			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, &row->tolerance[MB_FP32]);
 		CHECK_MSG(mb_check_passed(&c), "%s %s: %llu over tolerance, max abs %g", row_name,
 			mb_dtype_name((mb_dtype)d), (unsigned long long)c.over_tolerance, c.max_abs);
 		/* the check can fail: one element off by far more than the
@@ -81,7 +81,7 @@ static void against_oracle(const char *row_name, const int64_t *axis)
 		ref[t.n_inputs][rows / 2] += 1e-3f;
 		mb_check_init(&c);
 		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, &row->tolerance[MB_FP32]);
+			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, &row->tolerance[MB_FP32]);
 		CHECK(!mb_check_passed(&c) && c.over_tolerance == 1);
 		mb_reference_free(ref, &t);
 		mb_reference_free(orc, &t);

@@ -493,7 +493,7 @@ json_t *mb_correctness_json(const mb_check *c, const char *reference, const mb_t
 #define MAD_TO_SIGMA 1.4826
 #define MEDIAN_SE_FACTOR 1.2533
 
-static int cmp_double(const void *a, const void *b)
+int mb_cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
@@ -529,7 +529,7 @@ double mb_rel_noise(const double *sorted, int n)
 	}
 	for (int i = 0; i < n; i++)
 		dev[i] = fabs(sorted[i] - med);
-	qsort(dev, (size_t)n, sizeof(*dev), cmp_double);
+	qsort(dev, (size_t)n, sizeof(*dev), mb_cmp_double);
 	mad = mb_quantile_sorted(dev, n, 0.5);
 	free(dev);
 	return MEDIAN_SE_FACTOR * MAD_TO_SIGMA * mad / sqrt((double)n) / med;
@@ -584,7 +584,7 @@ static double *kept_sorted(const mb_sampler *s, int *out_n)
 			v[n++] = s->samples_ns[i];
 	}
 	if (v)
-		qsort(v, (size_t)n, sizeof(*v), cmp_double);
+		qsort(v, (size_t)n, sizeof(*v), mb_cmp_double);
 	*out_n = n;
 	return v;
 }

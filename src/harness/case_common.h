@@ -102,6 +102,9 @@ void mb_sampler_free(mb_sampler *s);
 double mb_rel_noise(const double *sorted, int n);
 /* Linear-interpolated quantile of sorted data, q in [0, 1]. */
 double mb_quantile_sorted(const double *sorted, int n, double q);
+/* qsort comparator for doubles, ascending. One definition, so that every
+ * backend orders its samples the same way before taking quantiles. */
+int mb_cmp_double(const void *a, const void *b);
 
 /* The receipt's throughput object; `ceilings` is the probe's object. */
 json_t *mb_throughput_json(uint64_t bytes, uint64_t flops, double median_ns, const json_t *ceilings);

@@ -20,11 +20,68 @@
 #define PATH_MAX_LEN 4096
 #define DIR_MODE 0755
 
-typedef struct common_opts {
+/* The options of diff, gate, verdict and report, parsed by one loop; each
+ * command's option strings say which of them it takes. */
+typedef struct report_opts {
 	const char *format;
 	const char *policy_path;
+	const char *baseline; /* gate */
+	const char *junit;    /* gate */
+	const char *outdir;   /* report */
 	bool force;
-} common_opts;
+} report_opts;
+
+typedef struct command {
+	const char *name;
+	const char *shortopts;
+	const struct option *longopts;
+	void (*usage)(FILE *f);
+} command;
+
+/* getopt_long hands back the letter of any long option in the table, and
+ * verdict borrows diff's table, --force included: only the letters of the
+ * command's own short options are its options. (strchr would also find the
+ * terminator for 0 and the argument markers for ':'.) */
+static bool takes_option(const command *cmd, int opt)
+{
+	return opt > 0 && opt != ':' && strchr(cmd->shortopts, opt);
+}
+
+/* Parse argv into `out` (optind is left at the first operand). Returns true
+ * when the command ends here, with *out_status its exit code: 0 after
+ * --help, a usage error for an unknown option. */
+static bool parse_opts(report_opts *out, int *out_status, const command *cmd, int argc, char **argv)
+{
+	int opt;
+
+	*out = (report_opts){.format = "table"};
+	optind = 0;
+	while ((opt = getopt_long(argc, argv, cmd->shortopts, cmd->longopts, NULL)) != -1) {
+		if (!takes_option(cmd, opt)) {
+			*out_status = mb_cli_usage_error(cmd->name, "unknown option");
+			return true;
+		}
+		switch (opt) {
+		case 'f': out->format = optarg; break;
+		case 'p': out->policy_path = optarg; break;
+		case 'F': out->force = true; break;
+		case 'b': out->baseline = optarg; break;
+		case 'j': out->junit = optarg; break;
+		case 'o': out->outdir = optarg; break;
+		case 'h': cmd->usage(stdout); *out_status = 0; return true;
+		}
+	}
+	return false;
+}
+
+/* 0, or the usage error's exit code when no printer has that name. */
+static int find_printer(const mb_printer **out, const command *cmd, const char *format)
+{
+	*out = mb_printer_find(format);
+	if (!*out)
+		return mb_cli_usage_error(cmd->name, "unknown format \"%s\" (table, markdown, json, csv)", format);
+	return 0;
+}
 
 /* Print a result into memory, then replace `path` atomically with it. */
 typedef int (*render_fn)(FILE *out, const void *ctx, mb_error *err);
@@ -47,24 +104,68 @@ static int write_rendered(const char *path, render_fn render, const void *ctx, m
 	return rc;
 }
 
-static int load_policy(mb_policy *out, const char *path, mb_error *err)
+/* The policy at `policy_path` (defaults when NULL), then the receipt at each
+ * of `paths` into `receipts`, stopping at the first failure. `policy` must
+ * hold defaults already and `receipts` NULLs, so that the caller frees both
+ * the same way whether this failed or not. */
+static int load_inputs(mb_policy *policy, json_t **receipts, const char *policy_path,
+	const char *const *paths, size_t n, mb_error *err)
 {
-	if (!path) {
-		mb_policy_defaults(out);
-		return 0;
-	}
-	return mb_policy_load(out, path, err);
+	int rc = policy_path ? mb_policy_load(policy, policy_path, err) : 0;
+
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = mb_receipt_load(&receipts[i], paths[i], err);
+	return rc;
 }
 
 /* ---- diff and gate ---------------------------------------------------------- */
 
-static int load_pair(json_t **base, json_t **head, const char *a, const char *b, mb_error *err)
+/* What a diff points into: both receipts and the policy live as long as it. */
+typedef struct diff_run {
+	mb_policy policy;
+	json_t *pair[2]; /* base, head */
+	mb_diff d;
+} diff_run;
+
+static void diff_run_init(diff_run *r)
 {
-	int rc = mb_receipt_load(base, a, err);
+	memset(r, 0, sizeof(*r));
+	mb_policy_defaults(&r->policy);
+}
+
+static void diff_run_free(diff_run *r)
+{
+	mb_diff_free(&r->d);
+	json_decref(r->pair[0]);
+	json_decref(r->pair[1]);
+	mb_policy_free(&r->policy);
+}
+
+/* Load, compare and print to standard output: the part diff and gate share.
+ * Incomparable receipts are no error here; each command decides what they
+ * mean for its exit code. */
+static int diff_run_print(diff_run *r, const mb_printer *printer, const report_opts *o, const char *base_path,
+	const char *head_path, mb_error *err)
+{
+	const char *paths[2] = {base_path, head_path};
+	int rc = load_inputs(&r->policy, r->pair, o->policy_path, paths, 2, err);
 
 	if (!rc)
-		rc = mb_receipt_load(head, b, err);
+		rc = mb_diff_receipts(&r->d, r->pair[0], r->pair[1], base_path, head_path, &r->policy, o->force, err);
+	if (!rc)
+		rc = printer->diff(stdout, &r->d, err);
+	if (!rc)
+		fflush(stdout);
 	return rc;
+}
+
+/* After the printed diff, on standard error: why the receipts were refused. */
+static void report_incomparable(const mb_diff *d, const char *hint)
+{
+	mb_error err;
+
+	mb_error_set(&err, MB_EINVAL, d->head_name, "not comparable with %s: %s%s", d->base_name, d->reasons, hint);
+	mb_cli_error(&err);
 }
 
 static void diff_usage(FILE *f)
@@ -85,55 +186,31 @@ static const struct option diff_long[] = {
 	{NULL, 0, NULL, 0},
 };
 
+static const command diff_cmd = {"diff", "f:p:Fh", diff_long, diff_usage};
+
 int mb_cli_diff(int argc, char **argv)
 {
-	common_opts o = {"table", NULL, false};
+	report_opts o;
 	const mb_printer *printer;
-	json_t *base = NULL, *head = NULL;
-	mb_policy policy;
-	mb_diff d;
+	diff_run r;
 	mb_error err;
-	int opt, status = MB_GATE_INCONCLUSIVE;
+	int status;
 
-	mb_policy_defaults(&policy);
-	memset(&d, 0, sizeof(d));
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, "f:p:Fh", diff_long, NULL)) != -1) {
-		switch (opt) {
-		case 'f': o.format = optarg; break;
-		case 'p': o.policy_path = optarg; break;
-		case 'F': o.force = true; break;
-		case 'h': diff_usage(stdout); return 0;
-		default: return mb_cli_usage_error("diff", "unknown option");
-		}
-	}
+	if (parse_opts(&o, &status, &diff_cmd, argc, argv))
+		return status;
 	if (argc - optind != 2)
 		return mb_cli_usage_error("diff", "expected two receipts, got %d", argc - optind);
-	printer = mb_printer_find(o.format);
-	if (!printer)
-		return mb_cli_usage_error("diff", "unknown format \"%s\" (table, markdown, json, csv)", o.format);
-	if (load_policy(&policy, o.policy_path, &err) || load_pair(&base, &head, argv[optind], argv[optind + 1], &err)
-		|| mb_diff_receipts(&d, base, head, argv[optind], argv[optind + 1], &policy, o.force, &err)) {
+	if ((status = find_printer(&printer, &diff_cmd, o.format)))
+		return status;
+	status = MB_GATE_INCONCLUSIVE;
+	diff_run_init(&r);
+	if (diff_run_print(&r, printer, &o, argv[optind], argv[optind + 1], &err))
 		mb_cli_error(&err);
-		goto cleanup;
-	}
-	if (printer->diff(stdout, &d, &err)) {
-		mb_cli_error(&err);
-		goto cleanup;
-	}
-	fflush(stdout);
-	if (!d.comparable && !d.forced) {
-		mb_error_set(&err, MB_EINVAL, argv[optind + 1], "not comparable with %s: %s (use --force to compare anyway)",
-			argv[optind], d.reasons);
-		mb_cli_error(&err);
-		goto cleanup;
-	}
-	status = 0;
-cleanup:
-	mb_diff_free(&d);
-	json_decref(base);
-	json_decref(head);
-	mb_policy_free(&policy);
+	else if (!r.d.comparable && !r.d.forced)
+		report_incomparable(&r.d, " (use --force to compare anyway)");
+	else
+		status = 0;
+	diff_run_free(&r);
 	return status;
 }
 
@@ -156,6 +233,8 @@ static const struct option gate_long[] = {
 	{NULL, 0, NULL, 0},
 };
 
+static const command gate_cmd = {"gate", "b:p:j:f:Fh", gate_long, gate_usage};
+
 static int render_junit(FILE *out, const void *ctx, mb_error *err)
 {
 	return mb_print_junit(out, ctx, err);
@@ -163,60 +242,34 @@ static int render_junit(FILE *out, const void *ctx, mb_error *err)
 
 int mb_cli_gate(int argc, char **argv)
 {
-	common_opts o = {"table", NULL, false};
-	const char *baseline = NULL, *junit = NULL;
+	report_opts o;
 	const mb_printer *printer;
-	json_t *base = NULL, *head = NULL;
-	mb_policy policy;
-	mb_diff d;
+	diff_run r;
 	mb_error err;
-	int opt, status = MB_GATE_INCONCLUSIVE;
+	int rc, status;
 
-	mb_policy_defaults(&policy);
-	memset(&d, 0, sizeof(d));
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, "b:p:j:f:Fh", gate_long, NULL)) != -1) {
-		switch (opt) {
-		case 'b': baseline = optarg; break;
-		case 'p': o.policy_path = optarg; break;
-		case 'j': junit = optarg; break;
-		case 'f': o.format = optarg; break;
-		case 'F': o.force = true; break;
-		case 'h': gate_usage(stdout); return 0;
-		default: return mb_cli_usage_error("gate", "unknown option");
-		}
-	}
-	if (!baseline)
+	if (parse_opts(&o, &status, &gate_cmd, argc, argv))
+		return status;
+	if (!o.baseline)
 		return mb_cli_usage_error("gate", "--baseline is required");
 	if (argc - optind != 1)
 		return mb_cli_usage_error("gate", "expected one head receipt, got %d", argc - optind);
-	printer = mb_printer_find(o.format);
-	if (!printer)
-		return mb_cli_usage_error("gate", "unknown format \"%s\" (table, markdown, json, csv)", o.format);
-	if (load_policy(&policy, o.policy_path, &err) || load_pair(&base, &head, baseline, argv[optind], &err)
-		|| mb_diff_receipts(&d, base, head, baseline, argv[optind], &policy, o.force, &err)) {
+	if ((status = find_printer(&printer, &gate_cmd, o.format)))
+		return status;
+	diff_run_init(&r);
+	rc = diff_run_print(&r, printer, &o, o.baseline, argv[optind], &err);
+	if (!rc && o.junit)
+		rc = write_rendered(o.junit, render_junit, &r.d, &err);
+	if (rc) {
 		mb_cli_error(&err);
-		goto cleanup;
+		status = MB_GATE_INCONCLUSIVE;
+	} else {
+		status = mb_diff_gate_exit(&r.d);
+		/* the exit code already says incomparable; say why */
+		if (!r.d.comparable && !r.d.forced)
+			report_incomparable(&r.d, "");
 	}
-	if (printer->diff(stdout, &d, &err)) {
-		mb_cli_error(&err);
-		goto cleanup;
-	}
-	fflush(stdout);
-	if (junit && write_rendered(junit, render_junit, &d, &err)) {
-		mb_cli_error(&err);
-		goto cleanup;
-	}
-	status = mb_diff_gate_exit(&d);
-	if (!d.comparable && !d.forced) {
-		mb_error_set(&err, MB_EINVAL, argv[optind], "not comparable with %s: %s", baseline, d.reasons);
-		mb_cli_error(&err);
-	}
-cleanup:
-	mb_diff_free(&d);
-	json_decref(base);
-	json_decref(head);
-	mb_policy_free(&policy);
+	diff_run_free(&r);
 	return status;
 }
 
@@ -229,40 +282,35 @@ static void verdict_usage(FILE *f)
 		"ambiguous or not enough evidence, with the time saved per training step.\n", f);
 }
 
+/* diff's long options: verdict's short options leave --force out */
+static const command verdict_cmd = {"verdict", "f:p:h", diff_long, verdict_usage};
+
 int mb_cli_verdict(int argc, char **argv)
 {
-	common_opts o = {"table", NULL, false};
+	report_opts o;
 	const mb_printer *printer;
+	const char *path;
 	json_t *receipt = NULL;
 	mb_verdict_set set;
 	mb_policy policy;
 	mb_error err;
-	int opt, status = MB_GATE_INCONCLUSIVE;
+	int status;
 
-	memset(&set, 0, sizeof(set));
-	mb_policy_defaults(&policy);
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, "f:p:h", diff_long, NULL)) != -1) {
-		switch (opt) {
-		case 'f': o.format = optarg; break;
-		case 'p': o.policy_path = optarg; break;
-		case 'h': verdict_usage(stdout); return 0;
-		default: return mb_cli_usage_error("verdict", "unknown option");
-		}
-	}
+	if (parse_opts(&o, &status, &verdict_cmd, argc, argv))
+		return status;
 	if (argc - optind != 1)
 		return mb_cli_usage_error("verdict", "expected one receipt, got %d", argc - optind);
-	printer = mb_printer_find(o.format);
-	if (!printer)
-		return mb_cli_usage_error("verdict", "unknown format \"%s\" (table, markdown, json, csv)", o.format);
-	if (load_policy(&policy, o.policy_path, &err) || mb_receipt_load(&receipt, argv[optind], &err)
+	if ((status = find_printer(&printer, &verdict_cmd, o.format)))
+		return status;
+	path = argv[optind];
+	memset(&set, 0, sizeof(set));
+	mb_policy_defaults(&policy);
+	if (load_inputs(&policy, &receipt, o.policy_path, &path, 1, &err)
 		|| mb_verdict_compute(&set, receipt, &policy, &err)
-		|| printer->verdicts(stdout, &set, receipt, argv[optind], &policy, &err)) {
+		|| printer->verdicts(stdout, &set, receipt, path, &policy, &err)) {
 		mb_cli_error(&err);
-		goto cleanup;
+		status = MB_GATE_INCONCLUSIVE;
 	}
-	status = 0;
-cleanup:
 	mb_verdict_set_free(&set);
 	json_decref(receipt);
 	mb_policy_free(&policy);
@@ -285,6 +333,8 @@ static const struct option report_long[] = {
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
+
+static const command report_cmd = {"report", "o:p:h", report_long, report_usage};
 
 typedef struct report_ctx {
 	json_t *const *receipts;
@@ -327,68 +377,52 @@ static int make_dirs(const char *path, mb_error *err)
 	return 0;
 }
 
+/* Render one page of the report into DIR/NAME. */
+static int write_page(const char *outdir, const char *name, render_fn render, const report_ctx *ctx, mb_error *err)
+{
+	char path[PATH_MAX_LEN];
+
+	snprintf(path, sizeof(path), "%s/%s", outdir, name);
+	return write_rendered(path, render, ctx, err);
+}
+
 int mb_cli_report(int argc, char **argv)
 {
-	const char *outdir = NULL, *policy_path = NULL;
+	report_opts o;
 	json_t **receipts = NULL;
-	char path[PATH_MAX_LEN];
-	size_t n = 0;
+	size_t n;
 	mb_policy policy;
 	mb_error err;
 	report_ctx ctx;
-	int opt, status = MB_GATE_INCONCLUSIVE;
+	int rc, status;
 
-	mb_policy_defaults(&policy);
-	optind = 0;
-	while ((opt = getopt_long(argc, argv, "o:p:h", report_long, NULL)) != -1) {
-		switch (opt) {
-		case 'o': outdir = optarg; break;
-		case 'p': policy_path = optarg; break;
-		case 'h': report_usage(stdout); return 0;
-		default: return mb_cli_usage_error("report", "unknown option");
-		}
-	}
-	if (!outdir)
+	if (parse_opts(&o, &status, &report_cmd, argc, argv))
+		return status;
+	if (!o.outdir)
 		return mb_cli_usage_error("report", "-o DIR is required");
 	if (argc - optind < 1)
 		return mb_cli_usage_error("report", "expected at least one receipt");
-	receipts = calloc((size_t)(argc - optind), sizeof(*receipts));
-	if (!receipts) {
-		mb_error_set(&err, MB_ENOMEM, "report", "no memory");
-		mb_cli_error(&err);
-		goto cleanup;
-	}
-	if (load_policy(&policy, policy_path, &err)) {
-		mb_cli_error(&err);
-		goto cleanup;
-	}
-	for (; n < (size_t)(argc - optind); n++) {
-		if (mb_receipt_load(&receipts[n], argv[optind + (int)n], &err)) {
-			mb_cli_error(&err);
-			goto cleanup;
-		}
-	}
+	n = (size_t)(argc - optind);
+	mb_policy_defaults(&policy);
+	receipts = calloc(n, sizeof(*receipts));
 	ctx = (report_ctx){receipts, (const char *const *)(argv + optind), n, &policy};
-	if (make_dirs(outdir, &err)) {
+	if (!receipts)
+		rc = mb_error_set(&err, MB_ENOMEM, "report", "no memory");
+	else
+		rc = load_inputs(&policy, receipts, o.policy_path, ctx.names, n, &err);
+	if (!rc)
+		rc = make_dirs(o.outdir, &err);
+	if (!rc)
+		rc = write_page(o.outdir, "index.html", render_html, &ctx, &err);
+	if (!rc)
+		rc = write_page(o.outdir, "summary.md", render_md, &ctx, &err);
+	if (rc)
 		mb_cli_error(&err);
-		goto cleanup;
-	}
-	snprintf(path, sizeof(path), "%s/index.html", outdir);
-	if (write_rendered(path, render_html, &ctx, &err)) {
-		mb_cli_error(&err);
-		goto cleanup;
-	}
-	snprintf(path, sizeof(path), "%s/summary.md", outdir);
-	if (write_rendered(path, render_md, &ctx, &err)) {
-		mb_cli_error(&err);
-		goto cleanup;
-	}
-	printf("wrote %s/index.html and %s/summary.md\n", outdir, outdir);
-	status = 0;
-cleanup:
+	else
+		printf("wrote %s/index.html and %s/summary.md\n", o.outdir, o.outdir);
 	for (size_t i = 0; receipts && i < n; i++)
 		json_decref(receipts[i]);
 	free(receipts);
 	mb_policy_free(&policy);
-	return status;
+	return rc ? MB_GATE_INCONCLUSIVE : 0;
 }

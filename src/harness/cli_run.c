@@ -259,7 +259,13 @@ int mb_cli_run(int argc, char **argv)
 	code = apply_overrides(&suite->settings, &a);
 	if (code)
 		goto cleanup;
-	backend = choose_backend(a.backend, note, sizeof(note), &err);
+	/* a dry run only plans: it needs the backend built in, not a device */
+	if (a.dry_run && strcmp(a.backend, "cuda") == 0 && mb_backend_cuda()) {
+		backend = mb_backend_cuda();
+		note[0] = '\0';
+	} else {
+		backend = choose_backend(a.backend, note, sizeof(note), &err);
+	}
 	if (!backend) {
 		mb_cli_error(&err);
 		code = MB_EXIT_INPUT;

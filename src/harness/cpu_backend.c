@@ -16,13 +16,6 @@
 #define NS_PER_S 1e9
 #define BYTES_PER_GB 1e9
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
 static int cpu_probe(json_t **out_device, json_t **out_ceilings, mb_phase_ns *phases, mb_error *err)
 {
 	int64_t t0 = mb_now_ns();
@@ -57,7 +50,7 @@ static int cpu_probe(json_t **out_device, json_t **out_ceilings, mb_phase_ns *ph
 		json_array_append_new(samples, json_integer((json_int_t)ns[i]));
 		src[i] ^= dst[COPY_PROBE_BYTES - 1 - i]; /* keep the copies observable */
 	}
-	qsort(ns, COPY_PROBE_REPEATS, sizeof(ns[0]), cmp_double);
+	qsort(ns, COPY_PROBE_REPEATS, sizeof(ns[0]), mb_cmp_double);
 	ceilings = json_object();
 	{
 		double median = ns[COPY_PROBE_REPEATS / 2];

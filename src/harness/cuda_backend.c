@@ -420,12 +420,6 @@ static cudaError_t build_graph(case_run *r)
 	return cudaGraphInstantiate(&r->exec, r->graph, 0);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
 static int cmp_int(const void *a, const void *b)
 {
 	int x = *(const int *)a, y = *(const int *)b;
@@ -436,7 +430,7 @@ static double median_of(double *v, int n)
 {
 	if (n == 0)
 		return NAN;
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
+	qsort(v, (size_t)n, sizeof *v, mb_cmp_double);
 	return mb_quantile_sorted(v, n, 0.5);
 }
 

@@ -13,12 +13,26 @@
 
 static const mb_row *const rows[] = {
 	&mb_row_rope_qk,
+	&mb_row_rope_qk_bwd,
+	&mb_row_mla_partial_rope,
 	&mb_row_residual_rmsnorm,
+	&mb_row_residual_rmsnorm_bwd,
+	&mb_row_relu2,
+	&mb_row_swiglu,
+	&mb_row_row_gather,
+	&mb_row_row_gather_pair,
 };
 
 static const mb_row *const rows_all[] = {
 	&mb_row_rope_qk,
+	&mb_row_rope_qk_bwd,
+	&mb_row_mla_partial_rope,
 	&mb_row_residual_rmsnorm,
+	&mb_row_residual_rmsnorm_bwd,
+	&mb_row_relu2,
+	&mb_row_swiglu,
+	&mb_row_row_gather,
+	&mb_row_row_gather_pair,
 	&mb_test_rows[0], &mb_test_rows[1], &mb_test_rows[2], &mb_test_rows[3], &mb_test_rows[4],
 };
 

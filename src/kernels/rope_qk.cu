@@ -13,9 +13,42 @@ enum { AX_T, AX_HQ, AX_HK, AX_D };
 
 #define FUSED_THREADS 256
 
+/* Round VEC floats to T and store them as one 16-byte access when they
+ * fill one. Through mb_store_f32, nvcc 13 emitted one of this kernel's two
+ * stores (o and o + half) as 2- or 4-byte pieces (PTX st.global.u16 /
+ * .f32): eight or four store instructions where one will do. A plain
+ * uint4 or float4 store was split the same way, and which of the two
+ * depended on unrelated hints, so the vector goes through __stwb (the
+ * default write-back policy, as an ordinary store), which the compiler
+ * emits as one st.global.wb.v4 and leaves alone. */
+__device__ __forceinline__ unsigned pack2(__nv_bfloat16, float a, float b)
+{
+	return (unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(a)) |
+		((unsigned)__bfloat16_as_ushort(__float2bfloat16_rn(b)) << 16);
+}
+
+__device__ __forceinline__ unsigned pack2(__half, float a, float b)
+{
+	return (unsigned)__half_as_ushort(__float2half_rn(a)) | ((unsigned)__half_as_ushort(__float2half_rn(b)) << 16);
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void store_vec(T *p, const float (&v)[VEC])
+{
+	if constexpr (VEC * sizeof(T) != MB_VEC_BYTES) {
+		mb_store_f32<T, VEC>(p, v);
+	} else if constexpr (sizeof(T) == sizeof(float)) {
+		__stwb(reinterpret_cast<float4 *>(p), make_float4(v[0], v[1], v[2], v[3]));
+	} else {
+		__stwb(reinterpret_cast<uint4 *>(p), make_uint4(pack2(T(), v[0], v[1]), pack2(T(), v[2], v[3]),
+			pack2(T(), v[4], v[5]), pack2(T(), v[6], v[7])));
+	}
+}
+
 /* One block per token. threadIdx.x picks a vector of the lower half,
  * threadIdx.y walks the heads of Q then K, so each thread loads its cos and
- * sin once and applies them to every head it visits. */
+ * sin once and applies them to every head it visits. The host sizes
+ * blockDim.y so that every thread visits the same number of heads. */
 template <typename T, int VEC>
 __global__ void __launch_bounds__(FUSED_THREADS) mb_rope_qk_fused_kernel(const T *__restrict__ q,
 	const T *__restrict__ k, const T *__restrict__ cos_t, const T *__restrict__ sin_t,
@@ -42,8 +75,8 @@ __global__ void __launch_bounds__(FUSED_THREADS) mb_rope_qk_fused_kernel(const T
 				out_lo[i] = lo[i] * c[i] - hi[i] * s[i];
 				out_hi[i] = hi[i] * c[i] + lo[i] * s[i];
 			}
-			mb_store_f32<T, VEC>(o, out_lo);
-			mb_store_f32<T, VEC>(o + half, out_hi);
+			store_vec<T, VEC>(o, out_lo);
+			store_vec<T, VEC>(o + half, out_hi);
 		}
 	}
 }
@@ -52,9 +85,16 @@ template <typename T, int VEC>
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	const int hq = (int)axis[AX_HQ], hk = (int)axis[AX_HK], d = (int)axis[AX_D];
-	const int nvec = d / 2 / VEC;
+	const int nvec = d / 2 / VEC, heads = hq + hk;
 	dim3 block(nvec < FUSED_THREADS ? (unsigned)nvec : FUSED_THREADS, 1, 1);
-	block.y = FUSED_THREADS / block.x;
+	/* The fewest passes over the heads that the thread budget allows, then
+	 * the fewest rows of threads that finish them in that many passes.
+	 * Filling the budget instead (32 rows at D 128 bf16) gives Hq 64 + Hk 8
+	 * = 72 heads 3 passes in two warps and 2 in the other six, the block
+	 * held for 3; 24 rows give every warp 3 (40 heads: 20 rows, 2 each). */
+	const int rows_max = FUSED_THREADS / (int)block.x;
+	const int passes = (heads + rows_max - 1) / rows_max;
+	block.y = (unsigned)((heads + passes - 1) / passes);
 	mb_rope_qk_fused_kernel<T, VEC><<<(unsigned)axis[AX_T], block, 0, stream>>>(
 		(const T *)in[0], (const T *)in[1], (const T *)in[2], (const T *)in[3],
 		(T *)out[0], (T *)out[1], hq, hk, d);

@@ -7,7 +7,14 @@
 #include "kernels/catalog.h"
 
 extern const mb_row mb_row_rope_qk;
+extern const mb_row mb_row_rope_qk_bwd;
+extern const mb_row mb_row_mla_partial_rope;
 extern const mb_row mb_row_residual_rmsnorm;
+extern const mb_row mb_row_residual_rmsnorm_bwd;
+extern const mb_row mb_row_relu2;
+extern const mb_row mb_row_swiglu;
+extern const mb_row mb_row_row_gather;
+extern const mb_row mb_row_row_gather_pair;
 
 /* test only: y = 2x, correct or broken in one way each */
 #define MB_TEST_ROWS 5

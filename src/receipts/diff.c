@@ -5,28 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "receipts/text.h"
+
 #define FINDINGS_INITIAL 16
-
-static const char *str(const json_t *obj, const char *key)
-{
-	const char *s = json_string_value(json_object_get(obj, key));
-
-	return s ? s : "";
-}
-
-static void appendf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void appendf(char *buf, size_t len, const char *fmt, ...)
-{
-	size_t used = strlen(buf);
-	va_list ap;
-
-	if (used + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + used, len - used, fmt, ap);
-	va_end(ap);
-}
 
 static int add_finding(mb_diff *d, mb_finding_kind kind, const char *subject, mb_error *err,
 	const char *fmt, ...) __attribute__((format(printf, 5, 6)));
@@ -92,38 +73,40 @@ static bool same_string_set(const json_t *a, const json_t *b)
 static void check_versions(char *reasons, size_t len, const json_t *da, const json_t *db,
 	const char *key, const char *what)
 {
-	long ma = version_major(str(da, key)), mb = version_major(str(db, key));
+	long ma = version_major(mb_text_get(da, key)), mb = version_major(mb_text_get(db, key));
 
 	if (ma >= 0 && mb >= 0 && ma != mb)
-		appendf(reasons, len, "%s%s major %ld vs %ld", reasons[0] ? "; " : "", what, ma, mb);
+		mb_text_appendf(reasons, len, "%s%s major %ld vs %ld", reasons[0] ? "; " : "", what, ma, mb);
 }
 
 static void check_comparable(mb_diff *d)
 {
 	const json_t *da = json_object_get(d->base, "device"), *db = json_object_get(d->head, "device");
 	const json_t *sa = json_object_get(d->base, "settings"), *sb = json_object_get(d->head, "settings");
+	const char *suite_a = mb_text_get(json_object_get(d->base, "suite"), "name");
+	const char *suite_b = mb_text_get(json_object_get(d->head, "suite"), "name");
 	char *r = d->reasons;
 	size_t len = sizeof(d->reasons);
 
 	r[0] = '\0';
-	if (strcmp(str(d->base, "backend"), str(d->head, "backend")))
-		appendf(r, len, "%sbackends differ (%s vs %s)", r[0] ? "; " : "",
-			str(d->base, "backend"), str(d->head, "backend"));
-	if (strcmp(str(da, "name"), str(db, "name")))
-		appendf(r, len, "%sdevice models differ (%s vs %s)", r[0] ? "; " : "", str(da, "name"), str(db, "name"));
+	if (strcmp(mb_text_get(d->base, "backend"), mb_text_get(d->head, "backend")))
+		mb_text_appendf(r, len, "%sbackends differ (%s vs %s)", r[0] ? "; " : "",
+			mb_text_get(d->base, "backend"), mb_text_get(d->head, "backend"));
+	if (strcmp(mb_text_get(da, "name"), mb_text_get(db, "name")))
+		mb_text_appendf(r, len, "%sdevice models differ (%s vs %s)", r[0] ? "; " : "", mb_text_get(da, "name"),
+			mb_text_get(db, "name"));
 	check_versions(r, len, da, db, "driver_version", "driver");
 	check_versions(r, len, da, db, "runtime_version", "CUDA runtime");
-	if (strcmp(str(json_object_get(d->base, "suite"), "name"), str(json_object_get(d->head, "suite"), "name")))
-		appendf(r, len, "%ssuites differ (%s vs %s)", r[0] ? "; " : "",
-			str(json_object_get(d->base, "suite"), "name"), str(json_object_get(d->head, "suite"), "name"));
+	if (strcmp(suite_a, suite_b))
+		mb_text_appendf(r, len, "%ssuites differ (%s vs %s)", r[0] ? "; " : "", suite_a, suite_b);
 	/* modes decide what a sample is (cold L2, hot, graph replay) and warm-up
 	 * decides the state it starts from; sample counts and time limits only
 	 * change how many samples there are, which the rank test absorbs */
 	if (!same_string_set(json_object_get(sa, "modes"), json_object_get(sb, "modes")))
-		appendf(r, len, "%ssettings.modes differ", r[0] ? "; " : "");
+		mb_text_appendf(r, len, "%ssettings.modes differ", r[0] ? "; " : "");
 	if (!json_equal(json_object_get(sa, "warmup"), json_object_get(sb, "warmup")))
-		appendf(r, len, "%ssettings.warmup differs (%" JSON_INTEGER_FORMAT " vs %" JSON_INTEGER_FORMAT ")",
-			r[0] ? "; " : "", json_integer_value(json_object_get(sa, "warmup")),
+		mb_text_appendf(r, len, "%ssettings.warmup differs (%" JSON_INTEGER_FORMAT " vs %" JSON_INTEGER_FORMAT
+			")", r[0] ? "; " : "", json_integer_value(json_object_get(sa, "warmup")),
 			json_integer_value(json_object_get(sb, "warmup")));
 	d->comparable = r[0] == '\0';
 }
@@ -132,7 +115,7 @@ static void check_comparable(mb_diff *d)
 
 static bool is_wrong(const json_t *kase)
 {
-	const char *status = str(kase, "status");
+	const char *status = mb_text_get(kase, "status");
 	const json_t *corr = json_object_get(kase, "correctness");
 
 	if (!strcmp(status, "skipped"))
@@ -146,15 +129,15 @@ static void wrong_detail(char *buf, size_t len, const json_t *kase)
 {
 	const json_t *corr = json_object_get(kase, "correctness");
 
-	if (strcmp(str(kase, "status"), "ok") && strcmp(str(kase, "status"), "failed"))
-		snprintf(buf, len, "status %s: %s", str(kase, "status"), str(kase, "error"));
+	if (strcmp(mb_text_get(kase, "status"), "ok") && strcmp(mb_text_get(kase, "status"), "failed"))
+		snprintf(buf, len, "status %s: %s", mb_text_get(kase, "status"), mb_text_get(kase, "error"));
 	else if (json_is_object(corr))
 		snprintf(buf, len, "correctness failed: max_abs %.3g, max_rel %.3g, %" JSON_INTEGER_FORMAT
 			" elements over tolerance", json_number_value(json_object_get(corr, "max_abs")),
 			json_number_value(json_object_get(corr, "max_rel")),
 			json_integer_value(json_object_get(corr, "over_tolerance")));
 	else
-		snprintf(buf, len, "status %s", str(kase, "status"));
+		snprintf(buf, len, "status %s", mb_text_get(kase, "status"));
 }
 
 static int tolerance_drift(mb_diff *d, const char *id, const json_t *b, const json_t *h, mb_error *err)
@@ -172,7 +155,7 @@ static int tolerance_drift(mb_diff *d, const char *id, const json_t *b, const js
 	return add_finding(d, MB_FINDING_TOLERANCE_CHANGE, id, err,
 		"tolerance %s: abs %g -> %g, rel %g -> %g; rationale \"%s\" -> \"%s\"",
 		(ah > ab || rh > rb) ? "loosened" : (ah < ab || rh < rb) ? "tightened" : "changed",
-		ab, ah, rb, rh, str(tb, "rationale"), str(th, "rationale"));
+		ab, ah, rb, rh, mb_text_get(tb, "rationale"), mb_text_get(th, "rationale"));
 }
 
 static int launch_drift(mb_diff *d, const char *id, const json_t *b, const json_t *h, mb_error *err)
@@ -199,7 +182,7 @@ static bool has_kernel(const json_t *kernels, const char *name)
 	json_t *k;
 
 	json_array_foreach(kernels, i, k)
-		if (!strcmp(str(k, "name"), name))
+		if (!strcmp(mb_text_get(k, "name"), name))
 			return true;
 	return false;
 }
@@ -212,8 +195,8 @@ static void kernel_names_missing(char *buf, size_t len, const json_t *a, const j
 
 	buf[0] = '\0';
 	json_array_foreach(a, i, k)
-		if (!has_kernel(b, str(k, "name")))
-			appendf(buf, len, "%s%s", buf[0] ? ", " : "", str(k, "name"));
+		if (!has_kernel(b, mb_text_get(k, "name")))
+			mb_text_appendf(buf, len, "%s%s", buf[0] ? ", " : "", mb_text_get(k, "name"));
 }
 
 static int kernel_drift(mb_diff *d, const char *id, const json_t *b, const json_t *h, mb_error *err)
@@ -237,7 +220,7 @@ static bool row_has_fallback(const json_t *receipt, const char *row)
 	json_t *c;
 
 	json_array_foreach(json_object_get(receipt, "cases"), i, c)
-		if (!strcmp(str(c, "row"), row) && !strcmp(str(c, "variant_kind"), "fallback"))
+		if (!strcmp(mb_text_get(c, "row"), row) && !strcmp(mb_text_get(c, "variant_kind"), "fallback"))
 			return true;
 	return false;
 }
@@ -249,16 +232,17 @@ static int missing_fallbacks(mb_diff *d, mb_error *err)
 	int rc = 0;
 
 	json_array_foreach(json_object_get(d->base, "cases"), i, c) {
-		const char *row = str(c, "row");
+		const char *row = mb_text_get(c, "row");
 		bool first = true;
 
-		if (strcmp(str(c, "variant_kind"), "fallback") || row_has_fallback(d->head, row))
+		if (strcmp(mb_text_get(c, "variant_kind"), "fallback") || row_has_fallback(d->head, row))
 			continue;
 		/* report each row once: at its first fallback case in base */
 		for (size_t j = 0; j < i && first; j++) {
 			const json_t *e = json_array_get(json_object_get(d->base, "cases"), j);
 
-			first = strcmp(str(e, "row"), row) || strcmp(str(e, "variant_kind"), "fallback");
+			first = strcmp(mb_text_get(e, "row"), row)
+				|| strcmp(mb_text_get(e, "variant_kind"), "fallback");
 		}
 		if (first && (rc = add_finding(d, MB_FINDING_MISSING_FALLBACK, row, err,
 			"row %s has no fallback variant any more", row)))
@@ -275,14 +259,14 @@ static const json_t *find_case(const json_t *receipt, const char *id)
 	json_t *c;
 
 	json_array_foreach(json_object_get(receipt, "cases"), i, c)
-		if (!strcmp(str(c, "id"), id))
+		if (!strcmp(mb_text_get(c, "id"), id))
 			return c;
 	return NULL;
 }
 
 static int compare_pair(mb_diff *d, mb_case_diff *cd, mb_error *err)
 {
-	const char *row = str(cd->head, "row");
+	const char *row = mb_text_get(cd->head, "row");
 	char detail[MB_DIFF_TEXT_MAX / 2];
 	int rc = 0;
 
@@ -343,7 +327,7 @@ static int diff_cases(mb_diff *d, mb_error *err)
 	json_array_foreach(bc, i, c) {
 		mb_case_diff *cd = &d->cases[d->n_cases++];
 
-		cd->id = str(c, "id");
+		cd->id = mb_text_get(c, "id");
 		cd->base = c;
 		cd->head = find_case(d->head, cd->id);
 		if (!cd->head)
@@ -356,10 +340,10 @@ static int diff_cases(mb_diff *d, mb_error *err)
 	json_array_foreach(hc, i, c) {
 		mb_case_diff *cd;
 
-		if (find_case(d->base, str(c, "id")))
+		if (find_case(d->base, mb_text_get(c, "id")))
 			continue;
 		cd = &d->cases[d->n_cases++];
-		cd->id = str(c, "id");
+		cd->id = mb_text_get(c, "id");
 		cd->head = c;
 		if ((rc = add_finding(d, MB_FINDING_NEW_CASE, cd->id, err, "new case")))
 			return rc;
@@ -454,18 +438,18 @@ void mb_diff_headline(const mb_diff *d, char *buf, size_t len)
 
 	buf[0] = '\0';
 	if (d->forced)
-		appendf(buf, len, "FORCED: ");
+		mb_text_appendf(buf, len, "FORCED: ");
 	if (!d->comparable && !d->forced) {
-		appendf(buf, len, "not compared: %s", d->reasons);
+		mb_text_appendf(buf, len, "not compared: %s", d->reasons);
 		return;
 	}
-	appendf(buf, len, "%zu slower, %zu faster, %zu same, %zu ambiguous; %zu wrong answer%s",
+	mb_text_appendf(buf, len, "%zu slower, %zu faster, %zu same, %zu ambiguous; %zu wrong answer%s",
 		d->n_slower, d->n_faster, d->n_same, d->n_ambiguous, d->n_wrong, d->n_wrong == 1 ? "" : "s");
 	for (size_t k = 0; k < sizeof(extra) / sizeof(extra[0]); k++) {
 		size_t n = count_kind(d, extra[k].kind);
 
 		if (n)
-			appendf(buf, len, "; %zu %s", n, n == 1 ? extra[k].one : extra[k].many);
+			mb_text_appendf(buf, len, "; %zu %s", n, n == 1 ? extra[k].one : extra[k].many);
 	}
 }
 

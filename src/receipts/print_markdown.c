@@ -10,6 +10,7 @@
 #define POLICY_TEXT_MAX 2048
 /* Rank of the first unchanged case in mb_print_case_rank. */
 #define RANK_SAME 6
+#define DURATION_TEXT_MAX 32
 
 /* Pipes would break a table cell. */
 static void cell(FILE *out, const char *s)
@@ -84,6 +85,21 @@ static void verdict_cell(FILE *out, const mb_row_verdict *v)
 	}
 }
 
+/* The last three cells of a row verdict line: verdict, time saved per step
+ * ("-" when unknown) and why. The diff's row section and the verdict table
+ * share them so that a row reads the same in both. */
+static void verdict_cells(FILE *out, const mb_row_verdict *v)
+{
+	char saved[DURATION_TEXT_MAX] = "-";
+
+	if (v->saved_known)
+		mb_print_duration(saved, sizeof(saved), v->saved_ns_per_step);
+	verdict_cell(out, v);
+	fprintf(out, " | %s | ", saved);
+	cell(out, v->reason);
+	fputs(" |\n", out);
+}
+
 static void rows_section(FILE *out, const mb_diff *d)
 {
 	const mb_verdict_set *h = &d->head_verdicts, *b = &d->base_verdicts;
@@ -101,17 +117,11 @@ static void rows_section(FILE *out, const mb_diff *d)
 	fputs("| row | base | head | saved per step (head) | why |\n|---|---|---|---:|---|\n", out);
 	for (size_t i = 0; i < h->n_rows; i++) {
 		const mb_row_verdict *v = &h->rows[i];
-		char saved[32] = "-";
 
-		if (v->saved_known)
-			mb_print_duration(saved, sizeof(saved), v->saved_ns_per_step);
 		fprintf(out, "| %s | ", v->row);
 		verdict_cell(out, mb_verdict_find(b, v->row));
 		fputs(" | ", out);
-		verdict_cell(out, v);
-		fprintf(out, " | %s | ", saved);
-		cell(out, v->reason);
-		fputs(" |\n", out);
+		verdict_cells(out, v);
 	}
 }
 
@@ -184,16 +194,8 @@ static int md_verdicts(FILE *out, const mb_verdict_set *set, const json_t *recei
 		fprintf(out, "Note: %s.\n\n", set->lanes_note);
 	fputs("| row | block | verdict | saved per step | why |\n|---|---|---|---:|---|\n", out);
 	for (size_t i = 0; i < set->n_rows; i++) {
-		const mb_row_verdict *v = &set->rows[i];
-		char saved[32] = "-";
-
-		if (v->saved_known)
-			mb_print_duration(saved, sizeof(saved), v->saved_ns_per_step);
-		fprintf(out, "| %s | %s | ", v->row, v->block);
-		verdict_cell(out, v);
-		fprintf(out, " | %s | ", saved);
-		cell(out, v->reason);
-		fputs(" |\n", out);
+		fprintf(out, "| %s | %s | ", set->rows[i].row, set->rows[i].block);
+		verdict_cells(out, &set->rows[i]);
 	}
 	policy_note(out, policy);
 	return 0;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "receipts/printer.h"
+#include "receipts/text.h"
 
 #define PLOT_W 960
 #define PLOT_H 300
@@ -26,13 +27,6 @@
 
 static const char *const palette[MAX_VARIANTS] = {"#1f6feb", "#d9822b", "#2da44e", "#8250df", "#cf222e",
 	"#6e7781", "#bf8700", "#0a7b83"};
-
-static const char *str(const json_t *obj, const char *key)
-{
-	const char *s = json_string_value(json_object_get(obj, key));
-
-	return s ? s : "";
-}
 
 static json_int_t commit_time(const json_t *r)
 {
@@ -175,7 +169,7 @@ static int row_plot(FILE *out, const json_t *receipt, const char *row)
 		val[k] = NAN;
 	/* the ceiling is usable only when every case of the row has a fraction */
 	json_array_foreach(cases, i, c)
-		if (!strcmp(str(c, "row"), row))
+		if (!strcmp(mb_text_get(c, "row"), row))
 			fraction = fraction && json_is_number(json_object_get(json_object_get(c, "throughput"),
 				"fraction_of_ceiling"));
 	json_array_foreach(cases, i, c) {
@@ -183,11 +177,11 @@ static int row_plot(FILE *out, const json_t *receipt, const char *row)
 		int v, s = -1;
 		double x;
 
-		if (strcmp(str(c, "row"), row))
+		if (strcmp(mb_text_get(c, "row"), row))
 			continue;
-		v = find_or_add(variants, &n_var, MAX_VARIANTS, str(c, "variant"));
+		v = find_or_add(variants, &n_var, MAX_VARIANTS, mb_text_get(c, "variant"));
 		mb_print_shape(shape, sizeof(shape), c);
-		snprintf(label, sizeof(label), "%s %s", str(c, "dtype"), shape);
+		snprintf(label, sizeof(label), "%s %s", mb_text_get(c, "dtype"), shape);
 		for (size_t k = 0; k < n_shape && s < 0; k++)
 			if (!strcmp(labels[k], label))
 				s = (int)k;
@@ -258,12 +252,12 @@ static double relative_time(const json_t *first, const json_t *rev, const char *
 	json_t *a, *b;
 
 	json_array_foreach(json_object_get(first, "cases"), i, a) {
-		if (strcmp(str(a, "row"), row) || strcmp(str(a, "variant"), variant))
+		if (strcmp(mb_text_get(a, "row"), row) || strcmp(mb_text_get(a, "variant"), variant))
 			continue;
 		json_array_foreach(json_object_get(rev, "cases"), j, b) {
 			double ma, mbv;
 
-			if (strcmp(str(a, "id"), str(b, "id")))
+			if (strcmp(mb_text_get(a, "id"), mb_text_get(b, "id")))
 				continue;
 			ma = mb_print_median_ns(a);
 			mbv = mb_print_median_ns(b);
@@ -303,7 +297,8 @@ static int find_regressions(history *h, const mb_verdict_set *rows, const mb_pol
 			if (!cd->compared || cd->cmp.cls != MB_CMP_SLOWER)
 				continue;
 			for (size_t r = 0; r < rows->n_rows; r++)
-				if (h->first_regression[r] < 0 && !strcmp(rows->rows[r].row, str(cd->head, "row"))) {
+				if (h->first_regression[r] < 0
+					&& !strcmp(rows->rows[r].row, mb_text_get(cd->head, "row"))) {
 					h->first_regression[r] = (int)k;
 					snprintf(h->regression_case[r], LABEL_MAX, "%s", cd->id);
 				}
@@ -321,8 +316,8 @@ static void history_plot(FILE *out, const history *h, const char *row, int first
 	double vmin = 1.0, vmax = 1.0, step;
 
 	json_array_foreach(json_object_get(h->revs[h->n - 1], "cases"), i, c)
-		if (!strcmp(str(c, "row"), row))
-			find_or_add(variants, &n_var, MAX_VARIANTS, str(c, "variant"));
+		if (!strcmp(mb_text_get(c, "row"), row))
+			find_or_add(variants, &n_var, MAX_VARIANTS, mb_text_get(c, "variant"));
 	for (size_t v = 0; v < n_var; v++)
 		for (size_t k = 0; k < h->n; k++) {
 			double x = relative_time(h->revs[0], h->revs[k], row, variants[v]);
@@ -376,7 +371,7 @@ static void history_plot(FILE *out, const history *h, const char *row, int first
 static int collect_history(history *h, json_t *const *receipts, const char *const *names, size_t n,
 	const size_t *order)
 {
-	const char *suite = str(json_object_get(receipts[order[n - 1]], "suite"), "name");
+	const char *suite = mb_text_get(json_object_get(receipts[order[n - 1]], "suite"), "name");
 	json_t **revs = calloc(n, sizeof(*revs));
 	const char **rnames = calloc(n, sizeof(*rnames));
 
@@ -387,7 +382,7 @@ static int collect_history(history *h, json_t *const *receipts, const char *cons
 	}
 	h->n = 0;
 	for (size_t i = 0; i < n; i++)
-		if (!strcmp(str(json_object_get(receipts[order[i]], "suite"), "name"), suite)) {
+		if (!strcmp(mb_text_get(json_object_get(receipts[order[i]], "suite"), "name"), suite)) {
 			revs[h->n] = receipts[order[i]];
 			rnames[h->n++] = names[order[i]];
 		}
@@ -455,12 +450,12 @@ int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>megabench report</title>\n", out);
 	css(out);
 	fputs("</head><body>\n<h1>megabench report: ", out);
-	mb_print_xml_escaped(out, str(json_object_get(r.newest, "suite"), "name"));
+	mb_print_xml_escaped(out, mb_text_get(json_object_get(r.newest, "suite"), "name"));
 	fputs("</h1>\n<p class=\"meta\">newest revision ", out);
 	mb_print_xml_escaped(out, mb_print_revision(r.newest, r.newest_name));
 	fputs(" on ", out);
-	mb_print_xml_escaped(out, str(dev, "name"));
-	fprintf(out, " (%s backend), %zu receipt%s; policy: ", str(r.newest, "backend"), n, n == 1 ? "" : "s");
+	mb_print_xml_escaped(out, mb_text_get(dev, "name"));
+	fprintf(out, " (%s backend), %zu receipt%s; policy: ", mb_text_get(r.newest, "backend"), n, n == 1 ? "" : "s");
 	mb_print_xml_escaped(out, policy->source);
 	fputs("</p>\n", out);
 	if (r.set.lanes_present) {

@@ -1,10 +1,11 @@
 #include "receipts/verdict.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "receipts/text.h"
 
 #define MAX_FAMILIES 64
 
@@ -20,13 +21,6 @@ const char *mb_verdict_kind_name(mb_verdict_kind kind)
 	return "not enough evidence";
 }
 
-static const char *str(const json_t *obj, const char *key)
-{
-	const char *s = json_string_value(json_object_get(obj, key));
-
-	return s ? s : "";
-}
-
 void mb_verdict_shape_label(char *buf, size_t len, const json_t *kase)
 {
 	const json_t *shape = json_object_get(kase, "shape");
@@ -35,7 +29,7 @@ void mb_verdict_shape_label(char *buf, size_t len, const json_t *kase)
 	size_t used;
 	int n;
 
-	n = snprintf(buf, len, "%s/", str(kase, "family"));
+	n = snprintf(buf, len, "%s/", mb_text_get(kase, "family"));
 	used = n > 0 ? (size_t)n : 0;
 	json_object_foreach((json_t *)shape, key, val) {
 		if (used >= len)
@@ -49,8 +43,9 @@ void mb_verdict_shape_label(char *buf, size_t len, const json_t *kase)
 /* Same dtype, mode, family and shape: the two cases time the same work. */
 static bool same_work(const json_t *a, const json_t *b)
 {
-	return !strcmp(str(a, "dtype"), str(b, "dtype")) && !strcmp(str(a, "mode"), str(b, "mode"))
-		&& !strcmp(str(a, "family"), str(b, "family"))
+	return !strcmp(mb_text_get(a, "dtype"), mb_text_get(b, "dtype"))
+		&& !strcmp(mb_text_get(a, "mode"), mb_text_get(b, "mode"))
+		&& !strcmp(mb_text_get(a, "family"), mb_text_get(b, "family"))
 		&& json_equal(json_object_get(a, "shape"), json_object_get(b, "shape"));
 }
 
@@ -58,7 +53,7 @@ static bool same_work(const json_t *a, const json_t *b)
  * case says nothing either way. */
 static bool is_wrong(const json_t *kase)
 {
-	const char *status = str(kase, "status");
+	const char *status = mb_text_get(kase, "status");
 	const json_t *corr = json_object_get(kase, "correctness");
 
 	if (!strcmp(status, "skipped"))
@@ -66,20 +61,6 @@ static bool is_wrong(const json_t *kase)
 	if (strcmp(status, "ok"))
 		return true;
 	return json_is_object(corr) && !json_is_true(json_object_get(corr, "passed"));
-}
-
-static void appendf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static void appendf(char *buf, size_t len, const char *fmt, ...)
-{
-	size_t used = strlen(buf);
-	va_list ap;
-
-	if (used + 1 >= len)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf + used, len - used, fmt, ap);
-	va_end(ap);
 }
 
 static bool in_list(const char *const *list, size_t n, const char *s)
@@ -112,7 +93,7 @@ static void time_saved(mb_row_verdict *v, const json_t *receipt)
 		for (size_t p = 0; p < v->n_pairs; p++) {
 			const mb_verdict_pair *pr = &v->pairs[p];
 
-			if (strcmp(str(pr->fused, "mode"), json_string_value(m)) || isnan(pr->saved_ns))
+			if (strcmp(mb_text_get(pr->fused, "mode"), json_string_value(m)) || isnan(pr->saved_ns))
 				continue;
 			any = true;
 			sum += pr->saved_ns;
@@ -141,10 +122,10 @@ static int make_pairs(mb_row_verdict *v, const json_t *const *cases, size_t n, c
 		const json_t *fb = NULL;
 		mb_verdict_pair *p;
 
-		if (strcmp(str(cases[i], "variant_kind"), "fused"))
+		if (strcmp(mb_text_get(cases[i], "variant_kind"), "fused"))
 			continue;
 		for (size_t j = 0; j < n && !fb; j++)
-			if (!strcmp(str(cases[j], "variant_kind"), "fallback") && same_work(cases[i], cases[j]))
+			if (!strcmp(mb_text_get(cases[j], "variant_kind"), "fallback") && same_work(cases[i], cases[j]))
 				fb = cases[j];
 		if (!fb) {
 			(*unmatched)++;
@@ -155,7 +136,7 @@ static int make_pairs(mb_row_verdict *v, const json_t *const *cases, size_t n, c
 		p->fallback = fb;
 		rc = mb_compare_cases(&p->cmp, fb, cases[i], t, err);
 		if (rc) {
-			mb_error_prefix(err, str(cases[i], "id"));
+			mb_error_prefix(err, mb_text_get(cases[i], "id"));
 			return rc;
 		}
 		p->saved_ns = json_number_value(json_object_get(cases[i], "weight"))
@@ -171,18 +152,19 @@ static void decide(mb_row_verdict *v, const json_t *const *cases, size_t n, size
 	bool any_fused = false, any_fallback = false;
 
 	for (size_t i = 0; i < n; i++) {
-		const char *kind = str(cases[i], "variant_kind");
+		const char *kind = mb_text_get(cases[i], "variant_kind");
 
 		any_fused |= !strcmp(kind, "fused");
 		any_fallback |= !strcmp(kind, "fallback");
 		if ((!strcmp(kind, "fused") || !strcmp(kind, "fallback")) && is_wrong(cases[i])) {
 			v->kind = MB_VERDICT_DROP;
-			snprintf(v->reason, sizeof(v->reason), "wrong answer: %s (%s)", str(cases[i], "id"),
-				str(cases[i], "status"));
+			snprintf(v->reason, sizeof(v->reason), "wrong answer: %s (%s)", mb_text_get(cases[i], "id"),
+				mb_text_get(cases[i], "status"));
 			return;
 		}
-		if (!strcmp(kind, "fused") && n_fams < MAX_FAMILIES && !in_list(fams, n_fams, str(cases[i], "family")))
-			fams[n_fams++] = str(cases[i], "family");
+		if (!strcmp(kind, "fused") && n_fams < MAX_FAMILIES
+			&& !in_list(fams, n_fams, mb_text_get(cases[i], "family")))
+			fams[n_fams++] = mb_text_get(cases[i], "family");
 	}
 	if (!any_fused || !any_fallback || !v->n_pairs) {
 		v->kind = MB_VERDICT_NOT_ENOUGH_EVIDENCE;
@@ -198,7 +180,7 @@ static void decide(mb_row_verdict *v, const json_t *const *cases, size_t n, size
 		if (c->cls == MB_CMP_SLOWER) {
 			v->kind = MB_VERDICT_DROP;
 			snprintf(v->reason, sizeof(v->reason), "fused is slower than fallback on %s (%+.1f%%)",
-				str(v->pairs[p].fused, "id"), 100.0 * (c->shift.ratio - 1.0));
+				mb_text_get(v->pairs[p].fused, "id"), 100.0 * (c->shift.ratio - 1.0));
 			return;
 		}
 	}
@@ -207,7 +189,8 @@ static void decide(mb_row_verdict *v, const json_t *const *cases, size_t n, size
 
 		if (c->cls == MB_CMP_AMBIGUOUS) {
 			v->kind = MB_VERDICT_AMBIGUOUS;
-			snprintf(v->reason, sizeof(v->reason), "%s: %s", str(v->pairs[p].fused, "id"), c->reason);
+			snprintf(v->reason, sizeof(v->reason), "%s: %s", mb_text_get(v->pairs[p].fused, "id"),
+				c->reason);
 			return;
 		}
 	}
@@ -218,7 +201,8 @@ static void decide(mb_row_verdict *v, const json_t *const *cases, size_t n, size
 		for (size_t i = 0; i < n && won; i++) {
 			bool paired = false;
 
-			if (strcmp(str(cases[i], "variant_kind"), "fused") || strcmp(str(cases[i], "family"), fams[f]))
+			if (strcmp(mb_text_get(cases[i], "variant_kind"), "fused")
+				|| strcmp(mb_text_get(cases[i], "family"), fams[f]))
 				continue;
 			for (size_t p = 0; p < v->n_pairs; p++)
 				if (v->pairs[p].fused == cases[i]) {
@@ -228,16 +212,16 @@ static void decide(mb_row_verdict *v, const json_t *const *cases, size_t n, size
 			won = won && paired;
 		}
 		if (won) {
-			appendf(v->families, sizeof(v->families), "%s%s", n_won ? ", " : "", fams[f]);
+			mb_text_appendf(v->families, sizeof(v->families), "%s%s", n_won ? ", " : "", fams[f]);
 			n_won++;
 		}
 	}
 	if (n_won == n_fams && !unmatched) {
 		v->kind = MB_VERDICT_KEEP;
-		appendf(v->reason, sizeof(v->reason), "significant win on every family (%s)", v->families);
+		mb_text_appendf(v->reason, sizeof(v->reason), "significant win on every family (%s)", v->families);
 	} else if (n_won) {
 		v->kind = MB_VERDICT_CONDITIONAL;
-		appendf(v->reason, sizeof(v->reason), "wins on %s only (%zu of %zu families)", v->families,
+		mb_text_appendf(v->reason, sizeof(v->reason), "wins on %s only (%zu of %zu families)", v->families,
 			n_won, n_fams);
 	} else {
 		v->kind = MB_VERDICT_DROP;
@@ -261,9 +245,9 @@ static int row_verdict(mb_row_verdict *v, const json_t *receipt, const char *row
 		goto cleanup;
 	}
 	json_array_foreach(all, i, c)
-		if (!strcmp(str(c, "row"), row))
+		if (!strcmp(mb_text_get(c, "row"), row))
 			mine[n++] = c;
-	snprintf(v->block, sizeof(v->block), "%s", n ? str(mine[0], "block") : "");
+	snprintf(v->block, sizeof(v->block), "%s", n ? mb_text_get(mine[0], "block") : "");
 	rc = make_pairs(v, mine, n, mb_policy_for_row(policy, row), &unmatched, err);
 	if (rc)
 		goto cleanup;
@@ -304,7 +288,7 @@ int mb_verdict_compute(mb_verdict_set *out, const json_t *receipt, const mb_poli
 		goto cleanup;
 	}
 	json_array_foreach(cases, i, c) {
-		const char *row = str(c, "row");
+		const char *row = mb_text_get(c, "row");
 
 		if (mb_verdict_find(out, row))
 			continue;

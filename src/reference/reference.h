@@ -13,9 +13,16 @@
 
 /* axes T, Hq, Hk, D; in q, k, cos, sin; out q_out, k_out */
 MB_DECLARE_REFERENCE(rope_qk);
+MB_DECLARE_REFERENCE(rope_qk_bwd); /* axes T, Hq, Hk, D; in dq_out, dk_out, cos, sin; out dq, dk */
+MB_DECLARE_REFERENCE(mla_partial_rope); /* axes T, H, Dn, Dr; in q, k_nope, k_pe, cos, sin; out q_out, k_out */
 /* axes T, H; in x, r, w; out y, h */
 MB_DECLARE_REFERENCE(residual_rmsnorm);
+MB_DECLARE_REFERENCE(residual_rmsnorm_bwd); /* axes T, H; in dy, dh_in, h, w; out dx, dw [1,H] */
 /* Rows added later declare their pair here with MB_DECLARE_REFERENCE too. */
+MB_DECLARE_REFERENCE(relu2); /* axes R, C; in x; out y = relu(x)^2 */
+MB_DECLARE_REFERENCE(swiglu); /* axes T, F; in gu [T,2F]; out y = silu(g) * u */
+MB_DECLARE_REFERENCE(row_gather); /* axes B, S, N, D; in src [B,S,D], idx [B,N]; out [B,N,D] */
+MB_DECLARE_REFERENCE(row_gather_pair); /* axes B, S, N, D; in k, v [B,S,D], idx [B,N]; out k_out, v_out */
 /* axes N, C; in x; out y = 2x (test rows) */
 MB_DECLARE_REFERENCE(test_scale);
 

@@ -111,7 +111,7 @@ static void catalog_rules(void)
 	for (size_t i = 0; i < n; i++) {
 		const mb_row *r = mb_catalog_rows(&n)[i];
 		for (int d = 0; d < MB_DTYPE_COUNT; d++)
-			CHECK(r->tolerance[d].rationale && r->tolerance[d].rel > 0);
+			CHECK(r->tolerance[d].rationale && r->tolerance[d].rel >= 0 && r->tolerance[d].abs >= 0);
 		CHECK(mb_row_find_variant(r, "fused") && mb_row_find_variant(r, "fallback")
 			&& mb_row_find_variant(r, "reference"));
 	}

@@ -322,7 +322,7 @@ static void test_plan_filters(void)
 
 	f.rows = "rope_qk,nope";
 	expect_plan_error(suite, &f, "cpu", MB_ENOTFOUND,
-		"--rows: unknown row \"nope\"; known rows: rope_qk, residual_rmsnorm");
+		"--rows: unknown row \"nope\"; known rows: rope_qk, rope_qk_bwd, mla_partial_rope, residual_rmsnorm, residual_rmsnorm_bwd, relu2, swiglu, row_gather, row_gather_pair");
 	f.rows = "rope_qk,";
 	expect_plan_error(suite, &f, "cpu", MB_EINVAL, "--rows: empty name in the list \"rope_qk,\"");
 	f.rows = NULL;
@@ -504,7 +504,7 @@ static void test_load_errors(void)
 		"known variants: fused, fallback, reference");
 	expect_load_error("[suite]\nname = \"x\"\n[filters]\nrows = [\"rope_qk\", \"nope\"]\n"
 		"[rows.rope_qk]\nfamilies = [{ name = \"a\", axes = { T = 1, Hq = 1, Hk = 1, D = 2 } }]\n",
-		MB_ENOTFOUND, "filters.rows[1]: unknown row \"nope\"; known rows: rope_qk, residual_rmsnorm");
+		MB_ENOTFOUND, "filters.rows[1]: unknown row \"nope\"; known rows: rope_qk, rope_qk_bwd, mla_partial_rope, residual_rmsnorm, residual_rmsnorm_bwd, relu2, swiglu, row_gather, row_gather_pair");
 	expect_load_error("[suite]\nname = \"x\"\n[filters]\nvariants = [\"turbo\"]\n"
 		"[rows.rope_qk]\nfamilies = [{ name = \"a\", axes = { T = 1, Hq = 1, Hk = 1, D = 2 } }]\n",
 		MB_ENOTFOUND, "filters.variants[0]: unknown variant \"turbo\"; known variants: fused, "

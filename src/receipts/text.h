@@ -1,0 +1,20 @@
+/* Small text helpers that the receipts code shares (diff reasons, verdict
+ * reasons, report labels). Internal to src/receipts: nothing outside it
+ * includes this header. */
+#ifndef MB_RECEIPTS_TEXT_H
+#define MB_RECEIPTS_TEXT_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+/* The string member `key` of `obj`, or "" when it is missing or not a
+ * string, so that callers can print and compare it without NULL checks.
+ * The pointer is borrowed from `obj`. */
+const char *mb_text_get(const json_t *obj, const char *key);
+
+/* Append printf-style text to the NUL-terminated string in `buf` (`len`
+ * bytes in all). Text that does not fit is cut short, never overflows; a
+ * full buffer is left as it is. */
+void mb_text_appendf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+#endif

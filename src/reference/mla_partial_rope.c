@@ -1,0 +1,141 @@
+/* Multi-Latent Attention's partial RoPE, split, rotate and concatenated into
+ * the layout the attention kernel reads. With W = Dn + Dr:
+ *   q [T, H, W]: per head, the first Dn dims (q_nope) pass through and the
+ *     last Dr (q_pe) are rotated;
+ *   k_nope [T, H, Dn] per head, and k_pe [T, Dr] shared by every head;
+ *   cos, sin [T, Dr/2].
+ * Outputs q_out [T, H, W] = concat(q_nope, rope(q_pe)) and
+ * k_out [T, H, W] = concat(k_nope[h], rope(k_pe)), rope being rotate-half
+ * within the Dr slice, as in src/reference/rope_qk.c: for i < Dr/2, with
+ * x1 = x[i] and x2 = x[i + Dr/2],
+ *   out[i] = x1 * cos[i] - x2 * sin[i],  out[i + Dr/2] = x2 * cos[i] + x1 * sin[i].
+ * One body serves both precisions; REAL is the arithmetic type. */
+#include "kernels/row_common.h"
+#include "reference/reference.h"
+
+enum { AX_T, AX_H, AX_DN, AX_DR };
+enum { IN_Q, IN_K_NOPE, IN_K_PE, IN_COS, IN_SIN };
+enum { OUT_Q, OUT_K };
+
+#define DEFINE_ROTATE_SLICE(fn, REAL, OUT) \
+	static void fn(const float *x, const float *c, const float *s, OUT *y, int64_t dr) \
+	{ \
+		int64_t half = dr / 2; \
+		for (int64_t i = 0; i < half; i++) { \
+			REAL x1 = x[i], x2 = x[i + half]; \
+			y[i] = (OUT)(x1 * (REAL)c[i] - x2 * (REAL)s[i]); \
+			y[i + half] = (OUT)(x2 * (REAL)c[i] + x1 * (REAL)s[i]); \
+		} \
+	}
+
+DEFINE_ROTATE_SLICE(rotate_slice_f32, float, float)
+DEFINE_ROTATE_SLICE(rotate_slice_f64, double, double)
+
+/* The pass-through part is a copy, exact in either precision. */
+#define DEFINE_MLA_ROPE(fn, rotate, OUT) \
+	void fn(const int64_t *axis, const float *const *in, OUT *const *out, \
+		const int64_t *rows, int64_t n_rows) \
+	{ \
+		int64_t heads = axis[AX_H], dn = axis[AX_DN], dr = axis[AX_DR], w = dn + dr; \
+		for (int64_t i = 0; i < n_rows; i++) { \
+			int64_t t = mb_ref_row(rows, i); \
+			const float *c = in[IN_COS] + t * (dr / 2), *s = in[IN_SIN] + t * (dr / 2); \
+			for (int64_t h = 0; h < heads; h++) { \
+				const float *q = in[IN_Q] + (t * heads + h) * w; \
+				const float *kn = in[IN_K_NOPE] + (t * heads + h) * dn; \
+				OUT *qo = out[OUT_Q] + (t * heads + h) * w, *ko = out[OUT_K] + (t * heads + h) * w; \
+				for (int64_t j = 0; j < dn; j++) { \
+					qo[j] = (OUT)q[j]; \
+					ko[j] = (OUT)kn[j]; \
+				} \
+				rotate(q + dn, c, s, qo + dn, dr); \
+				rotate(in[IN_K_PE] + t * dr, c, s, ko + dn, dr); \
+			} \
+		} \
+	}
+
+DEFINE_MLA_ROPE(mb_ref_mla_partial_rope, rotate_slice_f32, float)
+DEFINE_MLA_ROPE(mb_oracle_mla_partial_rope, rotate_slice_f64, double)
+
+/* ---- the mla_partial_rope catalog row: shapes, bytes, tolerances, variants ------------------------------------------------ */
+
+static int mla_check(const int64_t *axis, char *why, size_t len)
+{
+	if (axis[AX_DR] % 2) {
+		snprintf(why, len, "Dr must be even for rotate-half RoPE, got %lld", (long long)axis[AX_DR]);
+		return -1;
+	}
+	return 0;
+}
+
+static int mla_tensors(const int64_t *a, mb_tensor_spec *t)
+{
+	int64_t tok = a[AX_T], w = a[AX_H] * (a[AX_DN] + a[AX_DR]);
+
+	t[0] = (mb_tensor_spec){"q", false, tok, w, MB_FILL_NORMAL, 0, 1};
+	t[1] = (mb_tensor_spec){"k_nope", false, tok, a[AX_H] * a[AX_DN], MB_FILL_NORMAL, 0, 1};
+	t[2] = (mb_tensor_spec){"k_pe", false, tok, a[AX_DR], MB_FILL_NORMAL, 0, 1};
+	t[3] = (mb_tensor_spec){"cos", false, tok, a[AX_DR] / 2, MB_FILL_UNIFORM, -1, 1};
+	t[4] = (mb_tensor_spec){"sin", false, tok, a[AX_DR] / 2, MB_FILL_UNIFORM, -1, 1};
+	t[5] = (mb_tensor_spec){"q_out", true, tok, w, MB_FILL_NORMAL, 0, 0};
+	t[6] = (mb_tensor_spec){"k_out", true, tok, w, MB_FILL_NORMAL, 0, 0};
+	return 7;
+}
+
+static uint64_t mla_bytes(const int64_t *a, mb_dtype dtype)
+{
+	uint64_t h = (uint64_t)a[AX_H], dn = (uint64_t)a[AX_DN], dr = (uint64_t)a[AX_DR];
+	/* per token: q read (H*W), k_nope read (H*Dn), k_pe read (Dr), cos and
+	 * sin read (Dr/2 each), q_out and k_out written (H*W each); k_pe is
+	 * counted once, however many heads it is broadcast to */
+	uint64_t per_token = 3 * h * (dn + dr) + h * dn + 2 * dr;
+	return (uint64_t)a[AX_T] * per_token * mb_dtype_size(dtype);
+}
+
+static uint64_t mla_flops(const int64_t *a)
+{
+	/* two multiplies and one add per rotated element: H heads of q_pe and
+	 * the one shared k_pe (a kernel that rotates k_pe once per head does
+	 * more, which the model does not reward); the copies are free */
+	return 3ull * (uint64_t)a[AX_T] * (uint64_t)(a[AX_H] + 1) * (uint64_t)a[AX_DR];
+}
+
+const mb_row mb_row_mla_partial_rope = {
+	.name = "mla_partial_rope",
+	.block = 'A',
+	.status = MB_ROW_EXPERIMENTAL,
+	.summary = "MLA partial RoPE: q [T,H,Dn+Dr] and k_nope [T,H,Dn] + shared k_pe [T,Dr] to "
+		"q_out, k_out [T,H,Dn+Dr] = concat(nope, rotate-half rope of the last Dr)",
+	.n_axes = 4,
+	.axes = {"T", "H", "Dn", "Dr"},
+	.check_shape = mla_check,
+	.tensors = mla_tensors,
+	.bytes = mla_bytes,
+	.flops = mla_flops,
+	.reference = mb_ref_mla_partial_rope,
+	.oracle = mb_oracle_mla_partial_rope,
+	.reference_name = "mb_ref_mla_partial_rope (fp32, src/reference/mla_partial_rope.c)",
+	.source_files = {"src/kernels/mla_partial_rope.cu", "src/reference/mla_partial_rope.c"},
+	/* The Dn pass-through columns are copies (exact); the Dr columns are
+	 * rope_qk's math, so they carry its bound. */
+	.tolerance = {
+		[MB_FP32] = {16 * F32_EPS, 4 * F32_EPS,
+			"copies are exact; a rotated x1*c - x2*s has two products under 8 (|x| < 8, |c|, |s| <= 1) and a sum, each rounded once at 2^-24: <= 2^-24*(8+8) absolute plus 2^-24 relative"},
+		[MB_FP16] = {16 * F32_EPS, F16_HALF_ULP + 4 * F32_EPS,
+			"copies are exact; fp16 inputs multiply exactly in fp32 (11+11 bits), so the fp32 bound holds, then one rounding of the result to fp16: 2^-11 relative"},
+		[MB_BF16] = {16 * F32_EPS, BF16_HALF_ULP + 4 * F32_EPS,
+			"copies are exact; bf16 inputs multiply exactly in fp32 (8+8 bits), so the fp32 bound holds, then one rounding of the result to bf16: 2^-8 relative"},
+	},
+	.n_variants = 3,
+	.variants = {
+		{"fused", MB_VARIANT_FUSED, "cuda",
+			"one launch: split, rotate and concatenate q and k into q_out and k_out, k_pe broadcast from cache",
+			1, {"mla_partial_rope_fused"}, GPU_LAUNCH(mb_mla_partial_rope_fused_launch), MB_DTYPE_ALL},
+		{"fallback", MB_VARIANT_FALLBACK, "cuda",
+			"plain path: copy q_pe out, rotate q_pe and k_pe (a launch each), concatenate q_out and k_out (a launch each)",
+			5, {"mla_partial_rope_fallback_split", "mla_partial_rope_fallback_rotate",
+				"mla_partial_rope_fallback_concat"},
+			GPU_LAUNCH(mb_mla_partial_rope_fallback_launch), MB_DTYPE_ALL},
+		MB_REFERENCE_VARIANT,
+	},
+};

@@ -1,0 +1,115 @@
+/* SwiGLU on one [T, 2F] projection: with g = columns [0, F) and u = columns
+ * [F, 2F) of each row,
+ *   y[t, f] = silu(g) * u = g / (1 + exp(-g)) * u,   y [T, F].
+ * One body serves both precisions; REAL is the arithmetic type, EXP its
+ * exponential. Worked by hand: g = 0 gives silu 0; g = ln 3 gives
+ * ln 3 / (1 + 1/3) = 0.75 ln 3, so with u = 2 y = 1.5 ln 3. */
+#include <math.h>
+
+#include "kernels/row_common.h"
+#include "reference/reference.h"
+
+enum { AX_T, AX_F };
+enum { IN_GU };
+enum { OUT_Y };
+
+#define DEFINE_SWIGLU(fn, REAL, OUT, EXP) \
+	void fn(const int64_t *axis, const float *const *in, OUT *const *out, \
+		const int64_t *rows, int64_t n_rows) \
+	{ \
+		int64_t f = axis[AX_F]; \
+		for (int64_t i = 0; i < n_rows; i++) { \
+			int64_t t = mb_ref_row(rows, i); \
+			const float *g = in[IN_GU] + t * 2 * f, *u = g + f; \
+			OUT *y = out[OUT_Y] + t * f; \
+			for (int64_t j = 0; j < f; j++) { \
+				REAL silu = (REAL)g[j] / ((REAL)1 + EXP(-(REAL)g[j])); \
+				y[j] = (OUT)(silu * (REAL)u[j]); \
+			} \
+		} \
+	}
+
+DEFINE_SWIGLU(mb_ref_swiglu, float, float, expf)
+DEFINE_SWIGLU(mb_oracle_swiglu, double, double, exp)
+
+/* ---- the swiglu catalog row: shapes, bytes, tolerances, variants ----------------------------------------------------------
+ *
+ * Error budget, in u = 2^-24 (fp32 unit roundoff), relative to the exact
+ * result on the same rounded inputs. Every step is multiplicative except
+ * 1 + e, and e = exp(-g) > 0 there, so nothing cancels and the bound stays
+ * relative for every element; an error of k ulps in e moves 1 + e by at
+ * most k ulps of e relative, since e / (1 + e) < 1; an ulp is at most 2u
+ * relative.
+ *   GPU:  expf <= 2 ulp (CUDA's documented bound) = 4u, then the add, the
+ *         IEEE division and the multiply at u each: 7u.
+ *   host: glibc expf <= 1 ulp (measured 0.502) = 2u, plus the same three
+ *         roundings: 5u.
+ * got vs want: 7u + 5u = 12u; the second-order products (7u * 5u, and the
+ * storage roundings times 12u) stay under one more u: 13u.
+ * Storage in dtype d with unit roundoff u_d: the fused kernel rounds y once
+ * (u_d). The fallback also stores silu(g) in d before the multiply: a second
+ * u_d, and (1 + u_d)^2 adds u_d^2. Both paths stay within
+ *   2 u_d + u_d^2 + 13u  (for fp32 the temporary is exact and u_d = 0).
+ * fp16 has subnormals under 2^-14 where rounding is absolute (half the
+ * spacing, 2^-25): once on y, and once on silu(g) scaled by |u| < 8. */
+#define SWIGLU_F32_REL (13 * F32_EPS)
+#define SWIGLU_ROUNDED_TWICE(half_ulp) (2 * (half_ulp) + (half_ulp) * (half_ulp) + SWIGLU_F32_REL)
+#define F16_SUBNORMAL_HALF_SPACING 0x1p-25
+/* Inputs stay under 8 in magnitude (see row_common.h). */
+#define SWIGLU_INPUT_MAX 8
+#define F32_NORMAL_MIN 0x1p-126
+
+static int swiglu_tensors(const int64_t *a, mb_tensor_spec *t)
+{
+	t[0] = (mb_tensor_spec){"gu", false, a[AX_T], 2 * a[AX_F], MB_FILL_NORMAL, 0, 1};
+	t[1] = (mb_tensor_spec){"y", true, a[AX_T], a[AX_F], MB_FILL_NORMAL, 0, 0};
+	return 2;
+}
+
+static uint64_t swiglu_bytes(const int64_t *a, mb_dtype dtype)
+{
+	/* gu [T, 2F] read once, y [T, F] written once */
+	return 3ull * (uint64_t)a[AX_T] * (uint64_t)a[AX_F] * mb_dtype_size(dtype);
+}
+
+static uint64_t swiglu_flops(const int64_t *a)
+{
+	/* negate, exp, add, divide, multiply: 5 per output element (exp and
+	 * the division count as one each, though each is several instructions) */
+	return 5ull * (uint64_t)a[AX_T] * (uint64_t)a[AX_F];
+}
+
+const mb_row mb_row_swiglu = {
+	.name = "swiglu",
+	.block = 'E',
+	.status = MB_ROW_EXPERIMENTAL,
+	.summary = "y = silu(g) * u with g, u the two halves of each row of gu [T,2F]; y [T,F]",
+	.n_axes = 2,
+	.axes = {"T", "F"},
+	.check_shape = NULL,
+	.tensors = swiglu_tensors,
+	.bytes = swiglu_bytes,
+	.flops = swiglu_flops,
+	.reference = mb_ref_swiglu,
+	.oracle = mb_oracle_swiglu,
+	.reference_name = "mb_ref_swiglu (fp32, expf, src/reference/swiglu.c)",
+	.source_files = {"src/kernels/swiglu.cu", "src/reference/swiglu.c"},
+	.tolerance = {
+		[MB_FP32] = {F32_NORMAL_MIN, SWIGLU_F32_REL,
+			"GPU expf <= 2 ulp + add, IEEE div, mul (7u) against glibc expf <= 1 ulp + the same (5u), no cancellation since 1+exp(-g) > 1: 13u with second-order terms"},
+		[MB_FP16] = {F16_SUBNORMAL_HALF_SPACING * (1 + SWIGLU_INPUT_MAX), SWIGLU_ROUNDED_TWICE(F16_HALF_ULP),
+			"the plain path rounds silu(g) and y to fp16: 2*2^-11 + 2^-22 relative over the fp32 13u; in fp16's subnormal range 2^-25 on y plus |u| < 8 times 2^-25 on silu(g)"},
+		[MB_BF16] = {F32_NORMAL_MIN, SWIGLU_ROUNDED_TWICE(BF16_HALF_ULP),
+			"the plain path rounds silu(g) and y to bf16: 2*2^-8 + 2^-16 relative over the fp32 13u (the fused path rounds once and sits inside)"},
+	},
+	.n_variants = 3,
+	.variants = {
+		{"fused", MB_VARIANT_FUSED, "cuda",
+			"one launch: 16-byte loads of both halves, silu (accurate expf, IEEE division) and product in fp32, 16-byte stores",
+			1, {"swiglu_fused"}, GPU_LAUNCH(mb_swiglu_fused_launch), MB_DTYPE_ALL},
+		{"fallback", MB_VARIANT_FALLBACK, "cuda",
+			"plain path: a silu launch writes silu(g) (case dtype) into y, a multiply launch scales it by u in place",
+			2, {"swiglu_fallback_silu", "swiglu_fallback_mul"}, GPU_LAUNCH(mb_swiglu_fallback_launch), MB_DTYPE_ALL},
+		MB_REFERENCE_VARIANT,
+	},
+};

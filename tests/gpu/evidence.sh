@@ -8,6 +8,10 @@
 # memcheck: compute-sanitizer memcheck over every variant at smoke shapes.
 # repeat:   the rope_qk and residual_rmsnorm rows of suites/nam56r.toml
 #           twice, back to back: repeatability, convergence, goodput.
+# smoke:    every row of suites/smoke.toml on the GPU (correctness).
+# rows-a, rows-b: suites/nam56r.toml in two halves (issue 5), summarised by
+#           tests/gpu/rows_summary.py.
+# sass:     16-byte load and store counts of every fused kernel.
 # Everything lands under $OUT (default ./gpu-out).
 set -u
 out=${OUT:-gpu-out}
@@ -81,6 +85,30 @@ print("goodput run a: wall %.2f s, goodput %.1f%%" % (g["wall_ns"] / 1e9, 100 * 
 for k, v in g["badput_ns"].items():
     print("  %-17s %8.2f s  %5.1f%%" % (k, v / 1e9, 100.0 * v / g["wall_ns"]))
 PY
+	;;
+smoke)
+	step smoke-gpu 200 $mb run suites/smoke.toml --backend cuda -o "$out/smoke-gpu.json"
+	grep -E "passed|FAIL|crashed|timeout|skipped" "$out/smoke-gpu.log" | tail -n 15
+	;;
+rows-a)
+	step rows-a 420 $mb run suites/nam56r.toml --backend cuda \
+		--rows rope_qk,rope_qk_bwd,mla_partial_rope,row_gather,row_gather_pair -o "$out/rows-a.json"
+	python3 tests/gpu/rows_summary.py "$out/rows-a.json" | tee "$out/rows-a.txt"
+	;;
+rows-b)
+	step rows-b 420 $mb run suites/nam56r.toml --backend cuda \
+		--rows residual_rmsnorm,residual_rmsnorm_bwd,relu2,swiglu -o "$out/rows-b.json"
+	python3 tests/gpu/rows_summary.py "$out/rows-b.json" | tee "$out/rows-b.txt"
+	;;
+sass)
+	# per fused kernel: 128-bit global loads and stores in its SASS
+	cuobjdump --dump-sass .gpu/bin/megabench 2>/dev/null | awk '
+		/Function :/ { name = $3 }
+		/LDG\.E\.128/ { ld[name]++ }
+		/STG\.E\.128/ { st[name]++ }
+		END { for (n in ld) if (n ~ /fused/) printf "%-70s LDG.128 %3d STG.128 %3d\n", substr(n, 1, 70), ld[n], st[n] }' \
+		| sort > "$out/sass.txt"
+	cat "$out/sass.txt"
 	;;
 *)
 	echo "unknown phase $phase" >&2

@@ -14,6 +14,10 @@
 /* The GPU's expf is within this many ulp of exp (CUDA's documented bound;
  * the swiglu tolerance is derived from it). */
 #define GPU_EXPF_ULP 2
+/* The fused fp16/bf16 kernels use __expf (2 + floor(1.173 |x|) ulp, 11 for
+ * |x| < 8) and __fdividef (2 ulp). */
+#define GPU_FAST_EXPF_ULP 11
+#define GPU_FAST_DIV_ULP 2
 
 static void relu2_by_hand(void)
 {
@@ -193,9 +197,19 @@ static float expf_off(float x, int ulps)
 	return e;
 }
 
+/* `x` moved `ulps` ulp up (> 0) or down (< 0). */
+static float nudge(float x, int ulps)
+{
+	for (int k = 0; k < abs(ulps); k++)
+		x = nextafterf(x, ulps > 0 ? INFINITY : -INFINITY);
+	return x;
+}
+
 /* The fused path (fp32 math, one rounding of y) and the plain path (silu
  * rounded to the dtype, then the multiply) emulated on the host, with expf
- * off by the GPU's 2 ulp either way, all pass the dtype's tolerance. */
+ * off by the GPU's 2 ulp either way (and, in the fused fp16/bf16 kernels,
+ * __expf off by 11 ulp and __fdividef by 2), all pass the dtype's
+ * tolerance. */
 static void swiglu_paths(const int64_t *axis)
 {
 	const mb_row *row = mb_catalog_find("swiglu");
@@ -217,7 +231,10 @@ static void swiglu_paths(const int64_t *axis)
 				const float *g = c.t.data[0] + t * 2 * f, *u = g + f;
 				for (int64_t j = 0; j < f; j++) {
 					float silu = g[j] / (1.0f + expf_off(-g[j], ulps));
-					fused[t * f + j] = mb_dtype_round(dtype, silu * u[j]);
+					int sign = ulps > 0 ? 1 : -1;
+					float fast = nudge(g[j] / (1.0f + expf_off(-g[j], sign * GPU_FAST_EXPF_ULP)),
+						-sign * GPU_FAST_DIV_ULP);
+					fused[t * f + j] = mb_dtype_round(dtype, (dtype == MB_FP32 ? silu : fast) * u[j]);
 					plain[t * f + j] = mb_dtype_round(dtype, mb_dtype_round(dtype, silu) * u[j]);
 				}
 			}

@@ -18,17 +18,20 @@
 
 enum { AX_T, AX_F };
 
-/* Fused: each thread takes FUSED_VECS_PER_THREAD output vectors and loads
- * both halves of each before it computes (128 bytes in flight per thread).
- * One block covers FUSED_THREADS * FUSED_VECS_PER_THREAD consecutive output
- * vectors; each unrolled step reads a coalesced 4 KB run of g and of u. */
+/* Fused: a persistent grid; each thread keeps FUSED_DEPTH output vectors'
+ * loads (both halves) in flight and refills a slot as soon as it has taken
+ * the slot's values, so loads stay in flight while it computes. The
+ * one-shot version (load four, compute, store, exit) left the bf16 kernel
+ * waiting on memory at 0.86 of the copy ceiling: bf16 has twice fp32's
+ * arithmetic per byte, and nothing was in flight during it. Each step of
+ * the grid reads coalesced runs of g and u. */
 #define FUSED_THREADS 256
-#define FUSED_VECS_PER_THREAD 4
-#define FUSED_VECS_PER_BLOCK (FUSED_THREADS * FUSED_VECS_PER_THREAD)
+#define FUSED_DEPTH 2
 /* Vector counts under this use 32-bit indices (cheap division by the
- * vectors per row); the margin keeps the last block's indices from
- * wrapping. Larger tensors take 64-bit indices. */
-#define FUSED_INDEX32_MAX ((int64_t)INT32_MAX - FUSED_VECS_PER_BLOCK)
+ * vectors per row); the margin keeps prefetch indices, which run up to
+ * FUSED_DEPTH grid strides past the end, from wrapping. Larger tensors take
+ * 64-bit indices. */
+#define FUSED_INDEX32_MAX ((int64_t)INT32_MAX)
 
 /* Fallback: plain scalar kernels, one thread per column of a row; rows
  * beyond the grid's y limit (65535 blocks) wrap around with a stride. */
@@ -66,30 +69,46 @@ template <> __device__ __forceinline__ float fused_silu<float>(float g)
  * with row = i / (F/VEC), at element i*VEC + row*F of gu (the g half; u is
  * F further). F is a whole number of vectors, so a vector never straddles a
  * row or a half. IDX is uint32_t when every vector index fits. */
+/* Loads stay packed in the storage dtype until used (widened at load time
+ * they took 64 registers). */
+template <typename T, int VEC, typename IDX>
+__device__ __forceinline__ void fused_load(mb_vec<T, VEC> &g, mb_vec<T, VEC> &u, const T *__restrict__ gu,
+	IDX i, IDX row_vecs, int64_t f)
+{
+	const IDX row = i / row_vecs;
+	const T *src = gu + (int64_t)i * VEC + (int64_t)row * f;
+	g = *reinterpret_cast<const mb_vec<T, VEC> *>(src);
+	u = *reinterpret_cast<const mb_vec<T, VEC> *>(src + f);
+}
+
 template <typename T, int VEC, typename IDX>
 __global__ void __launch_bounds__(FUSED_THREADS) mb_swiglu_fused_kernel(const T *__restrict__ gu,
 	T *__restrict__ y, IDX nvec, IDX row_vecs, int64_t f)
 {
-	const IDX first = (IDX)blockIdx.x * FUSED_VECS_PER_BLOCK + threadIdx.x;
-	float g[FUSED_VECS_PER_THREAD][VEC], u[FUSED_VECS_PER_THREAD][VEC];
+	typedef mb_vec<T, VEC> vec_t;
+	const IDX stride = (IDX)gridDim.x * FUSED_THREADS;
+	const IDX first = (IDX)blockIdx.x * FUSED_THREADS + threadIdx.x;
+	vec_t g[FUSED_DEPTH], u[FUSED_DEPTH];
 #pragma unroll
-	for (int k = 0; k < FUSED_VECS_PER_THREAD; k++) {
-		const IDX i = first + (IDX)k * FUSED_THREADS;
-		if (i < nvec) {
-			const IDX row = i / row_vecs;
-			const T *src = gu + (int64_t)i * VEC + (int64_t)row * f;
-			mb_load_f32<T, VEC>(g[k], src);
-			mb_load_f32<T, VEC>(u[k], src + f);
-		}
+	for (int k = 0; k < FUSED_DEPTH; k++) {
+		const IDX i = first + (IDX)k * stride;
+		if (i < nvec)
+			fused_load<T, VEC, IDX>(g[k], u[k], gu, i, row_vecs, f);
 	}
+	for (IDX base = first; base < nvec; base += (IDX)FUSED_DEPTH * stride) {
 #pragma unroll
-	for (int k = 0; k < FUSED_VECS_PER_THREAD; k++) {
-		const IDX i = first + (IDX)k * FUSED_THREADS;
-		if (i < nvec) {
+		for (int k = 0; k < FUSED_DEPTH; k++) {
+			const IDX i = base + (IDX)k * stride, next = i + (IDX)FUSED_DEPTH * stride;
+			const vec_t gk = g[k], uk = u[k];
+			float out[VEC];
+			if (i >= nvec)
+				break;
+			if (next < nvec)
+				fused_load<T, VEC, IDX>(g[k], u[k], gu, next, row_vecs, f);
 #pragma unroll
 			for (int e = 0; e < VEC; e++)
-				g[k][e] = fused_silu<T>(g[k][e]) * u[k][e];
-			mb_store_f32<T, VEC>(y + (int64_t)i * VEC, g[k]);
+				out[e] = fused_silu<T>(mb_to_f32<T>(gk.v[e])) * mb_to_f32<T>(uk.v[e]);
+			mb_store_f32<T, VEC>(y + (int64_t)i * VEC, out);
 		}
 	}
 }
@@ -97,10 +116,24 @@ __global__ void __launch_bounds__(FUSED_THREADS) mb_swiglu_fused_kernel(const T 
 template <typename T, int VEC, typename IDX>
 static int fused_launch(cudaStream_t stream, const void *gu, void *y, int64_t tokens, int64_t f)
 {
+	/* resident blocks per SM, asked once per instantiation; the first call
+	 * is never inside a graph capture (the harness warms up first) */
+	static int per_sm;
+	int device = 0, sms = 0;
 	const int64_t nvec = tokens * (f / VEC);
-	const int64_t blocks = (nvec + FUSED_VECS_PER_BLOCK - 1) / FUSED_VECS_PER_BLOCK;
-	if (blocks > INT_MAX)
-		return (int)cudaErrorInvalidValue;
+	cudaError_t ce = cudaGetDevice(&device);
+	if (ce == cudaSuccess)
+		ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+	if (ce == cudaSuccess && per_sm == 0)
+		ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mb_swiglu_fused_kernel<T, VEC, IDX>,
+			FUSED_THREADS, 0);
+	if (ce != cudaSuccess)
+		return (int)ce;
+	int64_t blocks = (nvec + FUSED_THREADS - 1) / FUSED_THREADS;
+	if (blocks > (int64_t)sms * per_sm)
+		blocks = (int64_t)sms * per_sm;
+	if (blocks < 1)
+		blocks = 1;
 	mb_swiglu_fused_kernel<T, VEC, IDX><<<(unsigned)blocks, FUSED_THREADS, 0, stream>>>(
 		(const T *)gu, (T *)y, (IDX)nvec, (IDX)(f / VEC), f);
 	return (int)cudaGetLastError();

@@ -72,7 +72,7 @@ static int csv_verdicts(FILE *out, const mb_verdict_set *set, const json_t *rece
 	(void)name;
 	(void)policy;
 	(void)err;
-	fprintf(out, "row,block,verdict,families_won,saved_ns_per_step,saved_mode,reason\n");
+	fprintf(out, "row,block,verdict,families_won,saved_ns_per_step,saved_mode,saved_dtype,reason\n");
 	for (size_t i = 0; i < set->n_rows; i++) {
 		const mb_row_verdict *v = &set->rows[i];
 
@@ -82,6 +82,7 @@ static int csv_verdicts(FILE *out, const mb_verdict_set *set, const json_t *rece
 		field(out, v->families, false);
 		number(out, v->saved_known ? v->saved_ns_per_step : NAN, false);
 		field(out, v->saved_known ? v->saved_mode : "", false);
+		field(out, v->saved_known ? v->saved_dtype : "", false);
 		field(out, v->reason, true);
 	}
 	return 0;

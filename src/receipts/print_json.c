@@ -57,6 +57,7 @@ static json_t *row_json(const mb_row_verdict *v)
 	json_object_set_new(o, "pairs", json_integer((json_int_t)v->n_pairs));
 	json_object_set_new(o, "saved_ns_per_step", v->saved_known ? num(v->saved_ns_per_step) : json_null());
 	json_object_set_new(o, "saved_mode", v->saved_known ? json_string(v->saved_mode) : json_null());
+	json_object_set_new(o, "saved_dtype", v->saved_known ? json_string(v->saved_dtype) : json_null());
 	return o;
 }
 

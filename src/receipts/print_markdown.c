@@ -10,7 +10,7 @@
 #define POLICY_TEXT_MAX 2048
 /* Rank of the first unchanged case in mb_print_case_rank. */
 #define RANK_SAME 6
-#define DURATION_TEXT_MAX 32
+#define DURATION_TEXT_MAX 96
 
 /* Pipes would break a table cell. */
 static void cell(FILE *out, const char *s)
@@ -90,10 +90,9 @@ static void verdict_cell(FILE *out, const mb_row_verdict *v)
  * share them so that a row reads the same in both. */
 static void verdict_cells(FILE *out, const mb_row_verdict *v)
 {
-	char saved[DURATION_TEXT_MAX] = "-";
+	char saved[DURATION_TEXT_MAX];
 
-	if (v->saved_known)
-		mb_print_duration(saved, sizeof(saved), v->saved_ns_per_step);
+	mb_print_saved(saved, sizeof(saved), v);
 	verdict_cell(out, v);
 	fprintf(out, " | %s | ", saved);
 	cell(out, v->reason);

@@ -153,11 +153,10 @@ static int table_verdicts(FILE *out, const mb_verdict_set *set, const json_t *re
 		goto cleanup;
 	for (size_t i = 0; i < set->n_rows; i++) {
 		const mb_row_verdict *v = &set->rows[i];
-		char saved[32] = "-", verdict[2 * CELL_MAX];
+		char saved[96], verdict[2 * CELL_MAX];
 		const char *vals[5];
 
-		if (v->saved_known)
-			mb_print_duration(saved, sizeof(saved), v->saved_ns_per_step);
+		mb_print_saved(saved, sizeof(saved), v);
 		snprintf(verdict, sizeof(verdict), "%s%s%s%s", mb_verdict_kind_name(v->kind),
 			v->kind == MB_VERDICT_CONDITIONAL ? " (" : "", v->kind == MB_VERDICT_CONDITIONAL ? v->families : "",
 			v->kind == MB_VERDICT_CONDITIONAL ? ")" : "");

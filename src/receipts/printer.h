@@ -46,6 +46,9 @@ int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *con
 
 /* "12.34 us", "1.234 ms", "950 ns"; "-" for NaN. */
 void mb_print_duration(char *buf, size_t len, double ns);
+/* A row verdict's time saved per step with the dtype and mode it was
+ * summed over ("12.3 ms (bf16, cold)"), or "-" when unknown. */
+void mb_print_saved(char *buf, size_t len, const struct mb_row_verdict *v);
 /* "+3.1%" from a ratio; "-" for NaN. */
 void mb_print_change(char *buf, size_t len, double ratio);
 /* Short name of a receipt's revision: describe, else commit[0..12], else name. */

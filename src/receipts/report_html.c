@@ -85,10 +85,9 @@ static void verdict_table(FILE *out, const mb_verdict_set *set)
 		"<th>saved per step</th><th>why</th></tr>\n", out);
 	for (size_t i = 0; i < set->n_rows; i++) {
 		const mb_row_verdict *v = &set->rows[i];
-		char saved[32] = "-";
+		char saved[96];
 
-		if (v->saved_known)
-			mb_print_duration(saved, sizeof(saved), v->saved_ns_per_step);
+		mb_print_saved(saved, sizeof(saved), v);
 		fprintf(out, "<tr class=\"%s\"><td>", verdict_class(v->kind));
 		mb_print_xml_escaped(out, v->row);
 		fprintf(out, "</td><td>%s</td><td>%s</td><td>", v->block, mb_verdict_kind_name(v->kind));

@@ -50,8 +50,9 @@ typedef struct mb_row_verdict {
 	mb_verdict_pair *pairs;
 	size_t n_pairs;
 	bool saved_known;                   /* at least one pair had both medians */
-	double saved_ns_per_step;           /* over the pairs of `saved_mode` */
+	double saved_ns_per_step;           /* over the pairs of `saved_mode` and `saved_dtype` */
 	char saved_mode[16];
+	char saved_dtype[8];                /* the one dtype summed over */
 } mb_row_verdict;
 
 typedef struct mb_verdict_set {

@@ -204,9 +204,53 @@ static void test_policy(void)
 	CHECK(text[0] == '\0');
 }
 
+/* A receipt with every dtype (the committed H200 one): time saved per step
+ * sums one dtype only, bf16 first, since a training step runs in one. */
+static void test_saved_one_dtype(void)
+{
+	json_t *r = NULL, *c;
+	mb_error err;
+	mb_verdict_set set;
+	const mb_row_verdict *v;
+	double want = 0.0, all = 0.0;
+	size_t i;
+
+	if (mb_receipt_load(&r, mb_test_src("reports/h200/nam56r-a.json"), &err)) {
+		CHECK_MSG(0, "%s: %s", err.where, err.text);
+		return;
+	}
+	CHECK(verdict_of(r, "rope_qk", &set) == MB_VERDICT_KEEP);
+	v = mb_verdict_find(&set, "rope_qk");
+	json_array_foreach(json_object_get(r, "cases"), i, c) {
+		const char *id = json_string_value(json_object_get(c, "id"));
+		char fb_id[256];
+		json_t *fb;
+		double saved;
+
+		if (strncmp(id, "rope_qk/fused/", 14))
+			continue;
+		snprintf(fb_id, sizeof(fb_id), "rope_qk/fallback/%s", id + 14);
+		fb = find_case(r, fb_id);
+		CHECK(fb != NULL);
+		if (!fb)
+			continue;
+		saved = json_number_value(json_object_get(c, "weight"))
+			* (json_number_value(json_object_get(json_object_get(fb, "timing"), "median_ns"))
+				- json_number_value(json_object_get(json_object_get(c, "timing"), "median_ns")));
+		all += saved;
+		if (!strcmp(json_string_value(json_object_get(c, "dtype")), "bf16"))
+			want += saved;
+	}
+	CHECK(v && v->saved_known && !strcmp(v->saved_dtype, "bf16") && !strcmp(v->saved_mode, "cold"));
+	CHECK(v && fabs(v->saved_ns_per_step - want) < 1e-6 * want && want < 0.5 * all);
+	mb_verdict_set_free(&set);
+	json_decref(r);
+}
+
 int main(void)
 {
 	test_keep_and_saved();
+	test_saved_one_dtype();
 	test_drop_conditional_ambiguous();
 	test_not_enough_evidence_and_lanes();
 	test_policy();

@@ -113,18 +113,6 @@ static void check_comparable(mb_diff *d)
 
 /* ---- drift ----------------------------------------------------------------- */
 
-static bool is_wrong(const json_t *kase)
-{
-	const char *status = mb_text_get(kase, "status");
-	const json_t *corr = json_object_get(kase, "correctness");
-
-	if (!strcmp(status, "skipped"))
-		return false;
-	if (strcmp(status, "ok"))
-		return true;
-	return json_is_object(corr) && !json_is_true(json_object_get(corr, "passed"));
-}
-
 static void wrong_detail(char *buf, size_t len, const json_t *kase)
 {
 	const json_t *corr = json_object_get(kase, "correctness");
@@ -299,7 +287,7 @@ static int compare_pair(mb_diff *d, mb_case_diff *cd, mb_error *err)
 	}
 	if (rc)
 		return rc;
-	if (!is_wrong(cd->base) && is_wrong(cd->head)) {
+	if (!mb_verdict_case_wrong(cd->base) && mb_verdict_case_wrong(cd->head)) {
 		cd->wrong_answer = true;
 		d->n_wrong++;
 		wrong_detail(detail, sizeof(detail), cd->head);
@@ -347,7 +335,7 @@ static int diff_cases(mb_diff *d, mb_error *err)
 		cd->head = c;
 		if ((rc = add_finding(d, MB_FINDING_NEW_CASE, cd->id, err, "new case")))
 			return rc;
-		if (is_wrong(c)) {
+		if (mb_verdict_case_wrong(c)) {
 			cd->wrong_answer = true;
 			d->n_wrong++;
 			wrong_detail(detail, sizeof(detail), c);

@@ -49,9 +49,7 @@ static bool same_work(const json_t *a, const json_t *b)
 		&& json_equal(json_object_get(a, "shape"), json_object_get(b, "shape"));
 }
 
-/* A wrong answer: correctness failed, or the case did not finish. A skipped
- * case says nothing either way. */
-static bool is_wrong(const json_t *kase)
+bool mb_verdict_case_wrong(const json_t *kase)
 {
 	const char *status = mb_text_get(kase, "status");
 	const json_t *corr = json_object_get(kase, "correctness");
@@ -164,7 +162,7 @@ static void decide(mb_row_verdict *v, const json_t *const *cases, size_t n, size
 
 		any_fused |= !strcmp(kind, "fused");
 		any_fallback |= !strcmp(kind, "fallback");
-		if ((!strcmp(kind, "fused") || !strcmp(kind, "fallback")) && is_wrong(cases[i])) {
+		if ((!strcmp(kind, "fused") || !strcmp(kind, "fallback")) && mb_verdict_case_wrong(cases[i])) {
 			v->kind = MB_VERDICT_DROP;
 			snprintf(v->reason, sizeof(v->reason), "wrong answer: %s (%s)", mb_text_get(cases[i], "id"),
 				mb_text_get(cases[i], "status"));

@@ -70,6 +70,10 @@ void mb_verdict_set_free(mb_verdict_set *set);
 /* The row named `row`, or NULL. Borrowed. */
 const mb_row_verdict *mb_verdict_find(const mb_verdict_set *set, const char *row);
 
+/* A wrong answer: correctness failed, or the case did not finish. A skipped
+ * case says nothing either way. */
+bool mb_verdict_case_wrong(const json_t *kase);
+
 /* "family/A=1,B=2" label of a case's shape, for printers. */
 void mb_verdict_shape_label(char *buf, size_t len, const json_t *kase);
 

@@ -6,6 +6,7 @@
 
 #include "harness/case_common.h"
 #include "reference/reference.h"
+#include "refcheck.h"
 #include "testutil.h"
 
 static void rope_by_hand(void)
@@ -47,46 +48,20 @@ static void rmsnorm_by_hand(void)
 	CHECK(fabs(y[2] - 1 / sqrt(1 + 1e-6)) < 1e-6 && fabs(y[3] - 0.5 / sqrt(1 + 1e-6)) < 1e-6);
 }
 
+/* One element of the first output off by far more than the tolerance. */
+static void plant_in_first_output(refcheck_case *c)
+{
+	c->ref[c->t.n_inputs][c->rows / 2] += 1e-3f;
+}
+
 /* The fp32 reference agrees with the fp64 oracle at the row's fp32
- * tolerance on fresh random inputs, for every dtype's rounded inputs. */
+ * tolerance on fresh random inputs, for every dtype's rounded inputs; and
+ * the check can fail. */
 static void against_oracle(const char *row_name, const int64_t *axis)
 {
-	const mb_row *row = mb_catalog_find(row_name);
-	mb_error err;
+	const refcheck_oracle_test test = {.seed = 1234, .plant = plant_in_first_output};
 
-	for (int d = 0; d < MB_DTYPE_COUNT; d++) {
-		mb_case_plan p;
-		mb_host_tensors t;
-		float *ref[MB_MAX_TENSORS], *orc[MB_MAX_TENSORS];
-		mb_check c;
-		int64_t rows;
-
-		memset(&p, 0, sizeof(p));
-		p.row = row;
-		p.variant = mb_row_find_variant(row, "reference");
-		p.dtype = (mb_dtype)d;
-		memcpy(p.axis, axis, sizeof(int64_t) * (size_t)row->n_axes);
-		snprintf(p.id, sizeof(p.id), "%s/%d", row_name, d);
-		CHECK(mb_host_tensors_make(&t, &p, 1234 + (uint64_t)d, &err) == 0);
-		rows = t.spec[t.n_inputs].rows;
-		CHECK(mb_reference_run(ref, &p, &t, NULL, rows, &err) == 0);
-		CHECK(mb_oracle_run(orc, &p, &t, NULL, rows, &err) == 0);
-		mb_check_init(&c);
-		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, &row->tolerance[MB_FP32]);
-		CHECK_MSG(mb_check_passed(&c), "%s %s: %llu over tolerance, max abs %g", row_name,
-			mb_dtype_name((mb_dtype)d), (unsigned long long)c.over_tolerance, c.max_abs);
-		/* the check can fail: one element off by far more than the
-		 * tolerance is caught */
-		ref[t.n_inputs][rows / 2] += 1e-3f;
-		mb_check_init(&c);
-		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, &row->tolerance[MB_FP32]);
-		CHECK(!mb_check_passed(&c) && c.over_tolerance == 1);
-		mb_reference_free(ref, &t);
-		mb_reference_free(orc, &t);
-		mb_host_tensors_free(&t);
-	}
+	refcheck_against_oracle(mb_catalog_find(row_name), axis, &test);
 }
 
 static void catalog_rules(void)

@@ -9,6 +9,7 @@
 
 #include "harness/case_common.h"
 #include "reference/reference.h"
+#include "refcheck.h"
 #include "testutil.h"
 
 /* The GPU's expf is within this many ulp of exp (CUDA's documented bound;
@@ -74,53 +75,23 @@ static void swiglu_by_hand(void)
 	CHECK(yd[0] == 0 && fabs(yd[1] - 1.5 * log(3.0)) < tol && fabs(yd[2] - log(3.0)) < tol);
 }
 
-/* Fresh inputs of `row` at `axis` in `dtype`, and the fp32 reference of
- * every row of its first output. */
-typedef struct act_case {
-	mb_case_plan plan;
-	mb_host_tensors t;
-	float *want[MB_MAX_TENSORS];
-	int64_t rows;
-} act_case;
-
-static int act_case_make(act_case *c, const char *row_name, const int64_t *axis, mb_dtype dtype,
+/* Fresh inputs of `row_name` at `axis` in `dtype`, and the fp32 reference
+ * of every row; refcheck_case_free releases the case whatever failed. */
+static int act_case_make(refcheck_case *c, const char *row_name, const int64_t *axis, mb_dtype dtype,
 	uint64_t seed)
 {
 	const mb_row *row = mb_catalog_find(row_name);
-	mb_error err;
 
 	memset(c, 0, sizeof(*c));
-	if (!row)
+	if (!row || refcheck_case_make(c, row, axis, dtype, seed) != 0)
 		return -1;
-	c->plan.row = row;
-	c->plan.variant = mb_row_find_variant(row, "reference");
-	c->plan.dtype = dtype;
-	memcpy(c->plan.axis, axis, sizeof(int64_t) * (size_t)row->n_axes);
-	snprintf(c->plan.id, sizeof(c->plan.id), "%s/%s", row_name, mb_dtype_name(dtype));
-	if (mb_host_tensors_make(&c->t, &c->plan, seed, &err) != 0)
-		return -1;
-	c->rows = c->t.spec[c->t.n_inputs].rows;
-	if (mb_reference_run(c->want, &c->plan, &c->t, NULL, c->rows, &err) != 0) {
-		mb_host_tensors_free(&c->t);
-		return -1;
-	}
-	return 0;
+	return refcheck_case_reference(c);
 }
 
-static void act_case_free(act_case *c)
+/* `got` (the only output) against the reference at `tol`. */
+static bool act_case_passes(const refcheck_case *c, const float *got, const mb_tolerance *tol, mb_check *out)
 {
-	mb_reference_free(c->want, &c->t);
-	mb_host_tensors_free(&c->t);
-}
-
-/* `got` (the first output) against the reference at `tol`. */
-static bool act_case_passes(const act_case *c, const float *got, const mb_tolerance *tol, mb_check *out)
-{
-	const int o = c->t.n_inputs;
-
-	mb_check_init(out);
-	mb_check_add(out, &c->t.spec[o], got, c->want[o], NULL, c->rows, c->rows, tol);
-	return mb_check_passed(out);
+	return refcheck_outputs_pass(out, c, &got, (const float *const *)(c->ref + c->t.n_inputs), tol);
 }
 
 /* The fp32 reference agrees with the fp64 oracle at the row's fp32
@@ -131,28 +102,25 @@ static void against_oracle(const char *row_name, const int64_t *axis)
 
 	CHECK(row != NULL);
 	for (int d = 0; row && d < MB_DTYPE_COUNT; d++) {
-		act_case c;
-		float *orc[MB_MAX_TENSORS];
+		refcheck_case c;
 		mb_check chk;
-		mb_error err;
 		const int o = 1; /* one input, one output */
 
 		CHECK(act_case_make(&c, row_name, axis, (mb_dtype)d, 4321 + (uint64_t)d) == 0);
-		CHECK(mb_oracle_run(orc, &c.plan, &c.t, NULL, c.rows, &err) == 0);
-		CHECK_MSG(act_case_passes(&c, orc[o], &row->tolerance[MB_FP32], &chk),
+		CHECK(refcheck_case_oracle(&c) == 0);
+		CHECK_MSG(act_case_passes(&c, c.orc[o], &row->tolerance[MB_FP32], &chk),
 			"%s %s: %llu over tolerance, max rel %g", row_name, mb_dtype_name((mb_dtype)d),
 			(unsigned long long)chk.over_tolerance, chk.max_rel);
 		/* one element far off is caught: a positive one, as relu2's
 		 * zeros would hide a relative error */
 		for (uint64_t i = 0; i < c.t.elems[o]; i++) {
-			if (c.want[o][i] > 0.5f) {
-				orc[o][i] += 1e-3f;
+			if (c.ref[o][i] > 0.5f) {
+				c.orc[o][i] += 1e-3f;
 				break;
 			}
 		}
-		CHECK(!act_case_passes(&c, orc[o], &row->tolerance[MB_FP32], &chk) && chk.over_tolerance == 1);
-		mb_reference_free(orc, &c.t);
-		act_case_free(&c);
+		CHECK(!act_case_passes(&c, c.orc[o], &row->tolerance[MB_FP32], &chk) && chk.over_tolerance == 1);
+		refcheck_case_free(&c);
 	}
 }
 
@@ -165,7 +133,7 @@ static void relu2_paths(const int64_t *axis)
 
 	for (int d = 0; row && d < MB_DTYPE_COUNT; d++) {
 		mb_dtype dtype = (mb_dtype)d;
-		act_case c;
+		refcheck_case c;
 		mb_check chk;
 		float *got;
 		bool exact = true;
@@ -183,7 +151,7 @@ static void relu2_paths(const int64_t *axis)
 			"relu2 %s: %llu over tolerance, max rel %g", mb_dtype_name(dtype),
 			(unsigned long long)chk.over_tolerance, chk.max_rel);
 		free(got);
-		act_case_free(&c);
+		refcheck_case_free(&c);
 	}
 }
 
@@ -217,7 +185,7 @@ static void swiglu_paths(const int64_t *axis)
 
 	for (int d = 0; row && d < MB_DTYPE_COUNT; d++) {
 		mb_dtype dtype = (mb_dtype)d;
-		act_case c;
+		refcheck_case c;
 		float *fused, *plain;
 
 		CHECK(act_case_make(&c, "swiglu", axis, dtype, 777 + (uint64_t)d) == 0);
@@ -247,7 +215,7 @@ static void swiglu_paths(const int64_t *axis)
 		}
 		free(fused);
 		free(plain);
-		act_case_free(&c);
+		refcheck_case_free(&c);
 	}
 }
 
@@ -258,7 +226,7 @@ static void swiglu_tolerance_bites(void)
 {
 	const mb_row *row = mb_catalog_find("swiglu");
 	const int64_t axis[2] = {16, 96};
-	act_case c;
+	refcheck_case c;
 	mb_check chk;
 	float *swapped;
 
@@ -275,7 +243,7 @@ static void swiglu_tolerance_bites(void)
 	}
 	CHECK(swapped && !act_case_passes(&c, swapped, &row->tolerance[MB_BF16], &chk));
 	free(swapped);
-	act_case_free(&c);
+	refcheck_case_free(&c);
 }
 
 static void models(void)

@@ -9,6 +9,7 @@
 
 #include "harness/case_common.h"
 #include "reference/reference.h"
+#include "refcheck.h"
 #include "testutil.h"
 
 enum { AX_B, AX_S, AX_N, AX_D };
@@ -63,16 +64,6 @@ static void pair_by_hand(void)
 	CHECK(kd[0] == 40 && kd[1] == 10 && kd[2] == 40 && vd[0] == -40 && vd[1] == -10 && vd[2] == -40);
 }
 
-static void plan_for(mb_case_plan *p, const mb_row *row, mb_dtype dtype, const int64_t *axis)
-{
-	memset(p, 0, sizeof(*p));
-	p->row = row;
-	p->variant = mb_row_find_variant(row, "reference");
-	p->dtype = dtype;
-	memcpy(p->axis, axis, sizeof(int64_t) * (size_t)row->n_axes);
-	snprintf(p->id, sizeof(p->id), "%s/%s", row->name, mb_dtype_name(dtype));
-}
-
 /* Every output row is, bit for bit, its batch's source row at its index:
  * checked straight from the inputs, without the reference. */
 static void check_rows_copied(const mb_host_tensors *t, const float *const *got, int n_sources)
@@ -91,61 +82,54 @@ static void check_rows_copied(const mb_host_tensors *t, const float *const *got,
 	CHECK_MSG(bad == 0, "%lld output rows differ from their source rows", (long long)bad);
 }
 
+/* The row count, every output row copied from its source row, and a row
+ * sample: it computes the sampled rows, and only those. */
+static void rows_and_sample(refcheck_case *c, const void *ctx)
+{
+	const int64_t *axis = ctx;
+	const mb_host_tensors *t = &c->t;
+	const mb_tolerance *tol = &c->plan.row->tolerance[MB_FP32];
+	const int64_t rows = c->rows;
+	float *sampled[MB_MAX_TENSORS] = {NULL};
+	int64_t *pick = NULL, n_pick = 0;
+	mb_check chk;
+	mb_error err;
+
+	CHECK(rows == axis[AX_B] * axis[AX_N]);
+	check_rows_copied(t, (const float *const *)(c->ref + t->n_inputs), t->n_inputs - 1);
+	CHECK(mb_check_rows_pick(&pick, &n_pick, rows, rows / 3, 99, &err) == 0 && pick != NULL);
+	CHECK(mb_reference_run(sampled, &c->plan, t, pick, n_pick, &err) == 0);
+	mb_check_init(&chk);
+	for (int i = t->n_inputs; i < t->n_tensors; i++)
+		mb_check_add(&chk, &t->spec[i], sampled[i], c->orc[i], pick, n_pick, rows, tol);
+	CHECK(mb_check_passed(&chk) && chk.compared == (uint64_t)(n_pick * axis[AX_D] * (t->n_tensors - t->n_inputs)));
+	int64_t unsampled = pick[0] > 0 ? 0 : pick[1] > 1 ? 1 : -1;
+	if (unsampled >= 0)
+		CHECK(isnan(sampled[t->n_inputs][unsampled * axis[AX_D]]));
+	free(pick);
+	mb_reference_free(sampled, t);
+}
+
+/* One element of the first output one fp32 ulp off: the tolerance is zero. */
+static void plant_one_ulp(refcheck_case *c)
+{
+	float *x = &c->ref[c->t.n_inputs][c->rows / 2];
+
+	*x = nextafterf(*x, INFINITY);
+}
+
 /* The fp32 reference agrees with the fp64 oracle at the row's fp32
  * tolerance (zero) on fresh random inputs of every dtype, whole and on a
  * row sample; a single element off by one fp32 ulp fails. */
 static void against_oracle(const char *row_name, const int64_t *axis)
 {
 	const mb_row *row = mb_catalog_find(row_name);
-	const mb_tolerance *tol;
-	mb_error err;
+	const refcheck_oracle_test test = {.seed = 4321, .exact = true, .more = rows_and_sample,
+		.ctx = axis, .plant = plant_one_ulp};
 
 	CHECK(row != NULL);
-	if (!row)
-		return;
-	tol = &row->tolerance[MB_FP32];
-	for (int dt = 0; dt < MB_DTYPE_COUNT; dt++) {
-		mb_case_plan p;
-		mb_host_tensors t;
-		float *ref[MB_MAX_TENSORS], *orc[MB_MAX_TENSORS];
-		int64_t *pick = NULL, n_pick = 0, rows;
-		mb_check c;
-
-		plan_for(&p, row, (mb_dtype)dt, axis);
-		CHECK(mb_host_tensors_make(&t, &p, 4321 + (uint64_t)dt, &err) == 0);
-		rows = t.spec[t.n_inputs].rows;
-		CHECK(rows == axis[AX_B] * axis[AX_N]);
-		CHECK(mb_reference_run(ref, &p, &t, NULL, rows, &err) == 0);
-		CHECK(mb_oracle_run(orc, &p, &t, NULL, rows, &err) == 0);
-		mb_check_init(&c);
-		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, tol);
-		CHECK_MSG(mb_check_passed(&c) && c.max_abs == 0, "%s %s: %llu over tolerance, max abs %g", row_name,
-			mb_dtype_name((mb_dtype)dt), (unsigned long long)c.over_tolerance, c.max_abs);
-		check_rows_copied(&t, (const float *const *)(ref + t.n_inputs), t.n_inputs - 1);
-		/* one element one fp32 ulp off is caught: the tolerance is zero */
-		ref[t.n_inputs][rows / 2] = nextafterf(ref[t.n_inputs][rows / 2], INFINITY);
-		mb_check_init(&c);
-		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, tol);
-		CHECK(!mb_check_passed(&c) && c.over_tolerance == 1);
-		mb_reference_free(ref, &t);
-
-		/* a row sample computes the sampled rows, and only those */
-		CHECK(mb_check_rows_pick(&pick, &n_pick, rows, rows / 3, 99, &err) == 0 && pick != NULL);
-		CHECK(mb_reference_run(ref, &p, &t, pick, n_pick, &err) == 0);
-		mb_check_init(&c);
-		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], pick, n_pick, rows, tol);
-		CHECK(mb_check_passed(&c) && c.compared == (uint64_t)(n_pick * axis[AX_D] * (t.n_tensors - t.n_inputs)));
-		int64_t unsampled = pick[0] > 0 ? 0 : pick[1] > 1 ? 1 : -1;
-		if (unsampled >= 0)
-			CHECK(isnan(ref[t.n_inputs][unsampled * axis[AX_D]]));
-		free(pick);
-		mb_reference_free(ref, &t);
-		mb_reference_free(orc, &t);
-		mb_host_tensors_free(&t);
-	}
+	if (row)
+		refcheck_against_oracle(row, axis, &test);
 }
 
 /* The index tensor: integers in [0, S), both ends drawn, int32 on the
@@ -159,7 +143,7 @@ static void index_fill(void)
 	mb_error err;
 	bool integral = true, low = false, high = false;
 
-	plan_for(&p, row, MB_BF16, axis);
+	refcheck_plan(&p, row, MB_BF16, axis);
 	CHECK(mb_host_tensors_make(&t, &p, 7, &err) == 0);
 	CHECK(t.spec[1].fill == MB_FILL_INDEX && mb_tensor_elem_bytes(&t.spec[1], MB_BF16) == sizeof(int32_t));
 	for (uint64_t i = 0; i < t.elems[1]; i++) {

@@ -8,6 +8,7 @@
 
 #include "harness/case_common.h"
 #include "reference/reference.h"
+#include "refcheck.h"
 #include "testutil.h"
 
 /* The claimed fp32 bound on dx alone (see the row's rationale): < 400u. */
@@ -50,63 +51,50 @@ static void bwd_dw_covers_all_tokens(void)
 	CHECK(fabs(dx[1] - 1.0f) < 1e-5);
 }
 
+/* dx alone at its own, tighter bound (when *ctx is true), and every output
+ * element written: no NaN left from the poison. */
+static void dx_bound_and_written(refcheck_case *c, const void *ctx)
+{
+	const bool check_dx_alone = *(const bool *)ctx;
+	const mb_host_tensors *t = &c->t;
+	const char *row_name = c->plan.row->name;
+	const int64_t rows = c->rows;
+	mb_check chk;
+
+	if (check_dx_alone) {
+		mb_tolerance dx_tol = {DX_F32_ABS, 64 * 0x1p-24, "dx alone"};
+		mb_check_init(&chk);
+		mb_check_add(&chk, &t->spec[t->n_inputs], c->ref[t->n_inputs], c->orc[t->n_inputs], NULL, rows, rows,
+			&dx_tol);
+		CHECK_MSG(mb_check_passed(&chk), "%s %s: dx max abs %g over %g", row_name,
+			mb_dtype_name(c->plan.dtype), chk.max_abs, DX_F32_ABS);
+	}
+	for (int i = t->n_inputs; i < t->n_tensors; i++) {
+		uint64_t nans = 0;
+		for (uint64_t j = 0; j < t->elems[i]; j++)
+			nans += isnan(c->ref[i][j]);
+		CHECK_MSG(nans == 0, "%s: %s has %llu unwritten", row_name, t->spec[i].name, (unsigned long long)nans);
+	}
+}
+
+/* One element of the last output off by far more than the tolerance. */
+static void plant_in_last_output(refcheck_case *c)
+{
+	c->ref[c->t.n_tensors - 1][0] += 1.0f;
+}
+
 /* Reference against oracle at the row's fp32 tolerance for every dtype's
  * rounded inputs (the checker compares dw [1,H] whole, as it has another
  * row count than the token rows), and dx alone at its own, tighter bound. */
 static void against_oracle(const char *row_name, const int64_t *axis, bool check_dx_alone)
 {
 	const mb_row *row = mb_catalog_find(row_name);
-	mb_error err;
+	const refcheck_oracle_test test = {
+		.seed = 4321, .more = dx_bound_and_written, .ctx = &check_dx_alone, .plant = plant_in_last_output};
 
 	CHECK(row != NULL);
-	for (int d = 0; row && d < MB_DTYPE_COUNT; d++) {
-		mb_case_plan p;
-		mb_host_tensors t;
-		float *ref[MB_MAX_TENSORS], *orc[MB_MAX_TENSORS];
-		mb_check c;
-		int64_t rows;
-
-		memset(&p, 0, sizeof(p));
-		p.row = row;
-		p.variant = mb_row_find_variant(row, "reference");
-		p.dtype = (mb_dtype)d;
-		memcpy(p.axis, axis, sizeof(int64_t) * (size_t)row->n_axes);
-		snprintf(p.id, sizeof(p.id), "%s/%d", row_name, d);
-		CHECK(mb_host_tensors_make(&t, &p, 4321 + (uint64_t)d, &err) == 0);
-		rows = t.spec[t.n_inputs].rows;
-		CHECK(mb_reference_run(ref, &p, &t, NULL, rows, &err) == 0);
-		CHECK(mb_oracle_run(orc, &p, &t, NULL, rows, &err) == 0);
-		mb_check_init(&c);
-		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, &row->tolerance[MB_FP32]);
-		CHECK_MSG(mb_check_passed(&c), "%s %s: %llu over tolerance, max abs %g", row_name,
-			mb_dtype_name((mb_dtype)d), (unsigned long long)c.over_tolerance, c.max_abs);
-		if (check_dx_alone) {
-			mb_tolerance dx_tol = {DX_F32_ABS, 64 * 0x1p-24, "dx alone"};
-			mb_check_init(&c);
-			mb_check_add(&c, &t.spec[t.n_inputs], ref[t.n_inputs], orc[t.n_inputs], NULL, rows, rows, &dx_tol);
-			CHECK_MSG(mb_check_passed(&c), "%s %s: dx max abs %g over %g", row_name,
-				mb_dtype_name((mb_dtype)d), c.max_abs, DX_F32_ABS);
-		}
-		/* every output element was written: no NaN left from the poison */
-		for (int i = t.n_inputs; i < t.n_tensors; i++) {
-			uint64_t nans = 0;
-			for (uint64_t j = 0; j < t.elems[i]; j++)
-				nans += isnan(ref[i][j]);
-			CHECK_MSG(nans == 0, "%s: %s has %llu unwritten", row_name, t.spec[i].name,
-				(unsigned long long)nans);
-		}
-		/* one element of the last output off by far more than the
-		 * tolerance is caught */
-		ref[t.n_tensors - 1][0] += 1.0f;
-		mb_check_init(&c);
-		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, &row->tolerance[MB_FP32]);
-		CHECK(!mb_check_passed(&c) && c.over_tolerance == 1);
-		mb_reference_free(ref, &t);
-		mb_reference_free(orc, &t);
-		mb_host_tensors_free(&t);
-	}
+	if (row)
+		refcheck_against_oracle(row, axis, &test);
 }
 
 /* Mirrors of the GPU kernels' dw summation orders (residual_rmsnorm_bwd.cu)
@@ -172,12 +160,7 @@ static void gpu_dw_orders_within_tolerance(void)
 		: FUSED_BLOCKS_H200;
 	mb_error err;
 
-	memset(&p, 0, sizeof(p));
-	p.row = row;
-	p.variant = mb_row_find_variant(row, "reference");
-	p.dtype = MB_BF16;
-	memcpy(p.axis, axis, sizeof(axis));
-	snprintf(p.id, sizeof(p.id), "dw_orders");
+	refcheck_plan(&p, row, MB_BF16, axis);
 	CHECK(rstd && mb_host_tensors_make(&t, &p, 99, &err) == 0);
 	CHECK(mb_oracle_run(orc, &p, &t, NULL, 1, &err) == 0);
 	for (int64_t i = 0; i < tokens; i++) {

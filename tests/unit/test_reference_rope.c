@@ -10,6 +10,7 @@
 
 #include "harness/case_common.h"
 #include "reference/reference.h"
+#include "refcheck.h"
 #include "testutil.h"
 
 enum { BWD_T, BWD_HQ, BWD_HK, BWD_D };
@@ -179,46 +180,23 @@ static void mla_matches_rope_qk(void)
 	CHECK(rotated);
 }
 
+/* One element of the last output off by far more than the tolerance. */
+static void plant_in_last_output(refcheck_case *c)
+{
+	c->ref[c->t.n_tensors - 1][c->rows / 2] += 1e-3f;
+}
+
 /* The fp32 reference agrees with the fp64 oracle at the row's fp32
  * tolerance on fresh random inputs, for every dtype's rounded inputs; and
  * one element off by far more than the tolerance is caught. */
 static void against_oracle(const char *row_name, const int64_t *axis)
 {
 	const mb_row *row = mb_catalog_find(row_name);
-	mb_error err;
+	const refcheck_oracle_test test = {.seed = 4321, .plant = plant_in_last_output};
 
 	CHECK(row != NULL);
-	for (int d = 0; row && d < MB_DTYPE_COUNT; d++) {
-		mb_case_plan p;
-		mb_host_tensors t;
-		float *ref[MB_MAX_TENSORS], *orc[MB_MAX_TENSORS];
-		mb_check c;
-		int64_t rows;
-
-		memset(&p, 0, sizeof(p));
-		p.row = row;
-		p.variant = mb_row_find_variant(row, "reference");
-		p.dtype = (mb_dtype)d;
-		memcpy(p.axis, axis, sizeof(int64_t) * (size_t)row->n_axes);
-		snprintf(p.id, sizeof(p.id), "%s/%d", row_name, d);
-		CHECK(mb_host_tensors_make(&t, &p, 4321 + (uint64_t)d, &err) == 0);
-		rows = t.spec[t.n_inputs].rows;
-		CHECK(mb_reference_run(ref, &p, &t, NULL, rows, &err) == 0);
-		CHECK(mb_oracle_run(orc, &p, &t, NULL, rows, &err) == 0);
-		mb_check_init(&c);
-		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, &row->tolerance[MB_FP32]);
-		CHECK_MSG(mb_check_passed(&c), "%s %s: %llu over tolerance, max abs %g", row_name,
-			mb_dtype_name((mb_dtype)d), (unsigned long long)c.over_tolerance, c.max_abs);
-		ref[t.n_tensors - 1][rows / 2] += 1e-3f;
-		mb_check_init(&c);
-		for (int i = t.n_inputs; i < t.n_tensors; i++)
-			mb_check_add(&c, &t.spec[i], ref[i], orc[i], NULL, rows, rows, &row->tolerance[MB_FP32]);
-		CHECK(!mb_check_passed(&c) && c.over_tolerance == 1);
-		mb_reference_free(ref, &t);
-		mb_reference_free(orc, &t);
-		mb_host_tensors_free(&t);
-	}
+	if (row)
+		refcheck_against_oracle(row, axis, &test);
 }
 
 /* a*b + sign*(e*f) as the GPU may evaluate it: either product fused into an
@@ -253,68 +231,56 @@ static void tolerance_covers_gpu(const char *row_name, const int64_t *axis)
 	const mb_row *row = mb_catalog_find(row_name);
 	const bool mla = strcmp(row_name, "mla_partial_rope") == 0;
 	const float sign = strcmp(row_name, "rope_qk_bwd") == 0 ? -1.0f : 1.0f;
-	mb_error err;
 
 	CHECK(row != NULL);
 	for (int d = 0; row && d < MB_DTYPE_COUNT; d++) {
 		for (int fused = 0; fused < 3; fused++) {
-			mb_case_plan p;
-			mb_host_tensors t;
-			float *ref[MB_MAX_TENSORS], *got[2];
-			mb_check c;
-			int64_t rows;
+			refcheck_case c;
+			const mb_host_tensors *t = &c.t;
+			float *got[2];
+			mb_check chk;
 
-			memset(&p, 0, sizeof(p));
-			p.row = row;
-			p.variant = mb_row_find_variant(row, "reference");
-			p.dtype = (mb_dtype)d;
-			memcpy(p.axis, axis, sizeof(int64_t) * (size_t)row->n_axes);
-			snprintf(p.id, sizeof(p.id), "%s/%d/%d", row_name, d, fused);
-			CHECK(mb_host_tensors_make(&t, &p, 99 + (uint64_t)(3 * d + fused), &err) == 0);
-			rows = t.spec[t.n_inputs].rows;
-			CHECK(mb_reference_run(ref, &p, &t, NULL, rows, &err) == 0);
+			CHECK(refcheck_case_make(&c, row, axis, (mb_dtype)d, 99 + (uint64_t)(3 * d + fused)) == 0);
+			CHECK(refcheck_case_reference(&c) == 0);
 			for (int o = 0; o < 2; o++)
-				got[o] = t.data[t.n_inputs + o];
-			for (int64_t tok = 0; tok < rows; tok++) {
+				got[o] = t->data[t->n_inputs + o];
+			for (int64_t tok = 0; tok < c.rows; tok++) {
 				if (mla) {
 					int64_t h_n = axis[MLA_H], dn = axis[MLA_DN], dr = axis[MLA_DR], w = dn + dr;
-					const float *cs = t.data[3] + tok * dr / 2, *sn = t.data[4] + tok * dr / 2;
+					const float *cs = t->data[3] + tok * dr / 2, *sn = t->data[4] + tok * dr / 2;
 					for (int64_t h = 0; h < h_n; h++) {
-						const float *qs = t.data[0] + (tok * h_n + h) * w, *kn = t.data[1] + (tok * h_n + h) * dn;
-						const float *kp = t.data[2] + tok * dr;
+						const float *qs = t->data[0] + (tok * h_n + h) * w, *kn = t->data[1] + (tok * h_n + h) * dn;
+						const float *kp = t->data[2] + tok * dr;
 						float *qo = got[0] + (tok * h_n + h) * w, *ko = got[1] + (tok * h_n + h) * w;
 						memcpy(qo, qs, (size_t)dn * sizeof(float));
 						memcpy(ko, kn, (size_t)dn * sizeof(float));
 						for (int64_t i = 0; i < dr / 2; i++) {
-							gpu_rotate(p.dtype, fused, 1, qs[dn + i], qs[dn + i + dr / 2], cs[i], sn[i],
+							gpu_rotate(c.plan.dtype, fused, 1, qs[dn + i], qs[dn + i + dr / 2], cs[i], sn[i],
 								&qo[dn + i], &qo[dn + i + dr / 2]);
-							gpu_rotate(p.dtype, fused, 1, kp[i], kp[i + dr / 2], cs[i], sn[i],
+							gpu_rotate(c.plan.dtype, fused, 1, kp[i], kp[i + dr / 2], cs[i], sn[i],
 								&ko[dn + i], &ko[dn + i + dr / 2]);
 						}
 					}
 				} else {
 					int64_t dd = axis[BWD_D], half = dd / 2;
-					const float *cs = t.data[2] + tok * half, *sn = t.data[3] + tok * half;
+					const float *cs = t->data[2] + tok * half, *sn = t->data[3] + tok * half;
 					for (int o = 0; o < 2; o++) {
 						int64_t heads = axis[o == 0 ? BWD_HQ : BWD_HK];
 						for (int64_t h = 0; h < heads; h++) {
-							const float *x = t.data[o] + (tok * heads + h) * dd;
+							const float *x = t->data[o] + (tok * heads + h) * dd;
 							float *y = got[o] + (tok * heads + h) * dd;
 							for (int64_t i = 0; i < half; i++)
-								gpu_rotate(p.dtype, fused, sign, x[i], x[i + half], cs[i], sn[i],
+								gpu_rotate(c.plan.dtype, fused, sign, x[i], x[i + half], cs[i], sn[i],
 									&y[i], &y[i + half]);
 						}
 					}
 				}
 			}
-			mb_check_init(&c);
-			for (int o = 0; o < 2; o++)
-				mb_check_add(&c, &t.spec[t.n_inputs + o], got[o], ref[t.n_inputs + o], NULL, rows, rows,
-					&row->tolerance[d]);
-			CHECK_MSG(mb_check_passed(&c), "%s %s fma %d: %llu over tolerance, max abs %g", row_name,
-				mb_dtype_name((mb_dtype)d), fused, (unsigned long long)c.over_tolerance, c.max_abs);
-			mb_reference_free(ref, &t);
-			mb_host_tensors_free(&t);
+			CHECK_MSG(refcheck_outputs_pass(&chk, &c, (const float *const *)got,
+					(const float *const *)(c.ref + t->n_inputs), &row->tolerance[d]),
+				"%s %s fma %d: %llu over tolerance, max abs %g", row_name, mb_dtype_name((mb_dtype)d), fused,
+				(unsigned long long)chk.over_tolerance, chk.max_abs);
+			refcheck_case_free(&c);
 		}
 	}
 }

@@ -11,28 +11,23 @@
 /* Each row's descriptor lives beside its reference (src/reference/ROW.c)
  * and is declared in rows.h. */
 
-static const mb_row *const rows[] = {
-	&mb_row_rope_qk,
-	&mb_row_rope_qk_bwd,
-	&mb_row_mla_partial_rope,
-	&mb_row_residual_rmsnorm,
-	&mb_row_residual_rmsnorm_bwd,
-	&mb_row_relu2,
-	&mb_row_swiglu,
-	&mb_row_row_gather,
-	&mb_row_row_gather_pair,
-};
+/* Adding a row: one line here. */
+#define MB_CATALOG_ROWS \
+	&mb_row_rope_qk, \
+	&mb_row_rope_qk_bwd, \
+	&mb_row_mla_partial_rope, \
+	&mb_row_residual_rmsnorm, \
+	&mb_row_residual_rmsnorm_bwd, \
+	&mb_row_relu2, \
+	&mb_row_swiglu, \
+	&mb_row_row_gather, \
+	&mb_row_row_gather_pair
 
+static const mb_row *const rows[] = {MB_CATALOG_ROWS};
+
+/* The test-only rows come last, listed only by mb_catalog_rows_all(). */
 static const mb_row *const rows_all[] = {
-	&mb_row_rope_qk,
-	&mb_row_rope_qk_bwd,
-	&mb_row_mla_partial_rope,
-	&mb_row_residual_rmsnorm,
-	&mb_row_residual_rmsnorm_bwd,
-	&mb_row_relu2,
-	&mb_row_swiglu,
-	&mb_row_row_gather,
-	&mb_row_row_gather_pair,
+	MB_CATALOG_ROWS,
 	&mb_test_rows[0], &mb_test_rows[1], &mb_test_rows[2], &mb_test_rows[3], &mb_test_rows[4],
 };
 

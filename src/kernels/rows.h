@@ -1,6 +1,6 @@
 /* Every row descriptor, each defined beside its reference in
  * src/reference/ROW.c and listed in the table in catalog.c. Adding a row:
- * one line here, one in each list of catalog.c. */
+ * one line here, one in the list of catalog.c. */
 #ifndef MB_KERNELS_ROWS_H
 #define MB_KERNELS_ROWS_H
 

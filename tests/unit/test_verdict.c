@@ -66,35 +66,47 @@ static void scale_case(json_t *c, double f)
 	json_object_set_new(t, "median_ns", json_real(json_number_value(json_object_get(t, "median_ns")) * f));
 }
 
-static void test_keep_and_saved(void)
+/* The time saved per step recomputed from the receipt's own medians:
+ * weight * (fallback - fused) over every fused case of `row` in `dtype`
+ * (NULL: every dtype), each against the fallback case of its shape. */
+static double saved_by_hand(json_t *r, const char *row, const char *dtype)
 {
-	json_t *r = load();
-	mb_verdict_set set;
-	const mb_row_verdict *v;
-	double want = 0.0;
-	size_t i;
+	char fused_prefix[64];
+	double sum = 0.0;
+	size_t i, n = (size_t)snprintf(fused_prefix, sizeof(fused_prefix), "%s/fused/", row);
 	json_t *c;
 
-	if (!r)
-		return;
-	CHECK(verdict_of(r, "rmsnorm", &set) == MB_VERDICT_KEEP);
-	v = mb_verdict_find(&set, "rmsnorm");
-	/* every fused case of rmsnorm against the fallback case of its shape */
 	json_array_foreach(json_object_get(r, "cases"), i, c) {
 		const char *id = json_string_value(json_object_get(c, "id"));
 		char fb_id[256];
 		json_t *fb;
 
-		if (strncmp(id, "rmsnorm/fused/", 14))
+		if (strncmp(id, fused_prefix, n)
+			|| (dtype && strcmp(json_string_value(json_object_get(c, "dtype")), dtype)))
 			continue;
-		snprintf(fb_id, sizeof(fb_id), "rmsnorm/fallback/%s", id + 14);
+		snprintf(fb_id, sizeof(fb_id), "%s/fallback/%s", row, id + n);
 		fb = find_case(r, fb_id);
 		CHECK(fb != NULL);
 		if (fb)
-			want += json_number_value(json_object_get(c, "weight"))
+			sum += json_number_value(json_object_get(c, "weight"))
 				* (json_number_value(json_object_get(json_object_get(fb, "timing"), "median_ns"))
 					- json_number_value(json_object_get(json_object_get(c, "timing"), "median_ns")));
 	}
+	return sum;
+}
+
+static void test_keep_and_saved(void)
+{
+	json_t *r = load();
+	mb_verdict_set set;
+	const mb_row_verdict *v;
+	double want;
+
+	if (!r)
+		return;
+	CHECK(verdict_of(r, "rmsnorm", &set) == MB_VERDICT_KEEP);
+	v = mb_verdict_find(&set, "rmsnorm");
+	want = saved_by_hand(r, "rmsnorm", NULL);
 	CHECK(v && v->saved_known && fabs(v->saved_ns_per_step - want) < 1e-6 * want);
 	CHECK(v && !strcmp(v->saved_mode, "hot") && v->n_pairs == 2);
 	CHECK(v && strstr(v->families, "llama7b") && strstr(v->families, "llama70b"));
@@ -208,12 +220,11 @@ static void test_policy(void)
  * sums one dtype only, bf16 first, since a training step runs in one. */
 static void test_saved_one_dtype(void)
 {
-	json_t *r = NULL, *c;
+	json_t *r = NULL;
 	mb_error err;
 	mb_verdict_set set;
 	const mb_row_verdict *v;
-	double want = 0.0, all = 0.0;
-	size_t i;
+	double want, all;
 
 	if (mb_receipt_load(&r, mb_test_src("reports/h200/nam56r-a.json"), &err)) {
 		CHECK_MSG(0, "%s: %s", err.where, err.text);
@@ -221,26 +232,8 @@ static void test_saved_one_dtype(void)
 	}
 	CHECK(verdict_of(r, "rope_qk", &set) == MB_VERDICT_KEEP);
 	v = mb_verdict_find(&set, "rope_qk");
-	json_array_foreach(json_object_get(r, "cases"), i, c) {
-		const char *id = json_string_value(json_object_get(c, "id"));
-		char fb_id[256];
-		json_t *fb;
-		double saved;
-
-		if (strncmp(id, "rope_qk/fused/", 14))
-			continue;
-		snprintf(fb_id, sizeof(fb_id), "rope_qk/fallback/%s", id + 14);
-		fb = find_case(r, fb_id);
-		CHECK(fb != NULL);
-		if (!fb)
-			continue;
-		saved = json_number_value(json_object_get(c, "weight"))
-			* (json_number_value(json_object_get(json_object_get(fb, "timing"), "median_ns"))
-				- json_number_value(json_object_get(json_object_get(c, "timing"), "median_ns")));
-		all += saved;
-		if (!strcmp(json_string_value(json_object_get(c, "dtype")), "bf16"))
-			want += saved;
-	}
+	want = saved_by_hand(r, "rope_qk", "bf16");
+	all = saved_by_hand(r, "rope_qk", NULL);
 	CHECK(v && v->saved_known && !strcmp(v->saved_dtype, "bf16") && !strcmp(v->saved_mode, "cold"));
 	CHECK(v && fabs(v->saved_ns_per_step - want) < 1e-6 * want && want < 0.5 * all);
 	mb_verdict_set_free(&set);

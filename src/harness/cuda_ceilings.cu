@@ -12,6 +12,7 @@
 #endif
 
 extern "C" {
+#include "harness/case_common.h"
 #include "harness/error.h"
 }
 #include "harness/cuda_blocker.h"
@@ -90,22 +91,17 @@ __global__ void __launch_bounds__(COPY_THREADS) mb_ceiling_copy_kernel(uint4 *__
 		dst[i] = src[i];
 }
 
-int fail(mb_error *err, cudaError_t ce, const char *what)
+static int fail(mb_error *err, cudaError_t ce, const char *what)
 {
 	return mb_error_set(err, ce == cudaErrorMemoryAllocation ? MB_ENOMEM : MB_EDEVICE,
 		"ceilings", "%s: %s", what, cudaGetErrorString(ce));
 }
 
-int cmp_double(const void *a, const void *b)
+/* Sorts `v` in place. */
+static double median(double *v, int n)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
-}
-
-double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof *v, cmp_double);
-	return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+	qsort(v, (size_t)n, sizeof *v, mb_cmp_double);
+	return mb_quantile_sorted(v, n, 0.5);
 }
 
 /* One probe operation: enqueue one call on the stream. */
@@ -138,7 +134,7 @@ static mb_blocker *probe_blocker;
 
 /* Run `warmup` untimed then `n` timed calls, one at a time; CUPTI busy time
  * into cupti_ns (when use_cupti) and event time into events_ns. */
-int time_op(double *cupti_ns, double *events_ns, probe_op op, void *ctx, cudaStream_t stream,
+static int time_op(double *cupti_ns, double *events_ns, probe_op op, void *ctx, cudaStream_t stream,
 	int warmup, int n, bool use_cupti, uint64_t *next_id, bool *used_events, mb_error *err)
 {
 	int rc = 0;
@@ -205,12 +201,12 @@ cleanup:
 	return rc;
 }
 
-int set_num(json_t *o, const char *key, double v, bool valid)
+static int set_num(json_t *o, const char *key, double v, bool valid)
 {
 	return json_object_set_new(o, key, valid ? json_real(v) : json_null());
 }
 
-int measure_copy(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t *next_id, mb_error *err)
+static int measure_copy(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t *next_id, mb_error *err)
 {
 	int rc = 0;
 	void *a = NULL, *b = NULL;
@@ -297,7 +293,7 @@ cudaError_t vendor_gemm(void *p, cudaStream_t)
 	return s == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
 }
 
-int measure_gemm(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t *next_id, mb_error *err)
+static int measure_gemm(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t *next_id, mb_error *err)
 {
 	int rc = 0;
 	gemm_ctx g = {NULL, NULL, NULL, NULL};

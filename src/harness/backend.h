@@ -14,7 +14,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 #include "harness/suite.h"
 
 /* Where the child's wall time went, for run-level goodput. Every field is

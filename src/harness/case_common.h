@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 #include "harness/suite.h"
 #include "kernels/catalog.h"
 

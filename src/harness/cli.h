@@ -5,7 +5,7 @@
 
 #include <stdio.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 /* Exit codes shared by every subcommand. */
 enum {

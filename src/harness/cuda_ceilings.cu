@@ -13,7 +13,7 @@
 
 extern "C" {
 #include "harness/case_common.h"
-#include "harness/error.h"
+#include "receipts/error.h"
 }
 #include "harness/cuda_blocker.h"
 #include "harness/cuda_ceilings.h"

@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 #ifdef __cplusplus
 extern "C" {

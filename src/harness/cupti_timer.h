@@ -19,7 +19,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 #ifdef __cplusplus
 extern "C" {

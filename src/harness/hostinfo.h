@@ -6,7 +6,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 /* Fill `*out` with a new object the caller owns: hostname, os (PRETTY_NAME of
  * /etc/os-release, else the kernel's name), kernel, arch, cpu_model ("unknown"

@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 typedef struct mb_child {
 	pid_t pid;

@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "harness/backend.h"
-#include "harness/error.h"
+#include "receipts/error.h"
 #include "harness/suite.h"
 
 typedef struct mb_progress {

@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "harness/suite_internal.h"
-#include "harness/toml_bridge.h"
+#include "receipts/toml_json.h"
 #include "receipts/provenance.h"
 #include "receipts/schema.h"
 

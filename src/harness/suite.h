@@ -1,6 +1,6 @@
 /* Suite files and the plan of cases they expand into.
  *
- * mb_suite_load parses a TOML suite (toml++, through toml_bridge), turns it
+ * mb_suite_load parses a TOML suite (toml++, through receipts/toml_json), turns it
  * into a jansson value, validates it against schemas/suite.schema.json, then
  * checks what a schema cannot: row names exist in the catalog, every family
  * gives exactly the row's axes, shapes are possible (positive, products fit
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 #include "kernels/catalog.h"
 
 typedef enum mb_mode {

@@ -15,7 +15,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 /* Replace the file at `path` with `len` bytes of `data`. A new file gets
  * mode 0644; an existing file keeps its permission bits. Errors name the path

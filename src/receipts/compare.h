@@ -16,7 +16,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 #include "receipts/policy.h"
 #include "receipts/stats.h"
 

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/toml_bridge.h"
+#include "receipts/toml_json.h"
 #include "receipts/schema.h"
 
 static const char *const finding_names[MB_FINDING_KIND_COUNT] = {

@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 #define MB_POLICY_DEFAULT_ALPHA 0.01
 #define MB_POLICY_DEFAULT_MIN_EFFECT 0.02

@@ -10,7 +10,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 #include "receipts/diff.h"
 #include "receipts/policy.h"
 #include "receipts/verdict.h"

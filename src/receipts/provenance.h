@@ -7,7 +7,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 /* Hex digits of a SHA-1 object id, without the terminator. */
 #define MB_OID_HEX_LEN 40

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 /* Read, parse and validate the receipt at `path`; `*out` is a new value the
  * caller owns (NULL on failure). Errors:

@@ -16,7 +16,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 #define MB_SCHEMA_MAX_ISSUES 16
 #define MB_SCHEMA_POINTER_MAX 256

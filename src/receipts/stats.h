@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 /* The exact null distribution of U is used while both samples are at most
  * this large and there are no ties; the normal approximation beyond. */

@@ -17,7 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 #include "receipts/compare.h"
 #include "receipts/policy.h"
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "harness/suite.h"
-#include "harness/toml_bridge.h"
+#include "receipts/toml_json.h"
 #include "mb_config.h"
 #include "receipts/provenance.h"
 #include "testutil.h"

@@ -1,4 +1,4 @@
-#include "harness/error.h"
+#include "receipts/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

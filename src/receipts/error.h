@@ -5,8 +5,8 @@
  * size, so the failure path allocates nothing. `where` names the file, key
  * path or case the error is about; `text` says what is wrong.
  */
-#ifndef MB_HARNESS_ERROR_H
-#define MB_HARNESS_ERROR_H
+#ifndef MB_RECEIPTS_ERROR_H
+#define MB_RECEIPTS_ERROR_H
 
 #include <stddef.h>
 

@@ -1,14 +1,16 @@
-/* The one C++ file: parse TOML with toml++ into a jansson value.
+/* TOML to JSON: the one C++ file parses TOML with toml++ into a jansson
+ * value. It lives with the receipts (the lower layer) because both policies
+ * (read here) and suites (read by the harness) are TOML.
  * Tables become objects (keys in file order), arrays arrays, integers
  * integers, floats reals, booleans booleans, strings strings; dates and
  * times become ISO 8601 strings. A syntax error sets `err` to
  * "PATH:LINE:COLUMN: message". */
-#ifndef MB_HARNESS_TOML_BRIDGE_H
-#define MB_HARNESS_TOML_BRIDGE_H
+#ifndef MB_RECEIPTS_TOML_JSON_H
+#define MB_RECEIPTS_TOML_JSON_H
 
 #include <jansson.h>
 
-#include "harness/error.h"
+#include "receipts/error.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -6,9 +6,9 @@
 // the author wrote them and messages walk a file top to bottom.
 // error.h has no C++ guards of its own; its functions have C linkage.
 extern "C" {
-#include "harness/error.h"
+#include "receipts/error.h"
 }
-#include "harness/toml_bridge.h"
+#include "receipts/toml_json.h"
 
 #include <toml++/toml.h>
 

@@ -15,7 +15,9 @@ static void catalog_usage(FILE *f)
 		"Lists every catalog row: block family (A attention, M state space, E expert,\n"
 		"R recurrent, X cross-cutting), status, variants (a '*' marks one built into\n"
 		"this binary), and the tolerance applied per dtype with its rationale.\n"
-		"--all includes the test-only rows. JSON output follows\n"
+		"--all includes the test-only rows, which exist only in test builds\n"
+		"(megabench-test, or megabench built with -Dtest_rows=true); elsewhere it\n"
+		"lists the same rows as without it. JSON output follows\n"
 		"schemas/catalog.schema.json.\n");
 }
 

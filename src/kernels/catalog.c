@@ -1,37 +1,50 @@
 /* The catalog table: every row megabench knows, with its math, shapes,
- * bytes and FLOPs model, tolerances (and why) and variants. */
+ * bytes and FLOPs model, tolerances (and why) and variants.
+ *
+ * Compiled twice: into the product catalog, and with MB_CATALOG_TEST_ROWS=1
+ * into the test catalog that adds the test-only rows (megabench-test, the
+ * test programs, and megabench itself with -Dtest_rows=true). */
 #include "kernels/catalog.h"
 #include "kernels/rows.h"
 
 #include <stdio.h>
 #include <string.h>
 
+#ifndef MB_CATALOG_TEST_ROWS
+#define MB_CATALOG_TEST_ROWS 0
+#endif
+
+#if MB_CATALOG_TEST_ROWS
+#include "kernels/test_rows_host.h"
+#endif
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
 /* ---- the table ------------------------------------------------------ */
 
-/* Each row's descriptor lives beside its reference (src/reference/ROW.c)
- * and is declared in rows.h. */
+/* One entry per line of kernels/rows.def, in its order; each descriptor
+ * lives beside its reference (src/reference/ROW.c). Adding a row adds no
+ * line here. */
+#define MB_ROW(name) &mb_row_##name,
 
-/* Adding a row: one line here. */
-#define MB_CATALOG_ROWS \
-	&mb_row_rope_qk, \
-	&mb_row_rope_qk_bwd, \
-	&mb_row_mla_partial_rope, \
-	&mb_row_residual_rmsnorm, \
-	&mb_row_residual_rmsnorm_bwd, \
-	&mb_row_relu2, \
-	&mb_row_swiglu, \
-	&mb_row_row_gather, \
-	&mb_row_row_gather_pair
+static const mb_row *const rows[] = {
+#include "kernels/rows.def"
+};
 
-static const mb_row *const rows[] = {MB_CATALOG_ROWS};
-
+#if MB_CATALOG_TEST_ROWS
 /* The test-only rows come last, listed only by mb_catalog_rows_all(). */
 static const mb_row *const rows_all[] = {
-	MB_CATALOG_ROWS,
+#include "kernels/rows.def"
 	&mb_test_rows[0], &mb_test_rows[1], &mb_test_rows[2], &mb_test_rows[3], &mb_test_rows[4],
 };
 
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+_Static_assert(COUNT(rows_all) == COUNT(rows) + MB_TEST_ROWS, "rows_all must list every one of mb_test_rows");
+#else
+/* Without test rows, --all lists what the plain listing does. */
+#define rows_all rows
+#endif
+
+#undef MB_ROW
 
 const mb_row *const *mb_catalog_rows(size_t *count)
 {

@@ -6,8 +6,10 @@
  * the C reference itself). Everything here is const and borrowed: rows live
  * for the life of the program.
  *
- * Adding a row: one .cu file with its GPU variants, one reference .c file,
- * one entry in catalog.c.
+ * Adding a row touches three files: src/kernels/ROW.cu (its GPU variants),
+ * src/reference/ROW.c (its fp32 reference, fp64 oracle and descriptor) and
+ * one MB_ROW(ROW) line in src/kernels/rows.def, from which the declarations,
+ * the table (catalog.c) and the build's source lists all follow.
  */
 #ifndef MB_KERNELS_CATALOG_H
 #define MB_KERNELS_CATALOG_H
@@ -38,7 +40,8 @@ typedef enum mb_variant_kind {
 } mb_variant_kind;
 
 typedef enum mb_fill {
-	MB_FILL_NORMAL,  /* N(0, 1) scaled by `hi` */
+	MB_FILL_NORMAL,  /* bell-shaped, unit variance, scaled by `hi`, |x| < 3.5 hi
+	                    (harness/input_rng.h) */
 	MB_FILL_UNIFORM, /* U(lo, hi) */
 	MB_FILL_INDEX    /* integers uniform in [lo, hi), stored as int32 on the
 	                    device whatever the case dtype (row indices) */
@@ -50,6 +53,20 @@ typedef struct mb_tolerance {
 	double rel;
 	const char *rationale; /* one line: why these numbers follow from the math */
 } mb_tolerance;
+
+/* Which rows of an input the reference reads to compute a sample of output
+ * rows (mb_row.reads). The host makes only those rows (the device makes
+ * every element), so a wrong declaration shows up as a reference reading
+ * unmade (zero) inputs; tests/unit/test_inputs.c checks every row's. */
+typedef enum mb_reads {
+	MB_READS_AUTO,    /* an input with the outputs' row count: the sampled
+	                     rows; any other input (a weight): all of it */
+	MB_READS_ALL,     /* every row, whatever is sampled (a reduction over
+	                     tokens, such as a weight gradient) */
+	MB_READS_INDEXED  /* rows picked by an index input [B, N] (see
+	                     mb_row.index_input): output row b*N + i reads
+	                     row b * (rows / B) + index[b, i] */
+} mb_reads;
 
 /* One tensor of a case. Tensors are row-major [rows, row_elems]; `rows` is
  * the unit the reference may sample (tokens, usually). */
@@ -111,6 +128,11 @@ typedef struct mb_row {
 	uint64_t (*flops)(const int64_t *axis);
 	mb_reference_fn reference;
 	mb_oracle_fn oracle;
+	/* Which rows of each input (by position) the reference reads; left
+	 * out, MB_READS_AUTO. For MB_READS_INDEXED inputs, `index_input` is the
+	 * position of the index input that picks their rows. */
+	mb_reads reads[MB_MAX_TENSORS];
+	int index_input;
 	const char *reference_name;  /* "mb_ref_rope_qk" */
 	const char *source_files[4]; /* kernel and reference sources, repo-relative */
 	mb_tolerance tolerance[MB_DTYPE_COUNT];
@@ -119,7 +141,10 @@ typedef struct mb_row {
 } mb_row;
 
 /* The table. Borrowed, never NULL. Test-only rows (faults, wrong answers)
- * are listed only by mb_catalog_rows_all(). */
+ * are listed only by mb_catalog_rows_all() and found by mb_catalog_find(),
+ * and exist only in a test catalog (megabench-test, the test programs, or
+ * megabench built with -Dtest_rows=true); elsewhere mb_catalog_rows_all()
+ * lists what mb_catalog_rows() does. */
 const mb_row *const *mb_catalog_rows(size_t *count);
 const mb_row *const *mb_catalog_rows_all(size_t *count);
 const mb_row *mb_catalog_find(const char *name);

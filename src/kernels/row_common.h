@@ -1,6 +1,8 @@
-/* What every row descriptor file needs: the reference variant, the GPU
- * launch pointer that is NULL in a build without CUDA, and the rounding
- * constants tolerances are written in. Included only by row files. */
+/* What every row descriptor file needs: MB_DECLARE_LAUNCH for the GPU
+ * launches its descriptor names (kernels/launch.h), the reference variant,
+ * the GPU launch pointer that is NULL in a build without CUDA, and the
+ * rounding constants tolerances are written in. Included only by row
+ * files. */
 #ifndef MB_KERNELS_ROW_COMMON_H
 #define MB_KERNELS_ROW_COMMON_H
 

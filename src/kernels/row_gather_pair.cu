@@ -13,6 +13,9 @@
 enum { IN_K, IN_V, IN_IDX };
 enum { OUT_K, OUT_V };
 
+/* The fallback is row_gather's (src/kernels/row_gather.cu), twice. */
+extern "C" MB_DECLARE_LAUNCH(mb_row_gather_fallback_launch);
+
 template <typename W>
 __global__ void __launch_bounds__(GATHER_THREADS) mb_row_gather_pair_fused_kernel(const W *__restrict__ k,
 	const W *__restrict__ v, const int32_t *__restrict__ idx, W *__restrict__ k_out, W *__restrict__ v_out,

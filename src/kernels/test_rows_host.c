@@ -1,6 +1,7 @@
 /* Host versions of the test-only rows: y = 2x computed right, or broken in
  * one way each, so that the harness's isolation and correctness checks are
- * exercised on a machine with no GPU. Never listed outside `--all`. */
+ * exercised on a machine with no GPU. Built only into test catalogs (see
+ * test_rows_host.h) and listed only by `--all` there. */
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>

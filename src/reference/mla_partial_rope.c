@@ -13,6 +13,12 @@
 #include "kernels/row_common.h"
 #include "reference/reference.h"
 
+/* The GPU variants the descriptor names, defined in src/kernels/mla_partial_rope.cu:
+ * in q [T,H,192], k_nope [T,H,128], k_pe [T,64], cos, sin [T,32];
+ * out q_out, k_out [T,H,192]. */
+MB_DECLARE_LAUNCH(mb_mla_partial_rope_fused_launch);
+MB_DECLARE_LAUNCH(mb_mla_partial_rope_fallback_launch);
+
 enum { AX_T, AX_H, AX_DN, AX_DR };
 enum { IN_Q, IN_K_NOPE, IN_K_PE, IN_COS, IN_SIN };
 enum { OUT_Q, OUT_K };

@@ -4,6 +4,11 @@
 #include "kernels/row_common.h"
 #include "reference/reference.h"
 
+/* The GPU variants the descriptor names, defined in src/kernels/relu2.cu:
+ * in x [R,C]; out y = relu(x)^2. */
+MB_DECLARE_LAUNCH(mb_relu2_fused_launch);
+MB_DECLARE_LAUNCH(mb_relu2_fallback_launch);
+
 enum { AX_R, AX_C };
 enum { IN_X };
 enum { OUT_Y };

@@ -10,6 +10,11 @@
 #include "kernels/row_common.h"
 #include "reference/reference.h"
 
+/* The GPU variants the descriptor names, defined in src/kernels/residual_rmsnorm.cu:
+ * in x, r [T,H], w [1,H]; out y, h [T,H]. */
+MB_DECLARE_LAUNCH(mb_residual_rmsnorm_fused_launch);
+MB_DECLARE_LAUNCH(mb_residual_rmsnorm_fallback_launch);
+
 enum { AX_T, AX_H };
 enum { IN_X, IN_R, IN_W };
 enum { OUT_Y, OUT_H };

@@ -19,6 +19,11 @@
 #include "kernels/row_common.h"
 #include "reference/reference.h"
 
+/* The GPU variants the descriptor names, defined in src/kernels/residual_rmsnorm_bwd.cu:
+ * in dy, dh_in, h [T,H], w [1,H]; out dx [T,H], dw [1,H]. */
+MB_DECLARE_LAUNCH(mb_residual_rmsnorm_bwd_fused_launch);
+MB_DECLARE_LAUNCH(mb_residual_rmsnorm_bwd_fallback_launch);
+
 enum { AX_T, AX_H };
 enum { IN_DY, IN_DH, IN_H, IN_W };
 enum { OUT_DX, OUT_DW };
@@ -185,6 +190,9 @@ const mb_row mb_row_residual_rmsnorm_bwd = {
 	.flops = bwd_flops,
 	.reference = mb_ref_residual_rmsnorm_bwd,
 	.oracle = mb_oracle_residual_rmsnorm_bwd,
+	/* dw sums dy * h * rstd over every token, and rstd needs all of h: the
+	 * reference reads every row of dy and h whatever rows of dx it checks */
+	.reads = {[IN_DY] = MB_READS_ALL, [IN_H] = MB_READS_ALL},
 	.reference_name = "mb_ref_residual_rmsnorm_bwd (fp32, pairwise over H and over tokens, src/reference/residual_rmsnorm_bwd.c)",
 	.source_files = {"src/kernels/residual_rmsnorm_bwd.cu", "src/reference/residual_rmsnorm_bwd.c"},
 	.tolerance = {

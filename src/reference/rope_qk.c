@@ -6,6 +6,11 @@
  * negation is exact, so that is the transposed rotation to the last bit. */
 #include "reference/rope_common.h"
 
+/* The GPU variants the descriptor names, defined in src/kernels/rope_qk.cu:
+ * in q [T,Hq,D], k [T,Hk,D], cos, sin [T,D/2]; out q_out, k_out. */
+MB_DECLARE_LAUNCH(mb_rope_qk_fused_launch);
+MB_DECLARE_LAUNCH(mb_rope_qk_fallback_launch);
+
 enum { AX_T, AX_HQ, AX_HK, AX_D };
 enum { IN_Q, IN_K, IN_COS, IN_SIN };
 enum { OUT_Q, OUT_K };

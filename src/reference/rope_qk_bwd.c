@@ -13,6 +13,11 @@
  * output on the same tensors. */
 #include "reference/rope_common.h"
 
+/* The GPU variants the descriptor names, defined in src/kernels/rope_qk_bwd.cu:
+ * in dq_out [T,Hq,D], dk_out [T,Hk,D], cos, sin; out dq, dk. */
+MB_DECLARE_LAUNCH(mb_rope_qk_bwd_fused_launch);
+MB_DECLARE_LAUNCH(mb_rope_qk_bwd_fallback_launch);
+
 void mb_ref_rope_qk_bwd(const int64_t *axis, const float *const *in, float *const *out, const int64_t *rows,
 	int64_t n_rows)
 {

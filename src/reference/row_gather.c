@@ -5,6 +5,11 @@
  * gather_common.h's, over one source. */
 #include "reference/gather_common.h"
 
+/* The GPU variants the descriptor names, defined in src/kernels/row_gather.cu:
+ * in src [B,S,D], idx [B,N] (int32); out [B,N,D]. */
+MB_DECLARE_LAUNCH(mb_row_gather_fused_launch);
+MB_DECLARE_LAUNCH(mb_row_gather_fallback_launch);
+
 GATHER_DEFINE_REFERENCE(mb_ref_row_gather, float, 1)
 GATHER_DEFINE_REFERENCE(mb_oracle_row_gather, double, 1)
 
@@ -36,6 +41,9 @@ const mb_row mb_row_row_gather = {
 	.flops = gather_flops,
 	.reference = mb_ref_row_gather,
 	.oracle = mb_oracle_row_gather,
+	/* an output row reads the source row its index names */
+	.reads = {MB_READS_INDEXED},
+	.index_input = 1,
 	.reference_name = "mb_ref_row_gather (fp32, src/reference/row_gather.c)",
 	.source_files = {"src/kernels/row_gather.cu", "src/reference/row_gather.c", "src/kernels/gather.cuh",
 		"src/reference/gather_common.h"},

@@ -6,6 +6,11 @@
  * sources, as row_gather's are over one. */
 #include "reference/gather_common.h"
 
+/* The GPU variants the descriptor names, defined in src/kernels/row_gather_pair.cu:
+ * in k, v [B,S,D], idx [B,N] (int32); out k_out, v_out. */
+MB_DECLARE_LAUNCH(mb_row_gather_pair_fused_launch);
+MB_DECLARE_LAUNCH(mb_row_gather_pair_fallback_launch);
+
 GATHER_DEFINE_REFERENCE(mb_ref_row_gather_pair, float, 2)
 GATHER_DEFINE_REFERENCE(mb_oracle_row_gather_pair, double, 2)
 
@@ -40,6 +45,9 @@ const mb_row mb_row_row_gather_pair = {
 	.flops = gather_flops,
 	.reference = mb_ref_row_gather_pair,
 	.oracle = mb_oracle_row_gather_pair,
+	/* an output row reads the k and v rows its index names */
+	.reads = {MB_READS_INDEXED, MB_READS_INDEXED},
+	.index_input = 2,
 	.reference_name = "mb_ref_row_gather_pair (fp32, src/reference/row_gather_pair.c)",
 	/* the fallback launches row_gather's plain kernel; the four slots are
 	 * full, and row_gather's row lists src/reference/gather_common.h */

@@ -9,6 +9,11 @@
 #include "kernels/row_common.h"
 #include "reference/reference.h"
 
+/* The GPU variants the descriptor names, defined in src/kernels/swiglu.cu:
+ * in gu [T,2F] (g = first F columns, u = last F); out y [T,F]. */
+MB_DECLARE_LAUNCH(mb_swiglu_fused_launch);
+MB_DECLARE_LAUNCH(mb_swiglu_fallback_launch);
+
 enum { AX_T, AX_F };
 enum { IN_GU };
 enum { OUT_Y };

@@ -5,6 +5,14 @@
 #include "kernels/test_rows_host.h"
 #include "reference/reference.h"
 
+/* The test rows' GPU variants, defined in src/kernels/test_rows.cu:
+ * in x [N,C]; out y [N,C]. */
+MB_DECLARE_LAUNCH(mb_test_scale_launch); /* the correct one, as a control */
+MB_DECLARE_LAUNCH(mb_test_wrong_element_launch);
+MB_DECLARE_LAUNCH(mb_test_zeros_launch);
+MB_DECLARE_LAUNCH(mb_test_fault_launch);
+MB_DECLARE_LAUNCH(mb_test_hang_launch);
+
 enum { AX_N, AX_C };
 
 #define DEFINE_SCALE(fn, OUT) \

@@ -3,6 +3,7 @@
 # validator), provenance, filters, bad input, faults, Ctrl-C.
 set -u
 MB=${MEGABENCH:?}
+MBT=${MEGABENCH_TEST:?} # megabench with the test-only rows: runs the fault rows (step 5)
 SRC=${MB_SOURCE_ROOT:?}
 PY=/usr/bin/python3
 cd "$SRC"
@@ -65,7 +66,7 @@ touch "$tmp/file"
 expect 2 "output under a regular file" -- "$MB" run suites/smoke.toml --backend cpu -o "$tmp/file/r.json"
 
 # 5. broken rows: wrong element, zeros, crash, hang -> statuses, valid receipt
-expect 1 "faults run" -- "$MB" run tests/e2e/faults.toml --backend cpu -o "$tmp/faults.json"
+expect 1 "faults run" -- "$MBT" run tests/e2e/faults.toml --backend cpu -o "$tmp/faults.json"
 got=$(jq_py "$tmp/faults.json" "' '.join(c['row'] + ':' + c['status'] for c in r['cases'] if c['variant'] == 'host')")
 want="test_scale:ok test_wrong_element:failed test_zeros:failed test_fault:crashed test_hang:timeout"
 [ "$got" = "$want" ] && ok || bad "fault statuses: $got"

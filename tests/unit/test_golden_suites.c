@@ -7,7 +7,9 @@
  *   expected    the one line `megabench run` would print: "megabench: " and
  *               the formatted error, or "ok: N cases" when the suite loads
  *               and plans. A '*' matches any run of characters, for the
- *               parts that depend on the machine (its memory size).
+ *               parts that depend on the machine (its memory size), and
+ *               @KNOWN_ROWS@ stands for the catalog's list of rows, so that
+ *               adding a row changes no expected file.
  *
  * Paths in messages are relative to the source root, so the runner works
  * from there and expected files read the same on every machine.
@@ -32,18 +34,29 @@
 #define PREFIX "megabench: "
 
 /* One line of a small file, without its newline; false when absent. */
+#define KNOWN_ROWS "@KNOWN_ROWS@"
+
+/* The first line of `path`, with @KNOWN_ROWS@ replaced by the catalog's
+ * row names. */
 static bool read_line(char *out, size_t len, const char *path)
 {
 	FILE *f = fopen(path, "r");
+	char line[LINE_BYTES], names[LINE_BYTES / 2], *at;
 	bool ok;
 
 	out[0] = '\0';
 	if (!f)
 		return false;
-	ok = fgets(out, (int)len, f) != NULL;
+	ok = fgets(line, (int)sizeof(line), f) != NULL;
 	fclose(f);
-	out[strcspn(out, "\r\n")] = '\0';
-	return ok;
+	line[strcspn(line, "\r\n")] = '\0';
+	at = strstr(line, KNOWN_ROWS);
+	if (at) {
+		*at = '\0';
+		mb_catalog_names(names, sizeof(names));
+		return ok && snprintf(out, len, "%s%s%s", line, names, at + strlen(KNOWN_ROWS)) < (int)len;
+	}
+	return ok && snprintf(out, len, "%s", line) < (int)len;
 }
 
 /* Only '*' is special: suite messages are full of [ ] that fnmatch would

@@ -1,21 +1,28 @@
-/* A backend runs cases inside an isolated child process (see isolate.h).
+/* A backend supplies device operations; the case driver (case_driver.h)
+ * owns the sequence of every case and calls them.
  *
  * The parent never touches the device: it forks one child to probe the
- * device (identity and ceilings), then one child per row, which calls
- * run_case for each of the row's cases in plan order. Each case comes back
- * as a receipt case object (schemas/receipt.schema.json#/definitions/case).
- * A wrong answer, an out-of-memory or an unsupported dtype is the case's
- * status, not a harness failure: run_case returns non-zero only when the
- * harness itself cannot go on.
+ * device (identity and ceilings), then one child per row, which hands the
+ * row's cases to the driver. The operations below work on one case's
+ * device state (mb_dev_case, the backend's own struct): its tensors, in the
+ * row's tensor-spec order, and whatever the backend keeps to time them.
+ *
+ * Return values: 0; MB_DEVICE_FAILED when the device refused or failed
+ * (out of memory, a fault, a launch the variant refuses), with `o` saying
+ * what becomes of the case; or a negative MB_E* code when the harness
+ * itself cannot go on (err set). A device failure is the case's outcome,
+ * not the run's.
  */
 #ifndef MB_HARNESS_BACKEND_H
 #define MB_HARNESS_BACKEND_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
-#include "receipts/error.h"
+#include "harness/input_rng.h"
 #include "harness/suite.h"
+#include "receipts/error.h"
 
 /* Where the child's wall time went, for run-level goodput. Every field is
  * nanoseconds; the parent adds them up across children. */
@@ -23,21 +30,94 @@ typedef struct mb_phase_ns {
 	int64_t goodput;          /* timed kernel work (sum of the kept samples) */
 	int64_t context_load;     /* device context, modules, library handles */
 	int64_t ceilings;         /* copy and GEMM probes */
-	int64_t input_generation; /* random inputs, conversion, host-to-device copies */
-	int64_t reference;        /* the fp32 C reference (and fp64 oracle) */
-	int64_t correctness;      /* poisoning, device-to-host copies, comparison */
-	int64_t warmup;           /* warm-up calls */
-	int64_t l2_flush;         /* cold-mode cache flushes */
+	int64_t input_generation; /* filling input tensors (device) and the host twin's rows, when waited for */
+	int64_t reference;        /* the fp32 C reference (and fp64 oracle), when waited for */
+	int64_t correctness;      /* poisoning, checked calls, reading rows back, comparison */
+	int64_t warmup;           /* warm-up calls, graph capture */
+	int64_t l2_flush;         /* cold-mode cache flushes (device time) */
+	/* Host work that ran on another thread while the device was timing
+	 * (the next shape's inputs and reference): it cost no wall time, so it
+	 * is not badput, but the receipt says how much there was. */
+	int64_t overlapped;
 } mb_phase_ns;
+
+#define MB_DEVICE_FAILED 1
+/* Most calls a backend is asked to time in one batch. */
+#define MB_MAX_BATCH 64
+/* A sample taken while the SM clock is below this fraction of its value at
+ * the start of the case is excluded (clock monitoring backends only). */
+#define MB_CLOCK_SAG_FRACTION 0.9
+
+/* What a device failure makes of the case. */
+typedef struct mb_outcome {
+	const char *status;  /* "crashed", "oom", "skipped" */
+	char text[256];
+} mb_outcome;
+
+/* One timed batch, filled by time_batch: n calls, each with its sample
+ * (CUPTI busy time, or the host clock), and, where the backend has them,
+ * the CUDA-event time, the span and the launch count (-1: not observed). */
+typedef struct mb_batch {
+	int n;
+	double *sample_ns;  /* < 0: no attribution for this call (see events) */
+	double *events_ns;  /* NULL when the backend has no second clock */
+	double *span_ns;
+	int *launches;
+	bool sagged;        /* the clock sagged during the batch: exclude it */
+} mb_batch;
+
+/* What the backend observed over a case, for the receipt. */
+typedef struct mb_dev_report {
+	int64_t peak_bytes;         /* device memory the case held */
+	const char *sample_source;  /* "cupti", "events" or "monotonic" */
+	json_t *kernels;            /* kernels seen (owned; NULL when not observed) */
+	const char *unobserved_why; /* why launches were not observed, or NULL */
+	unsigned clock_start_mhz;   /* 0: clocks not monitored */
+} mb_dev_report;
+
+typedef struct mb_dev_case mb_dev_case;
 
 typedef struct mb_backend {
 	const char *name; /* "cpu" or "cuda" */
+	/* The variants compute in fp32 whatever the storage dtype (the CPU
+	 * backend times the fp32 reference): check them against the fp64
+	 * oracle at the fp32 tolerance. */
+	bool fp32_variants;
+	/* Host work for the next shape may run on a thread while this one is
+	 * timed (false where the timed work is the host's own). */
+	bool overlap_host_work;
+	/* Most calls in one timed batch; 1 times each call on its own. */
+	int max_batch;
+
 	/* Identify the device (receipt "device") and measure its ceilings
 	 * (receipt "ceilings"). Both outputs belong to the caller. */
 	int (*probe)(json_t **out_device, json_t **out_ceilings, mb_phase_ns *phases, mb_error *err);
-	/* Run one case. `ceilings` is what probe returned (borrowed). */
-	int (*run_case)(json_t **out_case, const mb_case_plan *plan, const mb_settings *settings,
-		const json_t *ceilings, mb_phase_ns *phases, mb_error *err);
+	/* Allocate the case's tensors (spec order, inputs then outputs). */
+	int (*open)(mb_dev_case **out, const mb_case_plan *plan, const mb_tensor_spec *spec, int n_tensors,
+		mb_phase_ns *phases, mb_outcome *o, mb_error *err);
+	/* Write every element of input `tensor` from the generator. */
+	int (*fill)(mb_dev_case *dc, int tensor, const mb_input_params *p, mb_outcome *o);
+	/* Write NaN over every output. */
+	int (*poison)(mb_dev_case *dc, mb_outcome *o);
+	/* Queue one untimed call of the variant; a launch the variant refuses
+	 * (a shape it does not take) makes the case "skipped". */
+	int (*call)(mb_dev_case *dc, mb_outcome *o);
+	/* Wait for everything queued; drop records of untimed work. */
+	int (*sync)(mb_dev_case *dc, mb_outcome *o, mb_error *err);
+	/* Prepare the timed path of the case's mode (graph mode captures the
+	 * variant into a graph; later calls replay it). */
+	int (*arm)(mb_dev_case *dc, mb_outcome *o);
+	/* Time `b->n` calls in the case's mode and wait for them. Device time
+	 * spent flushing caches goes to phases->l2_flush. */
+	int (*time_batch)(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb_outcome *o, mb_error *err);
+	/* Copy rows `rows[0 .. n_rows)` (NULL: rows 0 .. n_rows-1) of output
+	 * `tensor` to `out` as fp32, packed: row i at out + i * row_elems. */
+	int (*read_rows)(mb_dev_case *dc, int tensor, const int64_t *rows, int64_t n_rows, float *out,
+		mb_outcome *o);
+	/* What was observed (kernels owned by the caller afterwards). */
+	void (*report)(mb_dev_case *dc, mb_dev_report *out);
+	/* Release the case (accepts NULL). */
+	void (*close)(mb_dev_case *dc);
 	/* Release what the backend holds in this child (may be NULL). */
 	void (*shutdown)(void);
 } mb_backend;

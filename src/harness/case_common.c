@@ -1,9 +1,10 @@
-/* Shared case machinery: inputs, reference, comparison, sampling, JSON. */
+/* Shared case machinery: row sampling, comparison, sampling, JSON. */
 #include "harness/case_common.h"
 
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,189 +71,17 @@ double mb_rng_normal(mb_rng *r)
 	return sqrt(-2.0 * log(u)) * cos(2.0 * M_PI * v);
 }
 
-uint64_t mb_case_seed(uint64_t run_seed, const char *case_id)
+uint64_t mb_case_seed(uint64_t run_seed, const char *name)
 {
-	/* FNV-1a over the id, mixed with the run seed: stable across runs and
-	 * platforms, different for every case */
+	/* FNV-1a over the name, mixed with the run seed: stable across runs
+	 * and platforms, different for every name */
 	uint64_t h = 0xcbf29ce484222325ull ^ run_seed;
 
-	for (const char *p = case_id; *p; p++) {
+	for (const char *p = name; *p; p++) {
 		h ^= (unsigned char)*p;
 		h *= 0x100000001b3ull;
 	}
-	return splitmix64(&h);
-}
-
-/* ---- host tensors ---------------------------------------------------- */
-
-/* Inputs are drawn in fixed chunks, each from its own stream seeded by
- * (case seed, tensor, chunk), so the values do not depend on how many
- * threads drew them; big shapes (10^8 elements) then take a fraction of a
- * second instead of seconds of badput. */
-#define FILL_CHUNK_ELEMS (1u << 20)
-#define FILL_MAX_THREADS 32
-
-typedef struct fill_job {
-	float *dst;
-	uint64_t n;
-	const mb_tensor_spec *spec;
-	mb_dtype dtype;
-	uint64_t seed;
-	uint64_t next_chunk; /* taken with __atomic_fetch_add */
-} fill_job;
-
-static void fill_chunk(const fill_job *job, uint64_t chunk)
-{
-	uint64_t begin = chunk * FILL_CHUNK_ELEMS;
-	uint64_t end = begin + FILL_CHUNK_ELEMS < job->n ? begin + FILL_CHUNK_ELEMS : job->n;
-	uint64_t mix = job->seed ^ (chunk * 0xd1b54a32d192ed03ull);
-	const mb_tensor_spec *spec = job->spec;
-	mb_rng rng;
-
-	double spare = 0;
-	bool have_spare = false;
-
-	mb_rng_seed(&rng, splitmix64(&mix));
-	for (uint64_t i = begin; i < end; i++) {
-		float v;
-		if (spec->fill == MB_FILL_INDEX) {
-			/* zero is a valid index; no rounding to the case dtype */
-			job->dst[i] = (float)floor(spec->lo + (spec->hi - spec->lo) * mb_rng_uniform(&rng));
-			continue;
-		}
-		do {
-			if (spec->fill == MB_FILL_UNIFORM) {
-				v = (float)(spec->lo + (spec->hi - spec->lo) * mb_rng_uniform(&rng));
-			} else {
-				/* Box-Muller gives two normals per draw: use both */
-				double z;
-				if (have_spare) {
-					z = spare;
-				} else {
-					double u = 1.0 - mb_rng_uniform(&rng), t = 2.0 * M_PI * mb_rng_uniform(&rng);
-					double r = sqrt(-2.0 * log(u));
-					z = r * cos(t);
-					spare = r * sin(t);
-				}
-				have_spare = !have_spare;
-				v = (float)(spec->hi * z);
-			}
-			v = mb_dtype_round(job->dtype, v);
-		} while (v == 0.0f); /* never zeros: they hide unwritten outputs */
-		job->dst[i] = v;
-	}
-}
-
-static void *fill_worker(void *arg)
-{
-	fill_job *job = arg;
-	uint64_t chunks = (job->n + FILL_CHUNK_ELEMS - 1) / FILL_CHUNK_ELEMS;
-
-	for (;;) {
-		uint64_t chunk = __atomic_fetch_add(&job->next_chunk, 1, __ATOMIC_RELAXED);
-		if (chunk >= chunks)
-			return NULL;
-		fill_chunk(job, chunk);
-	}
-}
-
-static void fill(float *dst, uint64_t n, const mb_tensor_spec *spec, mb_dtype dtype, uint64_t seed)
-{
-	fill_job job = {dst, n, spec, dtype, seed, 0};
-	pthread_t threads[FILL_MAX_THREADS];
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	uint64_t chunks = (n + FILL_CHUNK_ELEMS - 1) / FILL_CHUNK_ELEMS;
-	int n_threads = (int)(cpus < 1 ? 1 : cpus > FILL_MAX_THREADS ? FILL_MAX_THREADS : cpus);
-	int started = 0;
-
-	if ((uint64_t)n_threads > chunks)
-		n_threads = (int)chunks;
-	/* the calling thread works too; a thread that cannot start is not an
-	 * error, it only means fewer hands */
-	for (int i = 1; i < n_threads; i++) {
-		if (pthread_create(&threads[started], NULL, fill_worker, &job) == 0)
-			started++;
-	}
-	fill_worker(&job);
-	for (int i = 0; i < started; i++)
-		pthread_join(threads[i], NULL);
-}
-
-int mb_host_tensors_make(mb_host_tensors *out, const mb_case_plan *plan, uint64_t seed, mb_error *err)
-{
-	int rc = 0;
-
-	memset(out, 0, sizeof(*out));
-	out->n_tensors = plan->row->tensors(plan->axis, out->spec);
-	for (int i = 0; i < out->n_tensors; i++) {
-		const mb_tensor_spec *spec = &out->spec[i];
-
-		out->elems[i] = (uint64_t)spec->rows * (uint64_t)spec->row_elems;
-		out->data[i] = malloc(out->elems[i] * sizeof(float));
-		if (!out->data[i]) {
-			rc = mb_error_set(err, MB_ENOMEM, plan->id, "cannot allocate %llu bytes for tensor %s",
-				(unsigned long long)(out->elems[i] * sizeof(float)), spec->name);
-			goto cleanup;
-		}
-		if (!spec->is_output) {
-			uint64_t tensor_seed = seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-			out->n_inputs = i + 1;
-			fill(out->data[i], out->elems[i], spec, plan->dtype, splitmix64(&tensor_seed));
-		}
-	}
-	mb_host_tensors_poison(out);
-cleanup:
-	if (rc)
-		mb_host_tensors_free(out);
-	return rc;
-}
-
-size_t mb_tensor_elem_bytes(const mb_tensor_spec *spec, mb_dtype dtype)
-{
-	return spec->fill == MB_FILL_INDEX ? sizeof(int32_t) : mb_dtype_size(dtype);
-}
-
-void mb_tensor_pack(const mb_tensor_spec *spec, mb_dtype dtype, const float *src, void *dst, size_t n)
-{
-	int32_t *idx = dst;
-
-	if (spec->fill != MB_FILL_INDEX) {
-		mb_dtype_pack(dtype, src, dst, n);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		idx[i] = (int32_t)src[i];
-}
-
-void mb_tensor_unpack(const mb_tensor_spec *spec, mb_dtype dtype, const void *src, float *dst, size_t n)
-{
-	const int32_t *idx = src;
-
-	if (spec->fill != MB_FILL_INDEX) {
-		mb_dtype_unpack(dtype, src, dst, n);
-		return;
-	}
-	for (size_t i = 0; i < n; i++)
-		dst[i] = (float)idx[i];
-}
-
-void mb_host_tensors_poison(mb_host_tensors *t)
-{
-	for (int i = t->n_inputs; i < t->n_tensors; i++) {
-		for (uint64_t j = 0; j < t->elems[i]; j++)
-			t->data[i][j] = NAN;
-	}
-}
-
-void mb_host_tensors_free(mb_host_tensors *t)
-{
-	if (!t)
-		return;
-	for (int i = 0; i < t->n_tensors; i++) {
-		free(t->data[i]);
-		t->data[i] = NULL;
-	}
-	t->n_tensors = 0;
+	return splitmix64(&h) & (uint64_t)INT64_MAX;
 }
 
 static int cmp_i64(const void *a, const void *b)
@@ -292,72 +121,6 @@ int mb_check_rows_pick(int64_t **out_rows, int64_t *out_n, int64_t rows_total,
 	return 0;
 }
 
-/* ---- reference -------------------------------------------------------- */
-
-static int alloc_outputs(float **want, const mb_case_plan *plan, const mb_host_tensors *in, mb_error *err)
-{
-	for (int i = 0; i < MB_MAX_TENSORS; i++)
-		want[i] = NULL;
-	for (int i = in->n_inputs; i < in->n_tensors; i++) {
-		want[i] = malloc(in->elems[i] * sizeof(float));
-		if (!want[i])
-			return mb_error_set(err, MB_ENOMEM, plan->id, "cannot allocate the reference output %s",
-				in->spec[i].name);
-		for (uint64_t j = 0; j < in->elems[i]; j++)
-			want[i][j] = NAN;
-	}
-	return 0;
-}
-
-int mb_reference_run(float **want, const mb_case_plan *plan, const mb_host_tensors *in,
-	const int64_t *rows, int64_t n_rows, mb_error *err)
-{
-	int rc = alloc_outputs(want, plan, in, err);
-
-	if (rc == 0)
-		plan->row->reference(plan->axis, (const float *const *)in->data, want + in->n_inputs, rows, n_rows);
-	else
-		mb_reference_free(want, in);
-	return rc;
-}
-
-int mb_oracle_run(float **want, const mb_case_plan *plan, const mb_host_tensors *in,
-	const int64_t *rows, int64_t n_rows, mb_error *err)
-{
-	double *wide[MB_MAX_TENSORS] = {0};
-	int rc = alloc_outputs(want, plan, in, err);
-
-	for (int i = in->n_inputs; rc == 0 && i < in->n_tensors; i++) {
-		wide[i] = malloc(in->elems[i] * sizeof(double));
-		if (!wide[i])
-			rc = mb_error_set(err, MB_ENOMEM, plan->id, "cannot allocate the oracle output %s",
-				in->spec[i].name);
-		for (uint64_t j = 0; wide[i] && j < in->elems[i]; j++)
-			wide[i][j] = NAN;
-	}
-	if (rc == 0) {
-		plan->row->oracle(plan->axis, (const float *const *)in->data, wide + in->n_inputs, rows, n_rows);
-		for (int i = in->n_inputs; i < in->n_tensors; i++) {
-			for (uint64_t j = 0; j < in->elems[i]; j++)
-				want[i][j] = (float)wide[i][j];
-		}
-	}
-	for (int i = 0; i < MB_MAX_TENSORS; i++)
-		free(wide[i]);
-	if (rc)
-		mb_reference_free(want, in);
-	return rc;
-}
-
-void mb_reference_free(float **want, const mb_host_tensors *t)
-{
-	for (int i = 0; i < MB_MAX_TENSORS; i++) {
-		free(want[i]);
-		want[i] = NULL;
-	}
-	(void)t;
-}
-
 /* ---- comparison ------------------------------------------------------- */
 
 void mb_check_init(mb_check *c)
@@ -380,6 +143,12 @@ static void check_one(mb_check *c, float got, float want, const mb_tolerance *to
 		c->over_tolerance++;
 		return;
 	}
+	if (!isfinite(want)) {
+		/* the reference left the element unwritten (NaN) or overflowed:
+		 * nothing can match it */
+		c->over_tolerance++;
+		return;
+	}
 	diff = fabs((double)got - (double)want);
 	rel = want != 0.0f ? diff / fabs((double)want) : (diff > 0 ? INFINITY : 0);
 	if (diff > c->max_abs)
@@ -395,20 +164,82 @@ static void check_one(mb_check *c, float got, float want, const mb_tolerance *to
 		c->any_nonzero = true;
 }
 
+int64_t mb_check_rows_of(const mb_tensor_spec *spec, int64_t n_rows, int64_t unit_rows)
+{
+	return spec->rows == unit_rows ? n_rows : spec->rows;
+}
+
+/* Rows [from, to) of one check; `packed` says where got's rows are. */
+typedef struct check_part {
+	mb_check c;
+	const mb_tensor_spec *spec;
+	const float *got, *want;
+	const int64_t *rows;
+	int64_t from, to;
+	bool packed;
+	const mb_tolerance *tol;
+} check_part;
+
+static void *check_rows(void *arg)
+{
+	check_part *p = arg;
+	int64_t width = p->spec->row_elems;
+
+	for (int64_t i = p->from; i < p->to; i++) {
+		int64_t r = p->rows ? p->rows[i] : i;
+		const float *got = p->got + (p->packed ? i : r) * width, *want = p->want + r * width;
+		for (int64_t j = 0; j < width; j++)
+			check_one(&p->c, got[j], want[j], p->tol);
+	}
+	return NULL;
+}
+
+/* A check of more elements than this is split over threads. */
+#define CHECK_SPLIT_ELEMS (1 << 20)
+#define CHECK_MAX_THREADS 16
+
+static void check_add(mb_check *c, const mb_tensor_spec *spec, const float *got, bool packed,
+	const float *want, const int64_t *rows, int64_t n_rows, int64_t unit_rows, const mb_tolerance *tol)
+{
+	check_part parts[CHECK_MAX_THREADS];
+	pthread_t threads[CHECK_MAX_THREADS];
+	bool started[CHECK_MAX_THREADS] = {false};
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int64_t elems, n_parts;
+
+	if (spec->rows != unit_rows)
+		rows = NULL;
+	n_rows = mb_check_rows_of(spec, n_rows, unit_rows);
+	elems = n_rows * spec->row_elems;
+	n_parts = elems > CHECK_SPLIT_ELEMS && cpus > 1 ? (cpus < CHECK_MAX_THREADS ? cpus : CHECK_MAX_THREADS) : 1;
+	if (n_parts > n_rows)
+		n_parts = n_rows > 0 ? n_rows : 1;
+	for (int64_t k = 0; k < n_parts; k++) {
+		parts[k] = (check_part){.spec = spec, .got = got, .want = want, .rows = rows,
+			.from = n_rows * k / n_parts, .to = n_rows * (k + 1) / n_parts, .packed = packed, .tol = tol};
+		mb_check_init(&parts[k].c);
+		/* part 0 runs here; a thread that cannot start runs here too */
+		started[k] = k > 0 && pthread_create(&threads[k], NULL, check_rows, &parts[k]) == 0;
+	}
+	for (int64_t k = 0; k < n_parts; k++) {
+		if (started[k])
+			pthread_join(threads[k], NULL);
+		else
+			check_rows(&parts[k]);
+		mb_check_merge(c, &parts[k].c);
+	}
+}
+
 void mb_check_add(mb_check *c, const mb_tensor_spec *spec, const float *got, const float *want,
 	const int64_t *rows, int64_t n_rows, int64_t unit_rows, const mb_tolerance *tol)
 {
-	int64_t width = spec->row_elems;
+	check_add(c, spec, got, false, want, rows, n_rows, unit_rows, tol);
+}
 
-	if (spec->rows != unit_rows) {
-		rows = NULL;
-		n_rows = spec->rows;
-	}
-	for (int64_t i = 0; i < n_rows; i++) {
-		int64_t r = rows ? rows[i] : i;
-		for (int64_t j = 0; j < width; j++)
-			check_one(c, got[r * width + j], want[r * width + j], tol);
-	}
+void mb_check_add_packed(mb_check *c, const mb_tensor_spec *spec, const float *got, const float *want,
+	const int64_t *rows, int64_t n_rows, int64_t unit_rows, const mb_tolerance *tol)
+{
+	check_add(c, spec, got, true, want, rows, n_rows, unit_rows, tol);
 }
 
 void mb_check_merge(mb_check *into, const mb_check *from)
@@ -460,7 +291,7 @@ static json_t *real_or_null(double v)
 }
 
 json_t *mb_correctness_json(const mb_check *c, const char *reference, const mb_tolerance *tol,
-	int64_t rows_checked, int64_t rows_total, uint64_t row_seed, json_t *checks)
+	int64_t rows_checked, int64_t rows_total, uint64_t input_seed, uint64_t row_seed, json_t *checks)
 {
 	json_t *o = json_object();
 	json_t *t = json_object();
@@ -479,8 +310,9 @@ json_t *mb_correctness_json(const mb_check *c, const char *reference, const mb_t
 	json_object_set_new(o, "norm_ratio", real_or_null(norm_ratio(c)));
 	json_object_set_new(o, "rows_checked", json_integer(rows_checked));
 	json_object_set_new(o, "rows_total", json_integer(rows_total));
+	json_object_set_new(o, "input_seed", json_integer((json_int_t)input_seed));
 	if (rows_checked < rows_total)
-		json_object_set_new(o, "row_sample_seed", json_integer((json_int_t)(row_seed >> 1)));
+		json_object_set_new(o, "row_sample_seed", json_integer((json_int_t)row_seed));
 	json_object_set_new(o, "checks", checks);
 	json_object_set_new(o, "passed", json_boolean(mb_check_passed(c)));
 	return o;

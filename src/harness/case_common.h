@@ -1,7 +1,6 @@
-/* Pieces every backend uses to run and record a case: fresh inputs, row
- * sampling for the reference, the reference itself, comparison, timing
- * summaries and the case's JSON. Backends differ only in how they call the
- * variant and read its clock. */
+/* The pieces the case driver (case_driver.h) builds a case from: row
+ * sampling for the reference, comparison, timing summaries and the case's
+ * JSON; host tensors and the reference runs are in host_inputs.h. */
 #ifndef MB_HARNESS_CASE_COMMON_H
 #define MB_HARNESS_CASE_COMMON_H
 
@@ -10,45 +9,17 @@
 #include <stdint.h>
 
 #include "receipts/error.h"
+#include "harness/host_inputs.h"
 #include "harness/suite.h"
 #include "kernels/catalog.h"
 
-/* Host-side tensors of one case, fp32, already rounded to the case dtype. */
-typedef struct mb_host_tensors {
-	int n_tensors;
-	int n_inputs;
-	mb_tensor_spec spec[MB_MAX_TENSORS];
-	float *data[MB_MAX_TENSORS]; /* inputs filled; outputs allocated */
-	uint64_t elems[MB_MAX_TENSORS];
-} mb_host_tensors;
-
-/* Allocate every tensor of the case and fill the inputs from `seed` (never
- * zeros; rounded to dtype). Outputs are poisoned with NaN. */
-int mb_host_tensors_make(mb_host_tensors *out, const mb_case_plan *plan, uint64_t seed, mb_error *err);
-void mb_host_tensors_free(mb_host_tensors *t);
-void mb_host_tensors_poison(mb_host_tensors *t);
-
-/* Device storage of a tensor: the case dtype, or int32 for index tensors.
- * Host copies are always fp32 (indices are exact below 2^24). */
-size_t mb_tensor_elem_bytes(const mb_tensor_spec *spec, mb_dtype dtype);
-void mb_tensor_pack(const mb_tensor_spec *spec, mb_dtype dtype, const float *src, void *dst, size_t n);
-void mb_tensor_unpack(const mb_tensor_spec *spec, mb_dtype dtype, const void *src, float *dst, size_t n);
-
 /* The rows the reference will check: all when rows_total <= max_rows, else
  * `max_rows` distinct rows drawn from `seed`, sorted. *out_rows == NULL
- * means all rows. */
+ * means all rows. The same three numbers give the same rows anywhere: the
+ * receipt records `seed` as row_sample_seed (mb_row_sample_seed keeps it
+ * in JSON's integer range). */
 int mb_check_rows_pick(int64_t **out_rows, int64_t *out_n, int64_t rows_total,
 	int64_t max_rows, uint64_t seed, mb_error *err);
-
-/* Run the row's fp32 reference on `in` for `rows` into freshly allocated
- * output buffers (want[i] for each output, full size, NaN where not
- * computed). */
-int mb_reference_run(float **want, const mb_case_plan *plan, const mb_host_tensors *in,
-	const int64_t *rows, int64_t n_rows, mb_error *err);
-/* The same with the fp64 oracle, rounded to fp32 at the end. */
-int mb_oracle_run(float **want, const mb_case_plan *plan, const mb_host_tensors *in,
-	const int64_t *rows, int64_t n_rows, mb_error *err);
-void mb_reference_free(float **want, const mb_host_tensors *t);
 
 /* Comparison metrics of one check, accumulated over every output tensor. */
 typedef struct mb_check {
@@ -65,13 +36,23 @@ void mb_check_init(mb_check *c);
  * weight gradient, is compared whole. */
 void mb_check_add(mb_check *c, const mb_tensor_spec *spec, const float *got, const float *want,
 	const int64_t *rows, int64_t n_rows, int64_t unit_rows, const mb_tolerance *tol);
+/* The same with `got` packed as read back from a device: the i-th checked
+ * row at got + i * row_elems (`want` is indexed as always). Large checks
+ * are split over the host's cores. */
+void mb_check_add_packed(mb_check *c, const mb_tensor_spec *spec, const float *got, const float *want,
+	const int64_t *rows, int64_t n_rows, int64_t unit_rows, const mb_tolerance *tol);
+/* The rows of output `spec` that a check reads: the sample for an output
+ * in the row unit, all rows of any other. */
+int64_t mb_check_rows_of(const mb_tensor_spec *spec, int64_t n_rows, int64_t unit_rows);
 bool mb_check_passed(const mb_check *c);
 /* One line on why a check failed: counts over tolerance, NaN, zeros. */
 void mb_check_describe(const mb_check *c, char *buf, size_t len);
-/* Merge several checks (first call, last call) into the receipt's
- * correctness object. `checks` is a JSON array like ["first","last"]. */
+/* The receipt's correctness object for the merged checks of a case.
+ * `checks` is a JSON array like ["first","last"] (taken). The seeds are
+ * recorded as given: the inputs' (mb_input_key's seed) and the row
+ * sample's (mb_check_rows_pick's). */
 json_t *mb_correctness_json(const mb_check *merged, const char *reference, const mb_tolerance *tol,
-	int64_t rows_checked, int64_t rows_total, uint64_t row_seed, json_t *checks);
+	int64_t rows_checked, int64_t rows_total, uint64_t input_seed, uint64_t row_seed, json_t *checks);
 void mb_check_merge(mb_check *into, const mb_check *from);
 
 /* Convergence: samples are added one by one until the relative noise of the
@@ -127,7 +108,9 @@ void mb_rng_seed(mb_rng *r, uint64_t seed);
 uint64_t mb_rng_next(mb_rng *r);
 double mb_rng_uniform(mb_rng *r);   /* [0, 1) */
 double mb_rng_normal(mb_rng *r);    /* N(0, 1) */
-/* A seed for one case from the run seed and the case id. */
-uint64_t mb_case_seed(uint64_t run_seed, const char *case_id);
+/* A seed from the run seed and a name (a case id, or the id of a shape
+ * and dtype), below 2^63 so that a receipt can record it as a JSON
+ * integer and a reader can use it as it is. */
+uint64_t mb_case_seed(uint64_t run_seed, const char *name);
 
 #endif

@@ -29,6 +29,7 @@ typedef struct report_opts {
 	const char *junit;    /* gate */
 	const char *outdir;   /* report */
 	bool force;
+	bool always_test;     /* diff, gate: no identical-code shortcut */
 } report_opts;
 
 typedef struct command {
@@ -65,6 +66,7 @@ static bool parse_opts(report_opts *out, int *out_status, const command *cmd, in
 		case 'f': out->format = optarg; break;
 		case 'p': out->policy_path = optarg; break;
 		case 'F': out->force = true; break;
+		case 'T': out->always_test = true; break;
 		case 'b': out->baseline = optarg; break;
 		case 'j': out->junit = optarg; break;
 		case 'o': out->outdir = optarg; break;
@@ -150,6 +152,8 @@ static int diff_run_print(diff_run *r, const mb_printer *printer, const report_o
 	const char *paths[2] = {base_path, head_path};
 	int rc = load_inputs(&r->policy, r->pair, o->policy_path, paths, 2, err);
 
+	if (o->always_test)
+		r->policy.identical_code_shortcut = false;
 	if (!rc)
 		rc = mb_diff_receipts(&r->d, r->pair[0], r->pair[1], base_path, head_path, &r->policy, o->force, err);
 	if (!rc)
@@ -171,22 +175,25 @@ static void report_incomparable(const mb_diff *d, const char *hint)
 static void diff_usage(FILE *f)
 {
 	fputs("usage: megabench diff [--format table|markdown|json|csv] [--policy policy.toml] [--force]\n"
-		"                      BASE.json HEAD.json\n"
+		"                      [--always-test] BASE.json HEAD.json\n"
 		"Compare two receipts case by case: SAME, FASTER, SLOWER or AMBIGUOUS per case (rank\n"
 		"test on raw samples), correctness, tolerance, launch and kernel drift, and row verdicts.\n"
 		"Receipts from different devices, drivers, runtimes, backends, suites, timing modes or\n"
-		"warm-up are refused (exit 3) unless --force, which marks every output FORCED.\n", f);
+		"warm-up are refused (exit 3) unless --force, which marks every output FORCED.\n"
+		"A row whose code is identical in both (every source file the receipts list) is SAME\n"
+		"without statistics; --always-test runs the statistics on it too.\n", f);
 }
 
 static const struct option diff_long[] = {
 	{"format", required_argument, NULL, 'f'},
 	{"policy", required_argument, NULL, 'p'},
 	{"force", no_argument, NULL, 'F'},
+	{"always-test", no_argument, NULL, 'T'},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
 
-static const command diff_cmd = {"diff", "f:p:Fh", diff_long, diff_usage};
+static const command diff_cmd = {"diff", "f:p:FTh", diff_long, diff_usage};
 
 int mb_cli_diff(int argc, char **argv)
 {
@@ -217,10 +224,11 @@ int mb_cli_diff(int argc, char **argv)
 static void gate_usage(FILE *f)
 {
 	fputs("usage: megabench gate --baseline BASE.json [--policy policy.toml] [--junit out.xml]\n"
-		"                      [--format table|markdown|json|csv] [--force] HEAD.json\n"
+		"                      [--format table|markdown|json|csv] [--force] [--always-test] HEAD.json\n"
 		"Exit 0 pass, 1 performance regression, 2 wrong answers or tolerance, launch, kernel or\n"
 		"case drift (2 wins over 1), 3 incomparable or inconclusive input, 64 usage error.\n"
-		"The policy's [gate] fail_on names the findings that fail.\n", f);
+		"The policy's [gate] fail_on names the findings that fail. --always-test runs the\n"
+		"statistics on rows whose code is identical in both receipts too (see diff --help).\n", f);
 }
 
 static const struct option gate_long[] = {
@@ -229,11 +237,12 @@ static const struct option gate_long[] = {
 	{"junit", required_argument, NULL, 'j'},
 	{"format", required_argument, NULL, 'f'},
 	{"force", no_argument, NULL, 'F'},
+	{"always-test", no_argument, NULL, 'T'},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
 
-static const command gate_cmd = {"gate", "b:p:j:f:Fh", gate_long, gate_usage};
+static const command gate_cmd = {"gate", "b:p:j:f:FTh", gate_long, gate_usage};
 
 static int render_junit(FILE *out, const void *ctx, mb_error *err)
 {

@@ -39,16 +39,22 @@ static void on_begin(void *ctx, size_t n_cases, const char *backend)
 		fprintf(con->out, "megabench: %zu cases on the %s backend\n", n_cases, backend);
 }
 
+/* One line, redrawn in place: the case, how far its sampling is, the
+ * run's elapsed time and an estimate of what is left. */
 static void live_line(mb_console *con)
 {
-	double elapsed = (double)(mb_now_ns() - con->start_ns) / NS_PER_S;
-	char el[32], eta[32] = "?";
+	int64_t now = mb_now_ns();
+	double elapsed = (double)(now - con->start_ns) / NS_PER_S;
+	char el[32], eta[32] = "?", in_case[32], sampling[96] = "";
 
 	format_clock(el, sizeof(el), elapsed);
+	format_clock(in_case, sizeof(in_case), (double)(now - con->case_start_ns) / NS_PER_S);
 	if (con->done)
 		format_clock(eta, sizeof(eta), elapsed / (double)con->done * (double)(con->n_cases - con->done));
-	fprintf(con->out, "\r\033[K[%zu/%zu] %s  elapsed %s, about %s left", con->done + 1, con->n_cases,
-		con->current, el, eta);
+	if (con->samples > 0)
+		snprintf(sampling, sizeof(sampling), ", %d samples, noise %.2f%%", con->samples, 100 * con->rel_noise);
+	fprintf(con->out, "\r\033[K[%zu/%zu] %s  %s in case%s; elapsed %s, about %s left", con->done + 1,
+		con->n_cases, con->current, in_case, sampling, el, eta);
 	fflush(con->out);
 }
 
@@ -58,7 +64,29 @@ static void on_case_start(void *ctx, size_t index, const mb_case_plan *plan)
 
 	(void)index;
 	snprintf(con->current, sizeof(con->current), "%s", plan->id);
+	con->case_start_ns = mb_now_ns();
+	con->samples = 0;
+	con->rel_noise = 0;
 	if (con->tty && !con->quiet)
+		live_line(con);
+}
+
+static void on_case_tick(void *ctx, size_t index, int samples, double rel_noise, double elapsed_s)
+{
+	mb_console *con = ctx;
+
+	(void)index, (void)elapsed_s;
+	con->samples = samples;
+	con->rel_noise = rel_noise;
+	if (con->tty && !con->quiet)
+		live_line(con);
+}
+
+static void on_refresh(void *ctx)
+{
+	mb_console *con = ctx;
+
+	if (con->tty && !con->quiet && con->current[0])
 		live_line(con);
 }
 
@@ -71,6 +99,7 @@ static void on_case_done(void *ctx, size_t index, const mb_case_plan *plan, cons
 
 	(void)index;
 	con->done++;
+	con->current[0] = '\0';
 	if (con->quiet)
 		return;
 	if (json_is_object(timing))
@@ -98,7 +127,8 @@ void mb_console_init(mb_console *con, FILE *out, bool quiet)
 	con->out = out;
 	con->tty = isatty(fileno(out));
 	con->quiet = quiet;
-	con->progress = (mb_progress){con, on_begin, on_case_start, on_case_done, on_notice};
+	con->progress = (mb_progress){.ctx = con, .begin = on_begin, .case_start = on_case_start,
+		.case_tick = on_case_tick, .refresh = on_refresh, .case_done = on_case_done, .notice = on_notice};
 }
 
 /* ---- the summary table --------------------------------------------------- */

@@ -15,8 +15,10 @@ typedef struct mb_console {
 	bool tty;
 	bool quiet;
 	size_t n_cases, done;
-	int64_t start_ns;
+	int64_t start_ns, case_start_ns;
 	char current[256];
+	int samples;          /* of the current case, as last reported */
+	double rel_noise;
 	mb_progress progress;
 } mb_console;
 

@@ -1,12 +1,14 @@
-/* The CPU backend: times each row's fp32 C reference with the monotonic
- * clock, and checks its output against the row's fp64 oracle, so that the
- * whole pipeline runs, and is tested, on a machine with no GPU. */
+/* The CPU backend: its device is host memory and its clock the monotonic
+ * one. It times each row's fp32 C reference, which the case driver checks
+ * against the row's fp64 oracle, so that the whole pipeline runs, and is
+ * tested, on a machine with no GPU. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/backend.h"
 #include "harness/case_common.h"
+#include "harness/host_inputs.h"
 #include "harness/hostinfo.h"
 
 /* The copy probe: large enough to leave the caches, small enough for a
@@ -77,137 +79,135 @@ cleanup:
 	return rc;
 }
 
+/* ---- device operations: the "device" is host memory ------------------ */
+
+struct mb_dev_case {
+	const mb_case_plan *plan;
+	mb_host_tensors t; /* every tensor whole, fp32 */
+};
+
+static int cpu_open(mb_dev_case **out, const mb_case_plan *plan, const mb_tensor_spec *spec, int n_tensors,
+	mb_phase_ns *phases, mb_outcome *o, mb_error *err)
+{
+	mb_dev_case *dc = calloc(1, sizeof(*dc));
+	int rc;
+
+	(void)spec, (void)n_tensors, (void)phases, (void)o;
+	*out = NULL;
+	if (!dc)
+		return mb_error_set(err, MB_ENOMEM, plan->id, "out of memory");
+	dc->plan = plan;
+	rc = mb_host_tensors_alloc(&dc->t, plan, err);
+	if (rc) {
+		free(dc);
+		return rc;
+	}
+	*out = dc;
+	return 0;
+}
+
+static int cpu_fill(mb_dev_case *dc, int tensor, const mb_input_params *p, mb_outcome *o)
+{
+	(void)o;
+	mb_host_fill(dc->t.data[tensor], dc->t.elems[tensor], p, dc->plan->dtype);
+	return 0;
+}
+
+static int cpu_poison(mb_dev_case *dc, mb_outcome *o)
+{
+	(void)o;
+	mb_host_tensors_poison(&dc->t);
+	return 0;
+}
+
 /* One call of the variant: the fp32 reference over every row, or a host
  * variant (the test-only rows have those) on the same fp32 buffers. */
-static void call_reference(const mb_case_plan *plan, mb_host_tensors *t)
+static int cpu_call(mb_dev_case *dc, mb_outcome *o)
 {
+	const mb_case_plan *plan = dc->plan;
+	mb_host_tensors *t = &dc->t;
+
+	(void)o;
 	if (plan->variant->kind == MB_VARIANT_REFERENCE || !plan->variant->launch)
 		plan->row->reference(plan->axis, (const float *const *)t->data, t->data + t->n_inputs,
-			NULL, t->spec[t->n_inputs].rows);
+			NULL, mb_host_unit_rows(t));
 	else
 		plan->variant->launch(NULL, plan->axis, plan->dtype, (const void *const *)t->data,
 			(void *const *)(t->data + t->n_inputs));
+	return 0;
 }
 
-static void check_outputs(mb_check *c, const mb_host_tensors *t, float *const *want,
-	const int64_t *rows, int64_t n_rows, const mb_tolerance *tol)
+static int cpu_nothing(mb_dev_case *dc, mb_outcome *o)
 {
-	for (int i = t->n_inputs; i < t->n_tensors; i++)
-		mb_check_add(c, &t->spec[i], t->data[i], want[i], rows, n_rows, t->spec[t->n_inputs].rows, tol);
+	(void)dc, (void)o;
+	return 0;
 }
 
-static uint64_t host_bytes(const mb_host_tensors *t)
+static int cpu_sync(mb_dev_case *dc, mb_outcome *o, mb_error *err)
 {
-	uint64_t bytes = 0;
-
-	for (int i = 0; i < t->n_tensors; i++)
-		bytes += t->elems[i] * sizeof(float);
-	for (int i = t->n_inputs; i < t->n_tensors; i++)
-		bytes += t->elems[i] * sizeof(float); /* the oracle's outputs */
-	return bytes;
+	(void)dc, (void)o, (void)err;
+	return 0;
 }
 
-static int cpu_run_case(json_t **out_case, const mb_case_plan *plan, const mb_settings *settings,
-	const json_t *ceilings, mb_phase_ns *phases, mb_error *err)
+static int cpu_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb_outcome *o, mb_error *err)
 {
-	mb_host_tensors t = {0};
-	float *want[MB_MAX_TENSORS] = {0};
-	int64_t *rows = NULL, n_rows = 0, rows_total;
-	uint64_t seed = mb_case_seed(settings->seed, plan->id);
-	const mb_tolerance *tol = &plan->row->tolerance[MB_FP32];
-	mb_sampler sampler = {0};
-	mb_check first, last;
-	bool converged = false;
-	json_t *c = mb_case_json_new(plan, "cpu"), *checks = NULL;
-	int64_t t0 = mb_now_ns();
-	int rc;
-
-	*out_case = NULL;
-	rc = mb_host_tensors_make(&t, plan, seed, err);
-	if (rc)
-		goto cleanup;
-	rows_total = t.spec[t.n_inputs].rows;
-	rc = mb_check_rows_pick(&rows, &n_rows, rows_total, settings->max_check_rows, seed ^ 1u, err);
-	if (rc)
-		goto cleanup;
-	phases->input_generation += mb_now_ns() - t0;
-
-	t0 = mb_now_ns();
-	rc = mb_oracle_run(want, plan, &t, rows, n_rows, err);
-	if (rc)
-		goto cleanup;
-	phases->reference += mb_now_ns() - t0;
-
-	/* the first call is checked, then warm-up, then samples */
-	t0 = mb_now_ns();
-	call_reference(plan, &t);
-	for (int i = 1; i < settings->warmup; i++)
-		call_reference(plan, &t);
-	phases->warmup += mb_now_ns() - t0;
-	t0 = mb_now_ns();
-	mb_check_init(&first);
-	check_outputs(&first, &t, want, rows, n_rows, tol);
-	phases->correctness += mb_now_ns() - t0;
-
-	rc = mb_sampler_init(&sampler, settings, err);
-	if (rc)
-		goto cleanup;
-	for (;;) {
-		bool stop = mb_sampler_done(&sampler, &converged);
-		int64_t start;
-
-		if (stop) {
-			/* the last timed call runs on poisoned outputs and is checked */
-			int64_t p0 = mb_now_ns();
-			mb_host_tensors_poison(&t);
-			phases->correctness += mb_now_ns() - p0;
-		}
-		start = mb_now_ns();
-		call_reference(plan, &t);
-		rc = mb_sampler_add(&sampler, (double)(mb_now_ns() - start), false, err);
-		if (rc || stop)
-			break;
+	(void)phases, (void)err;
+	for (int i = 0; i < b->n; i++) {
+		int64_t start = mb_now_ns();
+		cpu_call(dc, o);
+		b->sample_ns[i] = (double)(mb_now_ns() - start);
 	}
-	if (rc)
-		goto cleanup;
-	phases->goodput += mb_sampler_kept_sum_ns(&sampler);
+	b->events_ns = b->span_ns = NULL;
+	b->launches = NULL;
+	return 0;
+}
 
-	t0 = mb_now_ns();
-	mb_check_init(&last);
-	check_outputs(&last, &t, want, rows, n_rows, tol);
-	mb_check_merge(&first, &last);
-	checks = json_pack("[ss]", "first", "last");
-	json_object_set_new(c, "correctness", mb_correctness_json(&first,
-		"mb_oracle (fp64 evaluation of the same math, rounded to fp32)", tol,
-		n_rows, rows_total, seed ^ 1u, checks));
-	phases->correctness += mb_now_ns() - t0;
-	json_object_set_new(c, "timing", mb_sampler_json(&sampler, "monotonic", settings->warmup, converged));
-	json_object_set_new(c, "throughput", mb_throughput_json(plan->row->bytes(plan->axis, MB_FP32),
-		plan->row->flops(plan->axis), mb_sampler_median(&sampler), ceilings));
-	json_object_set_new(json_object_get(c, "memory"), "peak_bytes", json_integer((json_int_t)host_bytes(&t)));
-	if (!converged)
-		mb_case_json_add_finding(c, "not_converged", "relative noise %.4f%% above the %.4f%% target after %d samples",
-			100 * mb_sampler_rel_noise(&sampler), 100 * settings->max_noise, sampler.n);
-	if (!mb_check_passed(&first)) {
-		char why[256];
-		mb_check_describe(&first, why, sizeof(why));
-		mb_case_json_set_status(c, "failed", why);
+static int cpu_read_rows(mb_dev_case *dc, int tensor, const int64_t *rows, int64_t n_rows, float *out,
+	mb_outcome *o)
+{
+	int64_t width = dc->t.spec[tensor].row_elems;
+
+	(void)o;
+	for (int64_t i = 0; i < n_rows; i++) {
+		int64_t r = rows ? rows[i] : i;
+		memcpy(out + i * width, dc->t.data[tensor] + r * width, (size_t)width * sizeof(float));
 	}
-	*out_case = c;
-	c = NULL;
-cleanup:
-	mb_sampler_free(&sampler);
-	mb_reference_free(want, &t);
-	mb_host_tensors_free(&t);
-	free(rows);
-	json_decref(c);
-	return rc;
+	return 0;
+}
+
+static void cpu_report(mb_dev_case *dc, mb_dev_report *out)
+{
+	memset(out, 0, sizeof(*out));
+	for (int i = 0; i < dc->t.n_tensors; i++)
+		out->peak_bytes += (int64_t)(dc->t.elems[i] * sizeof(float));
+	out->sample_source = "monotonic";
+}
+
+static void cpu_close(mb_dev_case *dc)
+{
+	if (!dc)
+		return;
+	mb_host_tensors_free(&dc->t);
+	free(dc);
 }
 
 static const mb_backend cpu_backend = {
 	.name = "cpu",
+	.fp32_variants = true,
+	/* the timed work is the host's own: nothing may run beside it */
+	.overlap_host_work = false,
+	.max_batch = 1,
 	.probe = cpu_probe,
-	.run_case = cpu_run_case,
+	.open = cpu_open,
+	.fill = cpu_fill,
+	.poison = cpu_poison,
+	.call = cpu_call,
+	.sync = cpu_sync,
+	.arm = cpu_nothing,
+	.time_batch = cpu_time_batch,
+	.read_rows = cpu_read_rows,
+	.report = cpu_report,
+	.close = cpu_close,
 	.shutdown = NULL,
 };
 

@@ -1,13 +1,14 @@
-/* The CUDA backend: device probe, and one case at a time on one stream.
+/* The CUDA backend: the device operations the case driver (case_driver.h)
+ * calls, on one stream, and the device probe.
  *
- * A case runs: fresh seeded inputs (rounded to the dtype) copied to the
- * device; the reference on the same rounded inputs, on a row sample; a first
- * call on NaN-poisoned outputs, checked; warm-up; timed calls in the case's
- * mode, each bracketed by a CUPTI external correlation id and a pair of
- * events; and a last timed call, again on poisoned outputs, checked too.
- * CUPTI's kernel records give the samples (busy time per call), the span,
- * the launch count and the kernel names that the signature check compares
- * with the variant's declaration; the events are the cross-check.
+ * Inputs are written on the device by the generator (cuda_inputs.h); the
+ * timed calls are bracketed by a CUPTI external correlation id and a pair
+ * of events. CUPTI's kernel records give the samples (busy time per call),
+ * the span, the launch count and the kernel names that the driver's
+ * signature check compares with the variant's declaration; the events are
+ * the cross-check. Cold mode's L2 flush before each call runs under an id
+ * of its own, so that its device time is counted as l2_flush badput.
+ * Only the checked rows of an output are gathered and copied back.
  *
  * A CUDA error ends the case, not the process: out-of-memory is "oom", a
  * launch the variant refuses is "skipped", anything else is "crashed", and
@@ -29,24 +30,29 @@
 #include "harness/case_common.h"
 #include "harness/cuda_blocker.h"
 #include "harness/cuda_flush.h"
-#include "harness/cuda_headers.h"
 #include "harness/cuda_ceilings.h"
 #include "harness/cuda_device.h"
+#include "harness/cuda_headers.h"
+#include "harness/cuda_inputs.h"
 #include "harness/cupti_timer.h"
 #include "mb_config.h"
 
 #define DEVICE_INDEX 0
 /* Cold mode writes this many times the L2 size between calls. */
 #define FLUSH_L2_MULTIPLE 2
-/* Hot and graph modes enqueue this many calls back to back per batch
- * before waiting for them; cold mode waits after every call. */
-#define HOT_BATCH 16
-/* A sample whose SM clock is below this fraction of the clock at the start
- * of the case is excluded. */
-#define CLOCK_SAG_FRACTION 0.9
+/* Queue entries a held batch may add while the blocker holds the stream
+ * (CUDA queues about a thousand before a launch waits, and a launch that
+ * waits on a held stream would wait for the blocker's timeout): each call
+ * queues two events and its launches. */
+#define HOLD_MAX_OPS 256
+#define HOLD_OPS_PER_CALL 2
+/* Cold calls enqueued under the blocker before it lets the stream run: the
+ * device then has two flushes and calls queued, and each further call
+ * takes the host less time to enqueue than the flush before it takes the
+ * device. */
+#define COLD_HELD_CALLS 2
 #define POISON_BYTE 0xFF /* 0xFFFF... is a NaN in fp32, fp16 and bf16 */
 #define DEVICES_QUERY_TIMEOUT_MS 60000
-#define ROW_SEED_SALT 0x726f7773ULL /* "rows" */
 #define NS_PER_MS 1e6
 #define WHY_BYTES 256
 
@@ -57,7 +63,8 @@ static struct {
 	char lost_text[WHY_BYTES];
 	char cupti_why[MB_ERROR_TEXT_MAX];
 	cudaStream_t stream;
-	cudaEvent_t ev[2 * HOT_BATCH];
+	cudaEvent_t ev[2 * MB_MAX_BATCH];
+	int sms;
 	void *flush_buf;
 	size_t flush_bytes;
 	unsigned flush_value;
@@ -83,26 +90,6 @@ static bool is_sticky(cudaError_t ce)
 	}
 }
 
-/* Record a CUDA failure as the case's status. `launched` says whether the
- * error came from the variant's launch function itself (a refusal of the
- * shape is then "skipped", not a crash). */
-static void case_cuda_fail(json_t *c, cudaError_t ce, const char *what, bool launched)
-{
-	char text[WHY_BYTES];
-	snprintf(text, sizeof text, "%s: %s: %s", what, cudaGetErrorName(ce), cudaGetErrorString(ce));
-	if (ce == cudaErrorMemoryAllocation) {
-		mb_case_json_set_status(c, "oom", text);
-	} else if (launched && !is_sticky(ce)) {
-		mb_case_json_set_status(c, "skipped", text);
-	} else {
-		mb_case_json_set_status(c, "crashed", text);
-	}
-	if (is_sticky(ce)) {
-		B.lost = true;
-		snprintf(B.lost_text, sizeof B.lost_text, "%s", text);
-	}
-}
-
 /* ---- setup ------------------------------------------------------------- */
 
 static int ensure_ready(mb_phase_ns *phases, mb_error *err)
@@ -121,11 +108,12 @@ static int ensure_ready(mb_phase_ns *phases, mb_error *err)
 		snprintf(B.cupti_why, sizeof B.cupti_why, "%s", cerr.text);
 	if ((ce = cudaSetDevice(DEVICE_INDEX)) != cudaSuccess || (ce = cudaFree(NULL)) != cudaSuccess ||
 	    (ce = cudaStreamCreateWithFlags(&B.stream, cudaStreamNonBlocking)) != cudaSuccess ||
-	    (ce = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, DEVICE_INDEX)) != cudaSuccess) {
+	    (ce = cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, DEVICE_INDEX)) != cudaSuccess ||
+	    (ce = cudaDeviceGetAttribute(&B.sms, cudaDevAttrMultiProcessorCount, DEVICE_INDEX)) != cudaSuccess) {
 		rc = mb_error_set(err, MB_EDEVICE, "cuda", "device setup: %s", cudaGetErrorString(ce));
 		goto cleanup;
 	}
-	for (int i = 0; i < 2 * HOT_BATCH; i++) {
+	for (int i = 0; i < 2 * MB_MAX_BATCH; i++) {
 		if ((ce = cudaEventCreate(&B.ev[i])) != cudaSuccess) {
 			rc = mb_error_set(err, MB_EDEVICE, "cuda", "cudaEventCreate: %s", cudaGetErrorString(ce));
 			goto cleanup;
@@ -188,7 +176,7 @@ static void cuda_shutdown(void)
 {
 	if (B.ready) {
 		cudaStreamSynchronize(B.stream);
-		for (int i = 0; i < 2 * HOT_BATCH; i++)
+		for (int i = 0; i < 2 * MB_MAX_BATCH; i++)
 			cudaEventDestroy(B.ev[i]);
 		cudaFree(B.flush_buf);
 		mb_blocker_free(&B.blocker);
@@ -199,559 +187,356 @@ static void cuda_shutdown(void)
 	B.ready = false;
 }
 
-/* ---- one case ---------------------------------------------------------- */
+/* ---- device operations of one case ------------------------------------- */
 
-typedef struct case_run {
+struct mb_dev_case {
 	const mb_case_plan *plan;
-	const mb_settings *settings;
-	json_t *c;
-	mb_host_tensors ht;
-	bool ht_made;
+	int n_tensors;
+	mb_tensor_spec spec[MB_MAX_TENSORS];
 	void *dev[MB_MAX_TENSORS];
 	size_t bytes[MB_MAX_TENSORS];
 	size_t total_bytes;
-	void *staging;
-	int64_t *rows;
-	int64_t n_rows, rows_total;
-	uint64_t row_seed;
-	float *want[MB_MAX_TENSORS];
-	bool want_made;
+	void *host;                   /* read-back staging, `host_bytes` */
+	void *packed;                 /* device: checked rows, packed */
+	int64_t *rows;                /* device: their indices */
+	size_t host_bytes, packed_bytes, rows_bytes;
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
-	mb_sampler s;
-	bool s_made;
-	double *ev_ns, *span_ns;
-	int *launches;
-	int n_calls, cap_calls;
-	bool sagged;
-	bool cupti_gap;  /* some call had no CUPTI records: samples fall back to events */
-	unsigned clock_start_mhz;
-	bool clock_known;
 	mb_cupti_kernels kernels;
-	mb_check first, last;
-	mb_phase_ns *phases;
-} case_run;
+	unsigned clock_start_mhz;
+	bool clock_known, clock_read;
+	bool nvtx;
+};
+
+/* A CUDA failure as the case's outcome. `launched` says whether it came
+ * from the variant's own launch (a refusal of the shape is then
+ * "skipped"). A sticky error marks the context lost. */
+static int fail(mb_outcome *o, cudaError_t ce, const char *what, bool launched)
+{
+	snprintf(o->text, sizeof o->text, "%s: %s: %s", what, cudaGetErrorName(ce), cudaGetErrorString(ce));
+	if (ce == cudaErrorMemoryAllocation)
+		o->status = "oom";
+	else if (launched && !is_sticky(ce))
+		o->status = "skipped";
+	else
+		o->status = "crashed";
+	if (is_sticky(ce)) {
+		B.lost = true;
+		snprintf(B.lost_text, sizeof B.lost_text, "%s", o->text);
+	}
+	return MB_DEVICE_FAILED;
+}
+
+#define CUDA_TRY(call, what, launched) \
+	do { \
+		cudaError_t ce_ = (cudaError_t)(call); \
+		if (ce_ != cudaSuccess) \
+			return fail(o, ce_, (what), (launched)); \
+	} while (0)
+
+static int cuda_open(mb_dev_case **out, const mb_case_plan *plan, const mb_tensor_spec *spec, int n_tensors,
+	mb_phase_ns *phases, mb_outcome *o, mb_error *err)
+{
+	mb_dev_case *dc;
+	int rc;
+
+	*out = NULL;
+	if (B.lost) {
+		o->status = "crashed";
+		snprintf(o->text, sizeof o->text, "device context lost in an earlier case: %.200s", B.lost_text);
+		return MB_DEVICE_FAILED;
+	}
+	if (plan->variant->launch == NULL) {
+		o->status = "skipped";
+		snprintf(o->text, sizeof o->text, "the variant has no GPU launch");
+		return MB_DEVICE_FAILED;
+	}
+	if ((rc = ensure_ready(phases, err)) != 0) {
+		o->status = "crashed";
+		snprintf(o->text, sizeof o->text, "%.250s", err->text);
+		return MB_DEVICE_FAILED;
+	}
+	if ((dc = calloc(1, sizeof *dc)) == NULL)
+		return mb_error_set(err, MB_ENOMEM, plan->id, "out of memory");
+	*out = dc;
+	dc->plan = plan;
+	dc->n_tensors = n_tensors;
+	memcpy(dc->spec, spec, (size_t)n_tensors * sizeof *spec);
+	nvtxRangePushA(plan->id);
+	dc->nvtx = true;
+	for (int i = 0; i < n_tensors; i++) {
+		uint64_t elems = (uint64_t)spec[i].rows * (uint64_t)spec[i].row_elems;
+		dc->bytes[i] = (size_t)elems * mb_tensor_elem_bytes(&spec[i], plan->dtype);
+		dc->total_bytes += dc->bytes[i];
+		CUDA_TRY(cudaMalloc(&dc->dev[i], dc->bytes[i] ? dc->bytes[i] : 1), "inputs", false);
+	}
+	return 0;
+}
+
+static int cuda_fill(mb_dev_case *dc, int tensor, const mb_input_params *p, mb_outcome *o)
+{
+	uint64_t elems = (uint64_t)dc->spec[tensor].rows * (uint64_t)dc->spec[tensor].row_elems;
+
+	CUDA_TRY(mb_cuda_fill(B.stream, dc->dev[tensor], elems, p, dc->plan->dtype), "inputs", false);
+	return 0;
+}
+
+static int cuda_poison(mb_dev_case *dc, mb_outcome *o)
+{
+	for (int i = 0; i < dc->n_tensors; i++)
+		if (dc->spec[i].is_output)
+			CUDA_TRY(cudaMemsetAsync(dc->dev[i], POISON_BYTE, dc->bytes[i], B.stream), "poisoning", false);
+	return 0;
+}
 
 /* The variant's call: the launch function, or one graph replay. */
-static cudaError_t call_variant(case_run *r)
+static cudaError_t call_variant(mb_dev_case *dc)
 {
-	if (r->exec != NULL)
-		return cudaGraphLaunch(r->exec, B.stream);
-	const mb_tensor_spec *spec = r->ht.spec;
 	const void *in[MB_MAX_TENSORS];
 	void *out[MB_MAX_TENSORS];
 	int ni = 0, no = 0;
-	for (int i = 0; i < r->ht.n_tensors; i++) {
-		if (spec[i].is_output)
-			out[no++] = r->dev[i];
+
+	if (dc->exec != NULL)
+		return cudaGraphLaunch(dc->exec, B.stream);
+	for (int i = 0; i < dc->n_tensors; i++) {
+		if (dc->spec[i].is_output)
+			out[no++] = dc->dev[i];
 		else
-			in[ni++] = r->dev[i];
+			in[ni++] = dc->dev[i];
 	}
-	return (cudaError_t)r->plan->variant->launch(B.stream, r->plan->axis, r->plan->dtype, in, out);
+	return (cudaError_t)dc->plan->variant->launch(B.stream, dc->plan->axis, dc->plan->dtype, in, out);
 }
 
-static int alloc_tensors(case_run *r, cudaError_t *ce)
+static int cuda_call(mb_dev_case *dc, mb_outcome *o)
 {
-	size_t biggest = 0;
-	for (int i = 0; i < r->ht.n_tensors; i++) {
-		r->bytes[i] = (size_t)r->ht.elems[i] * mb_tensor_elem_bytes(&r->ht.spec[i], r->plan->dtype);
-		r->total_bytes += r->bytes[i];
-		biggest = r->bytes[i] > biggest ? r->bytes[i] : biggest;
-		if ((*ce = cudaMalloc(&r->dev[i], r->bytes[i])) != cudaSuccess)
-			return 1;
-	}
-	r->staging = malloc(biggest ? biggest : 1);
-	if (r->staging == NULL)
-		return MB_ENOMEM;
-	for (int i = 0; i < r->ht.n_tensors; i++) {
-		if (r->ht.spec[i].is_output)
-			continue;
-		mb_tensor_pack(&r->ht.spec[i], r->plan->dtype, r->ht.data[i], r->staging, r->ht.elems[i]);
-		if ((*ce = cudaMemcpy(r->dev[i], r->staging, r->bytes[i], cudaMemcpyHostToDevice)) != cudaSuccess)
-			return 1;
-	}
+	CUDA_TRY(call_variant(dc), "call", true);
 	return 0;
 }
 
-static cudaError_t poison_outputs(case_run *r)
+static int cuda_sync(mb_dev_case *dc, mb_outcome *o, mb_error *err)
 {
-	cudaError_t ce = cudaSuccess;
-	for (int i = 0; i < r->ht.n_tensors && ce == cudaSuccess; i++)
-		if (r->ht.spec[i].is_output)
-			ce = cudaMemsetAsync(r->dev[i], POISON_BYTE, r->bytes[i], B.stream);
-	return ce;
+	(void)dc, (void)err;
+	CUDA_TRY(cudaStreamSynchronize(B.stream), "synchronize", false);
+	/* records of untimed work (fills, checked and warm-up calls) carry no
+	 * call id; the next timed batch drops them anyway */
+	return 0;
 }
 
-/* Copy the outputs back (after the stream is idle) and compare them with
- * the reference into *chk. */
-static cudaError_t check_outputs(case_run *r, mb_check *chk)
+static int cuda_arm(mb_dev_case *dc, mb_outcome *o)
+{
+	cudaError_t launch, ce;
+
+	if (dc->plan->mode != MB_MODE_GRAPH || dc->exec != NULL)
+		return 0;
+	CUDA_TRY(cudaStreamBeginCapture(B.stream, cudaStreamCaptureModeThreadLocal), "graph capture", false);
+	launch = call_variant(dc);
+	ce = cudaStreamEndCapture(B.stream, &dc->graph);
+	CUDA_TRY(launch, "graph capture", true);
+	CUDA_TRY(ce, "graph capture", true);
+	CUDA_TRY(cudaGraphInstantiate(&dc->exec, dc->graph, 0), "graph capture", true);
+	return 0;
+}
+
+/* How many calls one batch may hold the stream for: each call queues its
+ * events and launches, and the queue must not fill while the blocker
+ * holds it. */
+static int held_calls(const mb_dev_case *dc)
+{
+	int per_call = HOLD_OPS_PER_CALL + dc->plan->variant->launches_per_call;
+
+	return HOLD_MAX_OPS / (per_call > 0 ? per_call : 1);
+}
+
+/* Queue one timed call bracketed by its id and events (and in cold mode
+ * the flush before it, under an id of its own). */
+static cudaError_t queue_call(mb_dev_case *dc, int i, uint64_t call_id, uint64_t flush_id, mb_error *err,
+	int *rc)
 {
 	cudaError_t ce = cudaSuccess;
-	const mb_tolerance *tol = &r->plan->row->tolerance[r->plan->dtype];
-	mb_check_init(chk);
-	for (int i = 0; i < r->ht.n_tensors; i++) {
-		if (!r->ht.spec[i].is_output)
-			continue;
-		if ((ce = cudaMemcpy(r->staging, r->dev[i], r->bytes[i], cudaMemcpyDeviceToHost)) != cudaSuccess)
+
+	if (dc->plan->mode == MB_MODE_COLD) {
+		/* a new value each time, so that no write is ever a no-op */
+		if (B.cupti && (*rc = mb_cupti_call_begin(flush_id, err)) != 0)
+			return cudaSuccess;
+		ce = cudaMemsetAsync(B.flush_buf, (int)(++B.flush_value & 0xFF), B.flush_bytes, B.stream);
+		if (ce == cudaSuccess)
+			ce = (cudaError_t)mb_l2_flush_read(B.stream, B.flush_buf, B.flush_bytes, (unsigned *)B.flush_buf,
+				B.sms);
+		if (B.cupti && (*rc = mb_cupti_call_end(err)) != 0)
+			return cudaSuccess;
+		if (ce != cudaSuccess)
 			return ce;
-		mb_tensor_unpack(&r->ht.spec[i], r->plan->dtype, r->staging, r->ht.data[i], r->ht.elems[i]);
-		mb_check_add(chk, &r->ht.spec[i], r->ht.data[i], r->want[i], r->rows, r->n_rows,
-			r->ht.spec[r->ht.n_inputs].rows, tol);
 	}
+	if (B.cupti && (*rc = mb_cupti_call_begin(call_id, err)) != 0)
+		return cudaSuccess;
+	ce = cudaEventRecord(B.ev[2 * i], B.stream);
+	if (ce == cudaSuccess)
+		ce = call_variant(dc);
+	if (ce == cudaSuccess)
+		ce = cudaEventRecord(B.ev[2 * i + 1], B.stream);
+	if (B.cupti && (*rc = mb_cupti_call_end(err)) != 0)
+		return cudaSuccess;
 	return ce;
 }
 
-static int record_call(case_run *r, double ev_ns, double span_ns, int launches, mb_error *err)
+/* Time b->n calls (fewer when the mode must hold the stream for all of
+ * them: b->n says how many ran). Hot and graph batches are enqueued
+ * entirely while the blocker holds the stream, so that events never count
+ * launch latency. In cold mode every call waits behind a flush that takes
+ * longer than enqueueing a call, so after the first calls are queued under
+ * the blocker the host stays ahead of the device with the stream running,
+ * and the device does not idle while the rest is enqueued. */
+static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb_outcome *o, mb_error *err)
 {
-	if (r->n_calls == r->cap_calls) {
-		int cap = r->cap_calls ? r->cap_calls * 2 : 64;
-		double *a = realloc(r->ev_ns, (size_t)cap * sizeof *a);
-		if (a != NULL)
-			r->ev_ns = a;
-		double *b = realloc(r->span_ns, (size_t)cap * sizeof *b);
-		if (b != NULL)
-			r->span_ns = b;
-		int *l = realloc(r->launches, (size_t)cap * sizeof *l);
-		if (l != NULL)
-			r->launches = l;
-		if (a == NULL || b == NULL || l == NULL)
-			return mb_error_set(err, MB_ENOMEM, r->plan->id, "out of memory for samples");
-		r->cap_calls = cap;
-	}
-	r->ev_ns[r->n_calls] = ev_ns;
-	r->span_ns[r->n_calls] = span_ns;
-	r->launches[r->n_calls] = launches;
-	r->n_calls++;
-	return 0;
-}
+	mb_cupti_call calls[2 * MB_MAX_BATCH];
+	bool cold = dc->plan->mode == MB_MODE_COLD, held = false;
+	int n = b->n, hold = cold ? COLD_HELD_CALLS : held_calls(dc), rc = 0;
+	uint64_t first_id;
+	cudaError_t ce = cudaSuccess;
 
-/* Enqueue `n` timed calls in the case's mode, wait, and turn CUPTI's
- * records and the events into samples. Returns 0, a negative MB_E* harness
- * error, or 1 with *ce set for a CUDA failure. */
-static int timed_batch(case_run *r, int n, mb_error *err, cudaError_t *ce)
-{
-	int rc = 0;
-	mb_cupti_call calls[HOT_BATCH];
-	uint64_t first_id = B.next_id;
-	bool cold = r->plan->mode == MB_MODE_COLD;
-	bool held = false;
-	for (int i = 0; i < n; i++) {
-		if (cold) {
-			/* A new value each time, so no write is ever a no-op. */
-			int64_t t0 = mb_now_ns();
-			*ce = cudaMemsetAsync(B.flush_buf, (int)(++B.flush_value & 0xFF), B.flush_bytes, B.stream);
-			if (*ce == cudaSuccess)
-				*ce = (cudaError_t)mb_l2_flush_read(B.stream, B.flush_buf, B.flush_bytes,
-					(unsigned *)B.flush_buf);
-			if (*ce == cudaSuccess)
-				*ce = cudaStreamSynchronize(B.stream);
-			r->phases->l2_flush += mb_now_ns() - t0;
-			if (*ce != cudaSuccess)
-				goto done;
-		}
-		/* hold the stream while the events and calls are enqueued (a cold
-		 * call alone, a hot or graph batch together) */
-		if (B.blocked && !held) {
-			if ((*ce = (cudaError_t)mb_blocker_hold(&B.blocker, B.stream)) != cudaSuccess)
-				goto done;
-			held = true;
-		}
-		uint64_t id = B.next_id++;
-		if (B.cupti && (rc = mb_cupti_call_begin(id, err)) != 0)
-			goto done;
-		*ce = cudaEventRecord(B.ev[2 * i], B.stream);
-		if (*ce == cudaSuccess)
-			*ce = call_variant(r);
-		if (*ce == cudaSuccess)
-			*ce = cudaEventRecord(B.ev[2 * i + 1], B.stream);
-		if (B.cupti && (rc = mb_cupti_call_end(err)) != 0)
-			goto done;
-		if (*ce != cudaSuccess)
-			goto done;
-		if (cold && held) {
+	if (!cold && n > hold)
+		n = hold;
+	b->n = n;
+	first_id = B.next_id;
+	B.next_id += 2 * (uint64_t)n; /* calls first, then their flushes */
+	if (!dc->clock_read) {
+		dc->clock_known = mb_cuda_nvml_sm_clock_mhz(&dc->clock_start_mhz);
+		dc->clock_read = true;
+	}
+	if (B.blocked) {
+		CUDA_TRY(mb_blocker_hold(&B.blocker, B.stream), "timed calls", false);
+		held = true;
+	}
+	for (int i = 0; i < n && ce == cudaSuccess && rc == 0; i++) {
+		ce = queue_call(dc, i, first_id + (uint64_t)i, first_id + (uint64_t)(n + i), err, &rc);
+		if (held && i + 1 == hold) {
 			mb_blocker_release(&B.blocker);
 			held = false;
 		}
 	}
-	if (held) {
-		mb_blocker_release(&B.blocker);
-		held = false;
-	}
-	if ((*ce = cudaStreamSynchronize(B.stream)) != cudaSuccess)
-		goto done;
-	if (B.cupti && ((rc = mb_cupti_flush(err)) != 0 ||
-	                (rc = mb_cupti_collect(calls, first_id, n, &r->kernels, err)) != 0))
-		goto done;
-	unsigned mhz = 0;
-	bool sag = r->clock_known && mb_cuda_nvml_sm_clock_mhz(&mhz) &&
-		(double)mhz < CLOCK_SAG_FRACTION * (double)r->clock_start_mhz;
-	r->sagged = r->sagged || sag;
-	for (int i = 0; i < n; i++) {
-		float ms = 0.0f;
-		if ((*ce = cudaEventElapsedTime(&ms, B.ev[2 * i], B.ev[2 * i + 1])) != cudaSuccess)
-			goto done;
-		double ev_ns = (double)ms * NS_PER_MS;
-		double sample = B.cupti ? (double)calls[i].busy_ns : ev_ns;
-		r->cupti_gap = r->cupti_gap || (B.cupti && calls[i].launches == 0);
-		if ((rc = mb_sampler_add(&r->s, sample, sag, err)) != 0 ||
-		    (rc = record_call(r, ev_ns, B.cupti ? (double)calls[i].span_ns : ev_ns,
-		                      B.cupti ? calls[i].launches : -1, err)) != 0)
-			goto done;
-	}
-done:
 	if (held)
 		mb_blocker_release(&B.blocker);
-	if (rc == 0 && *ce != cudaSuccess)
-		rc = 1;
-	return rc;
-}
-
-static cudaError_t build_graph(case_run *r)
-{
-	cudaError_t ce = cudaStreamBeginCapture(B.stream, cudaStreamCaptureModeThreadLocal);
-	if (ce != cudaSuccess)
-		return ce;
-	cudaError_t launch = call_variant(r);
-	ce = cudaStreamEndCapture(B.stream, &r->graph);
-	if (launch != cudaSuccess)
-		return launch;
-	if (ce != cudaSuccess)
-		return ce;
-	return cudaGraphInstantiate(&r->exec, r->graph, 0);
-}
-
-static int cmp_int(const void *a, const void *b)
-{
-	int x = *(const int *)a, y = *(const int *)b;
-	return (x > y) - (x < y);
-}
-
-static double median_of(double *v, int n)
-{
-	if (n == 0)
-		return NAN;
-	qsort(v, (size_t)n, sizeof *v, mb_cmp_double);
-	return mb_quantile_sorted(v, n, 0.5);
-}
-
-/* Compare what CUPTI saw with what the variant declares. */
-static void add_signature(case_run *r, int observed)
-{
-	const mb_variant *v = r->plan->variant;
-	json_t *expected = json_array();
-	bool matches = B.cupti && observed == v->launches_per_call;
-	int n_patterns = 0;
-	for (int p = 0; p < MB_MAX_KERNEL_PATTERNS && v->kernel_patterns[p] != NULL; p++, n_patterns++) {
-		json_array_append_new(expected, json_string(v->kernel_patterns[p]));
-		bool seen = false;
-		for (int k = 0; k < r->kernels.n; k++)
-			seen = seen || strstr(r->kernels.items[k].name, v->kernel_patterns[p]) != NULL;
-		if (!seen) {
-			matches = false;
-			mb_case_json_add_finding(r->c, "launch_signature",
-				"declared kernel '%s' never ran", v->kernel_patterns[p]);
-		}
+	if (rc != 0)
+		return rc;
+	CUDA_TRY(ce, "timed calls", true);
+	CUDA_TRY(cudaStreamSynchronize(B.stream), "timed calls", false);
+	if (B.cupti && ((rc = mb_cupti_flush(err)) != 0 ||
+	                (rc = mb_cupti_collect(calls, first_id, 2 * n, &dc->kernels, n, err)) != 0))
+		return rc;
+	unsigned mhz = 0;
+	b->sagged = dc->clock_known && mb_cuda_nvml_sm_clock_mhz(&mhz) &&
+		(double)mhz < MB_CLOCK_SAG_FRACTION * (double)dc->clock_start_mhz;
+	for (int i = 0; i < n; i++) {
+		float ms = 0.0f;
+		CUDA_TRY(cudaEventElapsedTime(&ms, B.ev[2 * i], B.ev[2 * i + 1]), "timed calls", false);
+		b->events_ns[i] = (double)ms * NS_PER_MS;
+		b->sample_ns[i] = !B.cupti ? b->events_ns[i] : calls[i].launches > 0 ? (double)calls[i].busy_ns : -1;
+		b->span_ns[i] = B.cupti ? (double)calls[i].span_ns : b->events_ns[i];
+		b->launches[i] = B.cupti ? calls[i].launches : -1;
+		/* the flushes' device time; without CUPTI it stays in idle time */
+		if (B.cupti && cold)
+			phases->l2_flush += calls[n + i].busy_ns;
 	}
-	for (int k = 0; k < r->kernels.n; k++) {
-		bool declared = false;
-		for (int p = 0; p < n_patterns; p++)
-			declared = declared || strstr(r->kernels.items[k].name, v->kernel_patterns[p]) != NULL;
-		if (!declared) {
-			matches = false;
-			mb_case_json_add_finding(r->c, "launch_signature",
-				"undeclared kernel ran: %s", r->kernels.items[k].name);
-		}
+	return 0;
+}
+
+/* Grow a buffer to at least `need` bytes (device or host). */
+static cudaError_t grow(void **p, size_t *have, size_t need, bool device)
+{
+	if (need <= *have)
+		return cudaSuccess;
+	if (device) {
+		cudaFree(*p);
+		*p = NULL;
+		*have = 0;
+		cudaError_t ce = cudaMalloc(p, need);
+		if (ce != cudaSuccess)
+			return ce;
+	} else {
+		void *q = realloc(*p, need);
+		if (q == NULL)
+			return cudaErrorMemoryAllocation;
+		*p = q;
 	}
+	*have = need;
+	return cudaSuccess;
+}
+
+static int cuda_read_rows(mb_dev_case *dc, int tensor, const int64_t *rows, int64_t n_rows, float *out,
+	mb_outcome *o)
+{
+	const mb_tensor_spec *spec = &dc->spec[tensor];
+	size_t row_bytes = (size_t)spec->row_elems * mb_tensor_elem_bytes(spec, dc->plan->dtype);
+	size_t bytes = (size_t)n_rows * row_bytes;
+	const void *from = dc->dev[tensor];
+
+	CUDA_TRY(grow(&dc->host, &dc->host_bytes, bytes + 1, false), "reading rows back", false);
+	if (rows != NULL) {
+		/* only the checked rows cross to the host */
+		CUDA_TRY(grow((void **)&dc->rows, &dc->rows_bytes, (size_t)n_rows * sizeof *rows, true),
+			"reading rows back", false);
+		CUDA_TRY(grow(&dc->packed, &dc->packed_bytes, bytes, true), "reading rows back", false);
+		CUDA_TRY(cudaMemcpyAsync(dc->rows, rows, (size_t)n_rows * sizeof *rows, cudaMemcpyHostToDevice,
+			B.stream), "reading rows back", false);
+		CUDA_TRY(mb_cuda_gather_rows(B.stream, dc->packed, dc->dev[tensor], dc->rows, n_rows, row_bytes),
+			"reading rows back", false);
+		from = dc->packed;
+	}
+	CUDA_TRY(cudaMemcpyAsync(dc->host, from, bytes, cudaMemcpyDeviceToHost, B.stream), "reading rows back", false);
+	CUDA_TRY(cudaStreamSynchronize(B.stream), "reading rows back", false);
+	mb_tensor_unpack(spec, dc->plan->dtype, dc->host, out, (size_t)n_rows * (size_t)spec->row_elems);
+	return 0;
+}
+
+static void cuda_report(mb_dev_case *dc, mb_dev_report *out)
+{
+	memset(out, 0, sizeof *out);
+	out->peak_bytes = (int64_t)(dc->total_bytes + B.flush_bytes + dc->packed_bytes + dc->rows_bytes);
+	out->sample_source = B.cupti ? "cupti" : "events";
+	out->kernels = B.cupti ? mb_cupti_kernels_json(&dc->kernels) : NULL;
 	if (!B.cupti)
-		mb_case_json_add_finding(r->c, "launch_signature",
-			"launches not observed (CUPTI unavailable: %s)", B.cupti_why);
-	else if (observed != v->launches_per_call)
-		mb_case_json_add_finding(r->c, "launch_signature",
-			"%d launches per call observed, %d declared", observed, v->launches_per_call);
-	json_object_set_new(r->c, "signature", json_pack("{s:i, s:o, s:o, s:b}",
-		"expected_launches", v->launches_per_call, "expected_kernels", expected,
-		"observed_launches", B.cupti ? json_integer(observed) : json_null(), "matches", matches));
+		out->unobserved_why = B.cupti_why[0] ? B.cupti_why : "CUPTI unavailable";
+	out->clock_start_mhz = dc->clock_known ? dc->clock_start_mhz : 0;
 }
 
-/* The observed launches per call: the most common count. A call whose
- * count differs from the declaration already fails the signature through
- * the mismatch finding added here. */
-static int observed_launches(case_run *r)
+static void cuda_close(mb_dev_case *dc)
 {
-	if (r->n_calls == 0)
-		return 0;
-	int *l = malloc((size_t)r->n_calls * sizeof *l);
-	if (l == NULL)
-		return r->launches[0];
-	memcpy(l, r->launches, (size_t)r->n_calls * sizeof *l);
-	qsort(l, (size_t)r->n_calls, sizeof *l, cmp_int);
-	int best = l[0], best_n = 0;
-	for (int i = 0, run = 0; i < r->n_calls; i++) {
-		run = (i > 0 && l[i] == l[i - 1]) ? run + 1 : 1;
-		if (run > best_n)
-			best = l[i], best_n = run;
-	}
-	bool uneven = l[0] != l[r->n_calls - 1];
-	free(l);
-	if (uneven)
-		mb_case_json_add_finding(r->c, "launch_signature",
-			"launch count varies between calls (most often %d)", best);
-	return best;
-}
-
-static int write_results(case_run *r, const json_t *ceilings, bool converged, mb_error *err)
-{
-	int rc = 0;
-	mb_check merged;
-	json_t *checks = json_pack("[ss]", "first", "last");
-	json_t *evs = json_array();
-	const mb_row *row = r->plan->row;
-	mb_check_init(&merged);
-	mb_check_merge(&merged, &r->first);
-	mb_check_merge(&merged, &r->last);
-	bool passed = mb_check_passed(&merged);
-	bool cupti_timed = B.cupti && !r->cupti_gap;
-	if (B.cupti && r->cupti_gap) {
-		/* A zero busy time is no measurement: keep the whole case on one
-		 * clock, the events, and say why. */
-		for (int i = 0; i < r->s.n && i < r->n_calls; i++)
-			r->s.samples_ns[i] = r->ev_ns[i];
-		mb_case_json_add_finding(r->c, "other",
-			"CUPTI attributed no launch to some calls; samples are CUDA event times");
-	}
-	json_t *corr = mb_correctness_json(&merged, row->reference_name, &row->tolerance[r->plan->dtype],
-		r->n_rows, r->rows_total, r->row_seed, checks);
-	json_t *timing = mb_sampler_json(&r->s, cupti_timed ? "cupti" : "events", r->settings->warmup, converged);
-	if (corr == NULL || timing == NULL || evs == NULL) {
-		json_decref(corr);
-		json_decref(timing);
-		rc = mb_error_set(err, MB_ENOMEM, r->plan->id, "out of memory writing the case");
-		goto cleanup;
-	}
-	for (int i = 0; i < r->n_calls; i++)
-		json_array_append_new(evs, json_real(r->ev_ns[i]));
-	int observed = B.cupti ? observed_launches(r) : -1;
-	json_object_set_new(timing, "events_samples_ns", evs);
-	evs = NULL;
-	json_object_set_new(timing, "events_median_ns", json_real(median_of(r->ev_ns, r->n_calls)));
-	json_object_set_new(timing, "span_median_ns", json_real(median_of(r->span_ns, r->n_calls)));
-	json_object_set_new(timing, "launches_per_call", B.cupti ? json_integer(observed) : json_null());
-	json_object_set_new(r->c, "correctness", corr);
-	json_object_set_new(r->c, "timing", timing);
-	json_object_set_new(r->c, "throughput", mb_throughput_json(row->bytes(r->plan->axis, r->plan->dtype),
-		row->flops(r->plan->axis), mb_sampler_median(&r->s), ceilings));
-	json_object_set_new(r->c, "memory", json_pack("{s:I}", "peak_bytes",
-		(json_int_t)(r->total_bytes + B.flush_bytes)));
-	json_object_set_new(r->c, "kernels", mb_cupti_kernels_json(&r->kernels));
-	add_signature(r, observed);
-	if (r->sagged)
-		mb_case_json_add_finding(r->c, "clock_sag",
-			"SM clock fell below %.0f%% of its %u MHz start value; those samples are excluded",
-			CLOCK_SAG_FRACTION * 100.0, r->clock_start_mhz);
-	if (!converged)
-		mb_case_json_add_finding(r->c, "not_converged",
-			"relative noise %.4f after %d samples (target %.4f)", mb_sampler_rel_noise(&r->s),
-			r->s.n, r->settings->max_noise);
-	if (!passed) {
-		char text[WHY_BYTES];
-		snprintf(text, sizeof text, "wrong answer: %llu of %llu elements over tolerance, %llu NaN, %llu Inf",
-			(unsigned long long)merged.over_tolerance, (unsigned long long)merged.compared,
-			(unsigned long long)merged.nan_count, (unsigned long long)merged.inf_count);
-		mb_case_json_set_status(r->c, "failed", text);
-		mb_case_json_add_finding(r->c, "correctness", "%s", text);
-	}
-	r->phases->goodput += mb_sampler_kept_sum_ns(&r->s);
-cleanup:
-	if (corr == NULL)
-		json_decref(checks); /* mb_correctness_json took it otherwise */
-	json_decref(evs);
-	return rc;
-}
-
-/* Everything up to and including the first checked call. Returns as
- * timed_batch does. */
-static int prepare(case_run *r, mb_error *err, cudaError_t *ce, const char **what, bool *launched)
-{
-	int rc = 0;
-	const mb_case_plan *plan = r->plan;
-	uint64_t seed = mb_case_seed(r->settings->seed, plan->id);
-	int64_t t0 = mb_now_ns();
-	if ((rc = mb_host_tensors_make(&r->ht, plan, seed, err)) != 0)
-		return rc;
-	r->ht_made = true;
-	*what = "inputs";
-	rc = alloc_tensors(r, ce);
-	r->phases->input_generation += mb_now_ns() - t0;
-	if (rc != 0)
-		return rc == 1 ? 1 : mb_error_set(err, rc, plan->id, "out of memory for staging");
-
-	t0 = mb_now_ns();
-	int first_out = 0;
-	while (first_out < r->ht.n_tensors && !r->ht.spec[first_out].is_output)
-		first_out++;
-	r->rows_total = first_out < r->ht.n_tensors ? r->ht.spec[first_out].rows : 0;
-	r->row_seed = seed ^ ROW_SEED_SALT;
-	if ((rc = mb_check_rows_pick(&r->rows, &r->n_rows, r->rows_total, r->settings->max_check_rows,
-		r->row_seed, err)) != 0)
-		return rc;
-	if (r->rows == NULL)
-		r->n_rows = r->rows_total;
-	if ((rc = mb_reference_run(r->want, plan, &r->ht, r->rows, r->n_rows, err)) != 0)
-		return rc;
-	r->want_made = true;
-	r->phases->reference += mb_now_ns() - t0;
-
-	/* The first call, on poisoned outputs: an unwritten element stays NaN. */
-	t0 = mb_now_ns();
-	*what = "first call";
-	if ((*ce = poison_outputs(r)) != cudaSuccess)
-		return 1;
-	*launched = true;
-	if ((*ce = call_variant(r)) != cudaSuccess)
-		return 1;
-	*launched = false;
-	if ((*ce = cudaStreamSynchronize(B.stream)) != cudaSuccess || (*ce = check_outputs(r, &r->first)) != cudaSuccess)
-		return 1;
-	r->phases->correctness += mb_now_ns() - t0;
-	return 0;
-}
-
-/* Warm-up (and the graph, in graph mode), the timed calls, and the last
- * checked call. */
-static int sample(case_run *r, bool *converged, mb_error *err, cudaError_t *ce, const char **what, bool *launched)
-{
-	int rc = 0;
-	int64_t t0 = mb_now_ns();
-	if (r->plan->mode == MB_MODE_GRAPH) {
-		*what = "graph capture";
-		*launched = true;
-		if ((*ce = build_graph(r)) != cudaSuccess)
-			return 1;
-		*launched = false;
-	}
-	*what = "warm-up";
-	for (int i = 0; i < r->settings->warmup; i++)
-		if ((*ce = call_variant(r)) != cudaSuccess)
-			return 1;
-	if ((*ce = cudaStreamSynchronize(B.stream)) != cudaSuccess)
-		return 1;
-	if (B.cupti && (rc = mb_cupti_flush(err)) != 0)
-		return rc;
-	mb_cupti_discard();
-	r->phases->warmup += mb_now_ns() - t0;
-
-	if ((rc = mb_sampler_init(&r->s, r->settings, err)) != 0)
-		return rc;
-	r->s_made = true;
-	r->clock_known = mb_cuda_nvml_sm_clock_mhz(&r->clock_start_mhz);
-	*what = "timed calls";
-	int batch = r->plan->mode == MB_MODE_COLD ? 1 : HOT_BATCH;
-	do {
-		if ((rc = timed_batch(r, batch, err, ce)) != 0)
-			return rc;
-	} while (!mb_sampler_done(&r->s, converged));
-
-	/* The last timed call runs on poisoned outputs and is checked: it
-	 * proves the timed path (graph replay included) computes the answer.
-	 * The poisoning is not bracketed, so it is not in the sample. */
-	*what = "last call";
-	if ((*ce = poison_outputs(r)) != cudaSuccess)
-		return 1;
-	if ((rc = timed_batch(r, 1, err, ce)) != 0)
-		return rc;
-	t0 = mb_now_ns();
-	if ((*ce = check_outputs(r, &r->last)) != cudaSuccess)
-		return 1;
-	r->phases->correctness += mb_now_ns() - t0;
-	return 0;
-}
-
-static void case_run_free(case_run *r)
-{
-	if (r->exec != NULL)
-		cudaGraphExecDestroy(r->exec);
-	if (r->graph != NULL)
-		cudaGraphDestroy(r->graph);
-	for (int i = 0; i < MB_MAX_TENSORS; i++)
-		if (r->dev[i] != NULL)
-			cudaFree(r->dev[i]);
-	if (r->want_made)
-		mb_reference_free(r->want, &r->ht);
-	if (r->ht_made)
-		mb_host_tensors_free(&r->ht);
-	if (r->s_made)
-		mb_sampler_free(&r->s);
-	free(r->rows);
-	free(r->staging);
-	free(r->ev_ns);
-	free(r->span_ns);
-	free(r->launches);
-	mb_cupti_kernels_free(&r->kernels);
-}
-
-static int cuda_run_case(json_t **out_case, const mb_case_plan *plan, const mb_settings *settings,
-	const json_t *ceilings, mb_phase_ns *phases, mb_error *err)
-{
-	int rc = 0;
-	case_run r;
-	cudaError_t ce = cudaSuccess;
-	const char *what = "setup";
-	bool launched = false, converged = false;
-	memset(&r, 0, sizeof r);
-	r.plan = plan;
-	r.settings = settings;
-	r.phases = phases;
-	*out_case = NULL;
-	nvtxRangePushA(plan->id);
-	r.c = mb_case_json_new(plan, "cuda");
-	if (r.c == NULL) {
-		rc = mb_error_set(err, MB_ENOMEM, plan->id, "out of memory");
-		goto cleanup;
-	}
-	if (B.lost) {
-		char text[2 * WHY_BYTES];
-		snprintf(text, sizeof text, "device context lost in an earlier case: %s", B.lost_text);
-		mb_case_json_set_status(r.c, "crashed", text);
-		goto done;
-	}
-	if (plan->variant->launch == NULL || !(plan->variant->dtype_mask & (1u << plan->dtype))) {
-		mb_case_json_set_status(r.c, "skipped", "the variant has no GPU launch for this dtype");
-		goto done;
-	}
-	if ((rc = ensure_ready(phases, err)) != 0) {
-		mb_case_json_set_status(r.c, "crashed", err->text);
-		rc = 0;
-		goto done;
-	}
-	rc = prepare(&r, err, &ce, &what, &launched);
-	if (rc == 0)
-		rc = sample(&r, &converged, err, &ce, &what, &launched);
-	if (rc == 1) {
-		/* A CUDA error is the case's outcome, not a harness failure. */
-		case_cuda_fail(r.c, ce, what, launched);
-		rc = 0;
-		goto done;
-	}
-	if (rc != 0)
-		goto cleanup;
-	if ((rc = write_results(&r, ceilings, converged, err)) != 0)
-		goto cleanup;
-done:
-	*out_case = r.c;
-	r.c = NULL;
-cleanup:
+	if (dc == NULL)
+		return;
 	if (B.cupti)
 		mb_cupti_discard();
-	case_run_free(&r);
-	json_decref(r.c);
-	nvtxRangePop();
-	return rc;
+	if (dc->exec != NULL)
+		cudaGraphExecDestroy(dc->exec);
+	if (dc->graph != NULL)
+		cudaGraphDestroy(dc->graph);
+	for (int i = 0; i < MB_MAX_TENSORS; i++)
+		if (dc->dev[i] != NULL)
+			cudaFree(dc->dev[i]);
+	cudaFree(dc->packed);
+	cudaFree(dc->rows);
+	free(dc->host);
+	mb_cupti_kernels_free(&dc->kernels);
+	if (dc->nvtx)
+		nvtxRangePop();
+	free(dc);
 }
 
 static const mb_backend CUDA_BACKEND = {
 	.name = "cuda",
+	.fp32_variants = false,
+	.overlap_host_work = true,
+	.max_batch = MB_MAX_BATCH,
 	.probe = cuda_probe,
-	.run_case = cuda_run_case,
+	.open = cuda_open,
+	.fill = cuda_fill,
+	.poison = cuda_poison,
+	.call = cuda_call,
+	.sync = cuda_sync,
+	.arm = cuda_arm,
+	.time_batch = cuda_time_batch,
+	.read_rows = cuda_read_rows,
+	.report = cuda_report,
+	.close = cuda_close,
 	.shutdown = cuda_shutdown,
 };
 

@@ -23,15 +23,8 @@ __global__ void __launch_bounds__(FLUSH_THREADS) mb_l2_flush_read_kernel(const u
 		*sink = acc;
 }
 
-extern "C" int mb_l2_flush_read(void *stream, const void *buf, size_t bytes, unsigned *sink)
+extern "C" int mb_l2_flush_read(void *stream, const void *buf, size_t bytes, unsigned *sink, int sms)
 {
-	int device = 0, sms = 0;
-	cudaError_t ce = cudaGetDevice(&device);
-
-	if (ce == cudaSuccess)
-		ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-	if (ce != cudaSuccess)
-		return (int)ce;
 	mb_l2_flush_read_kernel<<<(unsigned)(sms * FLUSH_BLOCKS_PER_SM), FLUSH_THREADS, 0, (cudaStream_t)stream>>>(
 		(const uint4 *)buf, bytes / 16, sink);
 	return (int)cudaGetLastError();

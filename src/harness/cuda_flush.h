@@ -15,10 +15,11 @@
 extern "C" {
 #endif
 
-/* Queue a read of `bytes` (a multiple of 16) at `buf` on `stream`; `sink`
- * is a device word the kernel writes only in a case that never happens, so
- * the loads cannot be optimised away. Returns 0 or a cudaError_t value. */
-int mb_l2_flush_read(void *stream, const void *buf, size_t bytes, unsigned *sink);
+/* Queue a read of `bytes` (a multiple of 16) at `buf` on `stream`, a few
+ * blocks per SM of the device's `sms`; `sink` is a device word the kernel
+ * writes only in a case that never happens, so the loads cannot be
+ * optimised away. Returns 0 or a cudaError_t value. */
+int mb_l2_flush_read(void *stream, const void *buf, size_t bytes, unsigned *sink, int sms);
 
 #ifdef __cplusplus
 }

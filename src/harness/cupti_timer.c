@@ -387,7 +387,7 @@ static int kernel_add(mb_cupti_kernels *k, const op_rec *op)
 }
 
 int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
-	mb_cupti_kernels *kernels, mb_error *err)
+	mb_cupti_kernels *kernels, int n_listed, mb_error *err)
 {
 	int rc = 0;
 	uint64_t *first_start = NULL, *last_end = NULL;
@@ -447,7 +447,7 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 			first_start[c] = op->start;
 		if (op->end > last_end[c])
 			last_end[c] = op->end;
-		if (kernels != NULL) {
+		if (kernels != NULL && c < (size_t)n_listed) {
 			rc = kernel_add(kernels, op);
 			if (rc != 0) {
 				mb_error_set(err, rc, "cupti", "out of memory listing kernels");
@@ -494,7 +494,7 @@ int mb_cupti_call_begin(uint64_t id, mb_error *err) { return no_cupti(err); }
 int mb_cupti_call_end(mb_error *err) { return no_cupti(err); }
 int mb_cupti_flush(mb_error *err) { return no_cupti(err); }
 int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
-	mb_cupti_kernels *kernels, mb_error *err) { return no_cupti(err); }
+	mb_cupti_kernels *kernels, int n_listed, mb_error *err) { return no_cupti(err); }
 void mb_cupti_discard(void) {}
 void mb_cupti_counts(uint64_t *ops, uint64_t *exts, uint64_t *apis) { *ops = *exts = *apis = 0; }
 

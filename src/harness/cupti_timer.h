@@ -67,10 +67,12 @@ int mb_cupti_call_end(mb_error *err);
 int mb_cupti_flush(mb_error *err);
 
 /* Fill calls[i] for ids first_id .. first_id + n - 1 from the records
- * gathered so far, add their kernels to `kernels` (may be NULL), then drop
- * every gathered record. A call with no records gets launches = 0. */
+ * gathered so far, add the kernels of the first `n_listed` of them to
+ * `kernels` (may be NULL; the rest are work such as cache flushes that is
+ * timed but not the variant's), then drop every gathered record. A call
+ * with no records gets launches = 0. */
 int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
-	mb_cupti_kernels *kernels, mb_error *err);
+	mb_cupti_kernels *kernels, int n_listed, mb_error *err);
 
 /* Drop every gathered record (for work that was not bracketed). */
 void mb_cupti_discard(void);

@@ -1,5 +1,6 @@
 #include "harness/runner.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "mb_config.h"
 #include "harness/case_common.h"
+#include "harness/case_driver.h"
 #include "harness/hostinfo.h"
 #include "harness/isolate.h"
 #include "receipts/provenance.h"
@@ -20,6 +22,8 @@
 #define CASE_SLACK_S 10.0
 #define SETUP_BYTES_PER_S 100e6
 #define PROBE_TIMEOUT_S 300.0
+/* The parent wakes at least this often while a child works. */
+#define REFRESH_NS 1000000000LL
 #define NS_PER_S 1e9
 #define CHILD_EXIT_CRASHED 3
 #define CHILD_EXIT_HARNESS 2
@@ -28,7 +32,7 @@
 
 #define PHASE_FIELDS(X) \
 	X(goodput) X(context_load) X(ceilings) X(input_generation) \
-	X(reference) X(correctness) X(warmup) X(l2_flush)
+	X(reference) X(correctness) X(warmup) X(l2_flush) X(overlapped)
 
 static json_t *phases_json(const mb_phase_ns *p)
 {
@@ -92,38 +96,59 @@ typedef struct row_job {
 	size_t begin, end;
 } row_job;
 
+/* The row child's side of the driver's hooks: every event becomes a
+ * message to the parent. */
+typedef struct row_child {
+	int fd;
+	int status;
+} row_child;
+
+static void send_msg(row_child *rc, json_t *msg)
+{
+	if (!msg || mb_child_send(rc->fd, msg))
+		rc->status = CHILD_EXIT_HARNESS;
+	json_decref(msg);
+}
+
+static void on_case_start(void *ctx, size_t index)
+{
+	send_msg(ctx, json_pack("{s:I}", "start", (json_int_t)index));
+}
+
+static void on_tick(void *ctx, size_t index, int samples, double rel_noise, double elapsed_s)
+{
+	send_msg(ctx, json_pack("{s:I, s:i, s:f, s:f}", "tick", (json_int_t)index, "samples", samples,
+		"rel_noise", isfinite(rel_noise) ? rel_noise : 1.0, "elapsed_s", elapsed_s));
+}
+
+static int on_case_done(void *ctx, size_t index, const json_t *result, const mb_phase_ns *phases)
+{
+	row_child *rc = ctx;
+
+	send_msg(rc, json_pack("{s:I, s:O, s:o}", "index", (json_int_t)index, "case", result,
+		"phases", phases_json(phases)));
+	/* a sticky device error poisons the context: the next case gets a
+	 * fresh child */
+	if (rc->status == 0 && strcmp(json_string_value(json_object_get(result, "status")), "crashed") == 0)
+		rc->status = CHILD_EXIT_CRASHED;
+	return rc->status;
+}
+
 static int row_main(int fd, void *arg)
 {
 	const row_job *job = arg;
-	int status = 0;
+	row_child child = {fd, 0};
+	mb_driver_hooks hooks = {&child, on_case_start, on_tick, on_case_done};
+	size_t failed_at = job->begin;
+	mb_error err;
 
-	for (size_t i = job->begin; i < job->end && status == 0; i++) {
-		mb_phase_ns phases = {0};
-		json_t *result = NULL, *msg;
-		mb_error err;
-		int rc;
-
-		mb_error_clear(&err);
-		msg = json_pack("{s:I}", "start", (json_int_t)i);
-		mb_child_send(fd, msg);
-		json_decref(msg);
-		rc = job->backend->run_case(&result, &job->plan->cases[i], job->settings, job->ceilings, &phases, &err);
-		if (rc) {
-			status = send_error(fd, &err, (json_int_t)i);
-			break;
-		}
-		/* a sticky device error poisons the context: the next case gets a
-		 * fresh child */
-		if (strcmp(json_string_value(json_object_get(result, "status")), "crashed") == 0)
-			status = CHILD_EXIT_CRASHED;
-		msg = json_pack("{s:I, s:o, s:o}", "index", (json_int_t)i, "case", result, "phases", phases_json(&phases));
-		if (mb_child_send(fd, msg))
-			status = CHILD_EXIT_HARNESS;
-		json_decref(msg);
-	}
+	mb_error_clear(&err);
+	if (mb_driver_run(job->backend, job->plan, job->begin, job->end, job->settings, job->ceilings, &hooks,
+		&failed_at, &err))
+		child.status = send_error(fd, &err, (json_int_t)failed_at);
 	if (job->backend->shutdown)
 		job->backend->shutdown();
-	return status;
+	return child.status;
 }
 
 /* ---- the run ------------------------------------------------------------ */
@@ -158,6 +183,12 @@ static double case_budget_s(const mb_case_plan *c, const mb_settings *s)
 
 	mb_row_footprint(c->row, c->axis, MB_FP32, &elems, &bytes);
 	return 2 * s->timeout_s + CASE_SLACK_S + (double)bytes / SETUP_BYTES_PER_S;
+}
+
+/* When the child must have finished case `index`, counted from now. */
+static int64_t case_deadline(const mb_run_options *o, size_t index)
+{
+	return mb_now_ns() + (int64_t)(case_budget_s(&o->plan->cases[index], &o->suite->settings) * NS_PER_S);
 }
 
 static int run_probe(run_state *st, mb_error *err)
@@ -235,17 +266,31 @@ static int run_row(run_state *st, size_t begin, size_t end, mb_error *err)
 		rc = mb_child_spawn(&child, row_main, &job, err);
 		if (rc)
 			return rc;
+		int64_t deadline = case_deadline(o, current);
 		for (;;) {
 			json_t *msg = NULL;
-			int64_t deadline = mb_now_ns()
-				+ (int64_t)(case_budget_s(&o->plan->cases[current], &o->suite->settings) * NS_PER_S);
+			int64_t now = mb_now_ns();
 
-			rc = mb_child_next(&child, &msg, deadline, o->interrupted, err);
+			/* wake at least once a second, so that the live line moves */
+			rc = mb_child_next(&child, &msg, deadline < now + REFRESH_NS ? deadline : now + REFRESH_NS,
+				o->interrupted, err);
+			if (rc == MB_CHILD_TIMEOUT && mb_now_ns() < deadline) {
+				if (o->progress && o->progress->refresh)
+					o->progress->refresh(o->progress->ctx);
+				continue;
+			}
 			if (rc != MB_CHILD_MESSAGE)
 				break;
-			if (json_object_get(msg, "start")) {
+			if (json_object_get(msg, "tick")) {
+				if (o->progress && o->progress->case_tick)
+					o->progress->case_tick(o->progress->ctx, current,
+						(int)json_integer_value(json_object_get(msg, "samples")),
+						json_number_value(json_object_get(msg, "rel_noise")),
+						json_number_value(json_object_get(msg, "elapsed_s")));
+			} else if (json_object_get(msg, "start")) {
 				current = (size_t)json_integer_value(json_object_get(msg, "start"));
 				started = true;
+				deadline = case_deadline(o, current);
 				if (o->progress && o->progress->case_start)
 					o->progress->case_start(o->progress->ctx, current, &o->plan->cases[current]);
 			} else if (json_object_get(msg, "case")) {
@@ -253,6 +298,8 @@ static int run_row(run_state *st, size_t begin, size_t end, mb_error *err)
 				record_case(st, current, json_object_get(msg, "case"));
 				next = current + 1;
 				started = false;
+				/* the next case's setup starts now */
+				deadline = case_deadline(o, next < end ? next : current);
 			} else if (json_object_get(msg, "error")) {
 				int code = (int)json_integer_value(json_object_get(msg, "code"));
 				record_lost_case(st, current, code == MB_ENOMEM ? "oom" : "crashed",
@@ -419,9 +466,12 @@ static json_t *goodput_json(const mb_phase_ns *p, int64_t wall_ns)
 	json_t *g = json_object(), *bad = json_object();
 	int64_t spent = 0, idle;
 
-#define X(f) if (strcmp(#f, "goodput") != 0) { json_object_set_new(bad, #f, json_integer(p->f)); } spent += p->f;
+	/* overlapped host work took no wall time of its own: not badput */
+#define X(f) if (strcmp(#f, "goodput") != 0 && strcmp(#f, "overlapped") != 0) { \
+		json_object_set_new(bad, #f, json_integer(p->f)); spent += p->f; }
 	PHASE_FIELDS(X)
 #undef X
+	spent += p->goodput;
 	idle = wall_ns > spent ? wall_ns - spent : 0;
 	json_object_set_new(bad, "idle_host", json_integer(idle));
 	json_object_set_new(g, "wall_ns", json_integer(wall_ns));
@@ -429,6 +479,7 @@ static json_t *goodput_json(const mb_phase_ns *p, int64_t wall_ns)
 	json_object_set_new(g, "goodput_fraction", json_real(wall_ns > 0 && p->goodput <= wall_ns
 		? (double)p->goodput / (double)wall_ns : (wall_ns > 0 ? 1.0 : 0.0)));
 	json_object_set_new(g, "badput_ns", bad);
+	json_object_set_new(g, "overlapped_ns", json_pack("{s:I}", "host_work", (json_int_t)p->overlapped));
 	return g;
 }
 

@@ -16,6 +16,10 @@ typedef struct mb_progress {
 	void *ctx;
 	void (*begin)(void *ctx, size_t n_cases, const char *backend);
 	void (*case_start)(void *ctx, size_t index, const mb_case_plan *plan);
+	/* While a case samples: how far it is (about twice a second). */
+	void (*case_tick)(void *ctx, size_t index, int samples, double rel_noise, double elapsed_s);
+	/* At least once a second while a child works, message or not. */
+	void (*refresh)(void *ctx);
 	/* `result` is the receipt case object (borrowed). */
 	void (*case_done)(void *ctx, size_t index, const mb_case_plan *plan, const json_t *result);
 	void (*notice)(void *ctx, const char *text);

@@ -259,7 +259,7 @@ static int compare_pair(mb_diff *d, mb_case_diff *cd, mb_error *err)
 	int rc = 0;
 
 	cd->compared = true;
-	if (mb_compare_identical_code(d->base, d->head, row)) {
+	if (d->policy->identical_code_shortcut && mb_compare_identical_code(d->base, d->head, row)) {
 		memset(&cd->cmp, 0, sizeof(cd->cmp));
 		cd->cmp.cls = MB_CMP_SAME;
 		cd->cmp.identical_code = true;

@@ -42,6 +42,7 @@ void mb_policy_defaults(mb_policy *out)
 	out->t.min_effect = MB_POLICY_DEFAULT_MIN_EFFECT;
 	out->t.noise_ceiling = MB_POLICY_DEFAULT_NOISE_CEILING;
 	out->fail_on = DEFAULT_FAIL_ON;
+	out->identical_code_shortcut = true;
 	snprintf(out->source, sizeof(out->source), "built-in defaults");
 }
 
@@ -188,7 +189,8 @@ json_t *mb_policy_to_json(const mb_policy *policy)
 		if (mb_policy_fails_on(policy, (mb_finding_kind)k))
 			json_array_append_new(fail_on, json_string(finding_names[k]));
 	json_object_set_new(out, "rows", rows);
-	json_object_set_new(out, "gate", json_pack("{s:o}", "fail_on", fail_on));
+	json_object_set_new(out, "gate", json_pack("{s:o, s:b}", "fail_on", fail_on, "identical_code_shortcut",
+		policy->identical_code_shortcut));
 	json_object_set_new(out, "source", json_string(policy->source));
 	return out;
 }
@@ -255,6 +257,10 @@ void mb_policy_describe_changes(const mb_policy *policy, char *buf, size_t len)
 			n = snprintf(buf + used, len - used, "]\n");
 			used += n > 0 ? (size_t)n : 0;
 		}
+	}
+	if (!policy->identical_code_shortcut && used < len) {
+		int n = snprintf(buf + used, len - used, "identical code: statistics run anyway (--always-test)\n");
+		used += n > 0 ? (size_t)n : 0;
 	}
 	if (used >= len)
 		buf[len - 1] = '\0';

@@ -54,6 +54,9 @@ typedef struct mb_policy {
 	mb_policy_row *rows;
 	size_t n_rows;
 	unsigned fail_on;     /* bit (1u << kind) set: that finding fails the gate */
+	/* Where every file a row's code depends on is unchanged, call its cases
+	 * SAME without statistics (false: always run the statistics). */
+	bool identical_code_shortcut;
 	char source[MB_POLICY_SOURCE_MAX]; /* the file it came from, or "built-in defaults" */
 } mb_policy;
 

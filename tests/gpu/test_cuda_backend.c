@@ -12,6 +12,10 @@
 #include <string.h>
 
 #include "harness/backend.h"
+#include "harness/case_driver.h"
+#include "harness/cuda_headers.h"
+#include "harness/cuda_inputs.h"
+#include "harness/host_inputs.h"
 #include "harness/cupti_timer.h"
 #include "harness/suite.h"
 #include "kernels/catalog.h"
@@ -99,15 +103,29 @@ static const char *str(const json_t *o, const char *key)
 	return s ? s : "(null)";
 }
 
-/* Run one case; returns the case object (owned) or NULL. */
+/* The driver's hooks for one case: keep its result. */
+static int keep_result(void *ctx, size_t index, const json_t *result, const mb_phase_ns *phases)
+{
+	(void)index, (void)phases;
+	*(json_t **)ctx = json_incref((json_t *)result);
+	return 0;
+}
+
+/* Run one case through the case driver; returns the case object (owned)
+ * or NULL. */
 static json_t *run(const mb_backend *be, const mb_case_plan *p, const mb_settings *s,
 	const json_t *ceilings, mb_phase_ns *ph)
 {
 	json_t *c = NULL;
+	mb_case_plan one = *p;
+	mb_plan plan = {&one, 1};
+	mb_driver_hooks hooks = {.ctx = &c, .case_done = keep_result};
+	size_t failed_at = 0;
 	mb_error err;
 	mb_error_clear(&err);
-	int rc = be->run_case(&c, p, s, ceilings, ph, &err);
-	CHECK_MSG(rc == 0 && c != NULL, "%s: run_case: %s", p->id, err.text);
+	(void)ph;
+	int rc = mb_driver_run(be, &plan, 0, 1, s, ceilings, &hooks, &failed_at, &err);
+	CHECK_MSG(rc == 0 && c != NULL, "%s: driver: %s", p->id, err.text);
 	if (c == NULL)
 		return NULL;
 	check_schema(c, "case", p->id);
@@ -146,6 +164,67 @@ static void expect_status(json_t *c, const char *id, const char *want)
 		return;
 	CHECK_MSG(strcmp(str(c, "status"), want) == 0, "%s: status %s, expected %s (%s)", id,
 		str(c, "status"), want, str(c, "error"));
+}
+
+/* The device fill is bit for bit the host twin, for every fill kind and
+ * dtype, and the row gather reads back exactly the rows asked for. */
+static void check_inputs(void)
+{
+	static const mb_tensor_spec specs[] = {
+		{"normal", false, 1, 0, MB_FILL_NORMAL, 0, 1},
+		{"scaled", false, 1, 0, MB_FILL_NORMAL, 0, 0.25f},
+		{"cos", false, 1, 0, MB_FILL_UNIFORM, -1, 1},
+		{"w", false, 1, 0, MB_FILL_UNIFORM, 0.5f, 1.5f},
+		{"idx", false, 1, 0, MB_FILL_INDEX, 0, 8192},
+	};
+	const uint64_t n = (1u << 20) + 17, width = 1000;
+	float *host = malloc(n * sizeof(float)), *dev_vals = malloc(n * sizeof(float));
+	void *raw = malloc(n * sizeof(float)), *dev = NULL, *packed = NULL;
+	int64_t rows[] = {0, 3, 4, 700, 1047}, *dev_rows = NULL;
+	const int n_rows = (int)(sizeof rows / sizeof rows[0]);
+	cudaStream_t stream = NULL;
+
+	CHECK(host && dev_vals && raw);
+	CHECK(cudaMalloc(&dev, n * sizeof(float)) == cudaSuccess);
+	CHECK(cudaMalloc(&packed, n_rows * width * sizeof(float)) == cudaSuccess);
+	CHECK(cudaMalloc((void **)&dev_rows, sizeof rows) == cudaSuccess);
+	CHECK(cudaMemcpy(dev_rows, rows, sizeof rows, cudaMemcpyHostToDevice) == cudaSuccess);
+	for (size_t k = 0; host && dev_vals && raw && k < sizeof specs / sizeof specs[0]; k++) {
+		for (int d = 0; d < MB_DTYPE_COUNT; d++) {
+			mb_input_params p = mb_input_params_for(&specs[k], (int)k, 20261121 + (uint64_t)d);
+			size_t elem = mb_tensor_elem_bytes(&specs[k], (mb_dtype)d);
+			uint64_t differ = 0, first = n;
+			mb_host_fill(host, n, &p, (mb_dtype)d);
+			CHECK(mb_cuda_fill(stream, dev, n, &p, (mb_dtype)d) == 0);
+			CHECK(cudaMemcpy(raw, dev, n * elem, cudaMemcpyDeviceToHost) == cudaSuccess);
+			mb_tensor_unpack(&specs[k], (mb_dtype)d, raw, dev_vals, n);
+			for (uint64_t i = 0; i < n; i++) {
+				bool same = memcmp(&host[i], &dev_vals[i], sizeof(float)) == 0;
+				differ += !same;
+				if (!same && first == n)
+					first = i;
+			}
+			CHECK_MSG(differ == 0, "%s %s: %llu device values differ from the host twin (first at %llu: %a vs %a)",
+				specs[k].name, mb_dtype_name((mb_dtype)d), (unsigned long long)differ,
+				(unsigned long long)first, first < n ? host[first] : 0.0f, first < n ? dev_vals[first] : 0.0f);
+			/* rows of `width` elements, read back packed */
+			CHECK(mb_cuda_gather_rows(stream, packed, dev, dev_rows, n_rows, width * elem) == 0);
+			CHECK(cudaMemcpy(raw, packed, n_rows * width * elem, cudaMemcpyDeviceToHost) == cudaSuccess);
+			mb_tensor_unpack(&specs[k], (mb_dtype)d, raw, dev_vals, n_rows * width);
+			for (int r = 0; r < n_rows; r++)
+				CHECK_MSG(memcmp(dev_vals + r * width, host + rows[r] * width, width * sizeof(float)) == 0,
+					"%s %s: row %lld read back wrong", specs[k].name, mb_dtype_name((mb_dtype)d),
+					(long long)rows[r]);
+		}
+	}
+	printf("device inputs: %zu fills x %d dtypes of %llu elements match the host twin\n",
+		sizeof specs / sizeof specs[0], MB_DTYPE_COUNT, (unsigned long long)n);
+	cudaFree(dev);
+	cudaFree(packed);
+	cudaFree(dev_rows);
+	free(host);
+	free(dev_vals);
+	free(raw);
 }
 
 static void run_rows(const mb_backend *be, const mb_settings *s, const json_t *ceil, mb_phase_ns *ph)
@@ -261,6 +340,7 @@ int main(void)
 			json_object_set(g_record, "ceilings", ceil);
 		}
 		settings_init(&s);
+		check_inputs();
 		run_rows(be, &s, ceil, &ph);
 		run_broken(be, &s, ceil, &ph);
 		printf("phases ns: context %lld ceilings %lld inputs %lld reference %lld correctness %lld "

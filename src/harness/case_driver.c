@@ -1,0 +1,620 @@
+/* The case driver; see case_driver.h. */
+#include "harness/case_driver.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/case_common.h"
+#include "harness/host_inputs.h"
+
+/* A timed batch aims at about this much device time, so that its fixed
+ * cost (a synchronisation, collecting CUPTI's records, a clock reading)
+ * is small beside it, while the stopping rule is still asked often. */
+#define BATCH_TARGET_NS 20e6
+/* The first batch of a case, before a call's time is known. */
+#define FIRST_BATCH 4
+/* How often a sampling case reports progress. */
+#define TICK_NS 500000000LL
+#define NS_PER_S 1e9
+#define TEXT_BYTES 512
+#define KEY_SLACK 64
+
+/* ---- groups: one row, shape and dtype ------------------------------------ */
+
+typedef struct group {
+	const mb_plan *plan;
+	size_t begin, end;           /* its cases */
+	const mb_settings *settings;
+	bool fp32_variants;          /* check against the fp64 oracle */
+	uint64_t seed, row_seed;
+	int64_t *rows, n_rows, rows_total;
+	mb_host_tensors twin;        /* kept for its specs once the inputs are freed */
+	float *want[MB_MAX_TENSORS];
+	bool have_want;
+	int64_t twin_ns, reference_ns;
+	int rc;
+	mb_error err;
+	pthread_t thread;
+	bool threaded;
+} group;
+
+/* The part of a case id that names its group: row/dtype/family/shape (the
+ * id is row/variant/dtype/mode/family/shape, and no name but the family's
+ * holds a '/'). */
+static void group_key(char *buf, size_t len, const mb_case_plan *plan)
+{
+	const char *rest = plan->id;
+
+	for (int slash = 0; slash < 4 && rest; slash++) {
+		rest = strchr(rest, '/');
+		rest = rest ? rest + 1 : NULL;
+	}
+	snprintf(buf, len, "%s/%s/%s", plan->row->name, mb_dtype_name(plan->dtype), rest ? rest : plan->id);
+}
+
+void mb_driver_group_seeds(const mb_case_plan *plan, uint64_t run_seed, uint64_t *input_seed,
+	uint64_t *row_seed)
+{
+	/* row and dtype names are far shorter than the variant and mode they
+	 * replace, but the compiler cannot know that */
+	char key[sizeof(plan->id) + KEY_SLACK];
+
+	group_key(key, sizeof(key), plan);
+	*input_seed = mb_case_seed(run_seed, key);
+	*row_seed = mb_case_seed(*input_seed, "row sample");
+}
+
+static size_t group_end(const mb_plan *plan, size_t begin, size_t end)
+{
+	const mb_case_plan *a = &plan->cases[begin];
+	size_t i = begin + 1;
+
+	while (i < end) {
+		const mb_case_plan *b = &plan->cases[i];
+		if (b->row != a->row || b->dtype != a->dtype || strcmp(b->family, a->family)
+			|| memcmp(b->axis, a->axis, sizeof(a->axis)))
+			break;
+		i++;
+	}
+	return i;
+}
+
+/* The host side: the row sample, the twin's input rows, the reference. */
+static void *group_prepare(void *arg)
+{
+	group *g = arg;
+	const mb_case_plan *plan = &g->plan->cases[g->begin];
+	int64_t t0 = mb_now_ns();
+	mb_tensor_spec spec[MB_MAX_TENSORS];
+	int n = plan->row->tensors(plan->axis, spec), first_out = 0;
+
+	while (first_out < n && !spec[first_out].is_output)
+		first_out++;
+	g->rows_total = first_out < n ? spec[first_out].rows : 0;
+	g->rc = mb_check_rows_pick(&g->rows, &g->n_rows, g->rows_total, g->settings->max_check_rows,
+		g->row_seed, &g->err);
+	if (g->rc == 0)
+		g->rc = mb_host_tensors_twin(&g->twin, plan, g->seed, g->rows, g->n_rows, &g->err);
+	g->twin_ns = mb_now_ns() - t0;
+	t0 = mb_now_ns();
+	if (g->rc == 0) {
+		g->rc = g->fp32_variants ? mb_oracle_run(g->want, plan, &g->twin, g->rows, g->n_rows, &g->err)
+			: mb_reference_run(g->want, plan, &g->twin, g->rows, g->n_rows, &g->err);
+		g->have_want = g->rc == 0;
+	}
+	/* the reference has what it needs from the inputs */
+	mb_host_tensors_free(&g->twin);
+	g->reference_ns = mb_now_ns() - t0;
+	return NULL;
+}
+
+static void group_init(group *g, const mb_backend *be, const mb_plan *plan, size_t begin, size_t end,
+	const mb_settings *settings)
+{
+	memset(g, 0, sizeof(*g));
+	g->plan = plan;
+	g->begin = begin;
+	g->end = group_end(plan, begin, end);
+	g->settings = settings;
+	g->fp32_variants = be->fp32_variants;
+	mb_error_clear(&g->err);
+	mb_driver_group_seeds(&plan->cases[begin], settings->seed, &g->seed, &g->row_seed);
+}
+
+/* Start the host side on a thread, or do it here when it may not overlap
+ * or no thread can start. */
+static void group_start(group *g, bool overlap)
+{
+	g->threaded = overlap && pthread_create(&g->thread, NULL, group_prepare, g) == 0;
+	if (!g->threaded)
+		group_prepare(g);
+}
+
+/* Wait for the host side; the wait is badput split between input
+ * generation and the reference in proportion to their work, and the work
+ * done while the device was busy is overlapped. */
+static int group_join(group *g, mb_phase_ns *phases, mb_error *err)
+{
+	int64_t t0 = mb_now_ns(), waited, work;
+
+	if (g->threaded) {
+		pthread_join(g->thread, NULL);
+		g->threaded = false;
+		waited = mb_now_ns() - t0;
+		work = g->twin_ns + g->reference_ns;
+		if (waited > work)
+			waited = work;
+		phases->input_generation += work > 0 ? waited * g->twin_ns / work : 0;
+		phases->reference += work > 0 ? waited * g->reference_ns / work : 0;
+		phases->overlapped += work - waited;
+		g->twin_ns = g->reference_ns = 0; /* accounted once */
+	} else if (g->twin_ns + g->reference_ns > 0) {
+		phases->input_generation += g->twin_ns;
+		phases->reference += g->reference_ns;
+		g->twin_ns = g->reference_ns = 0;
+	}
+	if (g->rc && err)
+		*err = g->err;
+	return g->rc;
+}
+
+static void group_free(group *g)
+{
+	if (g->threaded)
+		pthread_join(g->thread, NULL);
+	g->threaded = false;
+	if (g->have_want)
+		mb_reference_free(g->want, &g->twin);
+	g->have_want = false;
+	mb_host_tensors_free(&g->twin);
+	free(g->rows);
+	g->rows = NULL;
+}
+
+/* ---- one case ------------------------------------------------------------ */
+
+/* The row's run: the group being timed and the one being prepared. */
+typedef struct driver {
+	const mb_backend *be;
+	const mb_plan *plan;
+	size_t end;
+	const mb_settings *settings;
+	group groups[2];
+	group *cur, *next;
+} driver;
+
+/* Once the current group's host side is in, the next one's may start: it
+ * then runs while this group's cases are timed. */
+static void driver_prefetch(driver *d)
+{
+	if (d->next || d->cur->end >= d->end)
+		return;
+	d->next = &d->groups[d->cur == &d->groups[0]];
+	group_init(d->next, d->be, d->plan, d->cur->end, d->end, d->settings);
+	group_start(d->next, d->be->overlap_host_work);
+}
+
+typedef struct case_run {
+	driver *d;
+	const mb_backend *be;
+	const mb_case_plan *plan;
+	const mb_settings *settings;
+	const json_t *ceilings;
+	group *g;
+	mb_phase_ns *phases;
+	const mb_driver_hooks *hooks;
+	size_t index;
+	json_t *c;
+	mb_dev_case *dc;
+	mb_outcome o;
+	float *got;                  /* one output's checked rows, packed */
+	mb_check first, last;
+	mb_sampler s;
+	bool s_made;
+	/* per timed call, beside the sampler's samples */
+	double *events_ns, *span_ns;
+	int *launches;
+	int n_calls, cap_calls;
+	bool have_events;            /* the backend gives a second clock */
+	bool unattributed;           /* a call had no kernel-time attribution */
+	bool sagged;
+	int64_t last_tick_ns;
+} case_run;
+
+static const mb_tolerance *case_tolerance(const case_run *r)
+{
+	return &r->plan->row->tolerance[r->be->fp32_variants ? MB_FP32 : r->plan->dtype];
+}
+
+/* Read the checked rows of every output back and compare them. */
+static int check_outputs(case_run *r, mb_check *chk, mb_error *err)
+{
+	const group *g = r->g;
+	const mb_host_tensors *t = &g->twin;
+	int64_t unit = mb_host_unit_rows(t);
+
+	mb_check_init(chk);
+	for (int i = t->n_inputs; i < t->n_tensors; i++) {
+		const mb_tensor_spec *spec = &t->spec[i];
+		int64_t n = mb_check_rows_of(spec, g->n_rows, unit);
+		const int64_t *rows = spec->rows == unit ? g->rows : NULL;
+		int rc;
+
+		free(r->got);
+		r->got = malloc((size_t)(n * spec->row_elems) * sizeof(float) + 1);
+		if (!r->got)
+			return mb_error_set(err, MB_ENOMEM, r->plan->id, "cannot hold %lld rows of %s",
+				(long long)n, spec->name);
+		if ((rc = r->be->read_rows(r->dc, i, rows, n, r->got, &r->o)))
+			return rc;
+		mb_check_add_packed(chk, spec, r->got, g->want[i], rows, n, unit, case_tolerance(r));
+	}
+	return 0;
+}
+
+static int record_call(case_run *r, const mb_batch *b, int i, mb_error *err)
+{
+	if (r->n_calls == r->cap_calls) {
+		int cap = r->cap_calls ? r->cap_calls * 2 : 64;
+		double *e = realloc(r->events_ns, (size_t)cap * sizeof(*e));
+		double *s = e ? realloc(r->span_ns, (size_t)cap * sizeof(*s)) : NULL;
+		int *l = s ? realloc(r->launches, (size_t)cap * sizeof(*l)) : NULL;
+
+		if (e)
+			r->events_ns = e;
+		if (s)
+			r->span_ns = s;
+		if (!l)
+			return mb_error_set(err, MB_ENOMEM, r->plan->id, "out of memory for samples");
+		r->launches = l;
+		r->cap_calls = cap;
+	}
+	r->events_ns[r->n_calls] = b->events_ns ? b->events_ns[i] : NAN;
+	r->span_ns[r->n_calls] = b->span_ns ? b->span_ns[i] : NAN;
+	r->launches[r->n_calls] = b->launches ? b->launches[i] : -1;
+	r->n_calls++;
+	return 0;
+}
+
+/* One timed batch of n calls into the sampler. */
+static int timed_batch(case_run *r, int n, mb_error *err)
+{
+	double sample[MB_MAX_BATCH], events[MB_MAX_BATCH], span[MB_MAX_BATCH];
+	int launches[MB_MAX_BATCH];
+	mb_batch b = {n, sample, events, span, launches, false};
+	int rc;
+
+	if ((rc = r->be->time_batch(r->dc, &b, r->phases, &r->o, err)))
+		return rc;
+	r->have_events = b.events_ns != NULL;
+	r->sagged = r->sagged || b.sagged;
+	for (int i = 0; i < n; i++) {
+		double v = sample[i];
+		if (v < 0) {
+			/* no kernel time for this call: the events stand in, and at the
+			 * end every sample is taken from them (one clock per case) */
+			r->unattributed = true;
+			v = b.events_ns ? events[i] : 0;
+		}
+		if ((rc = mb_sampler_add(&r->s, v, b.sagged, err)) || (rc = record_call(r, &b, i, err)))
+			return rc;
+	}
+	return 0;
+}
+
+static void tick(case_run *r)
+{
+	int64_t now = mb_now_ns();
+
+	if (!r->hooks->tick || now - r->last_tick_ns < TICK_NS)
+		return;
+	r->last_tick_ns = now;
+	r->hooks->tick(r->hooks->ctx, r->index, r->s.n, mb_sampler_rel_noise(&r->s),
+		(double)(now - r->s.started_ns) / NS_PER_S);
+}
+
+/* Calls per batch: enough to fill BATCH_TARGET_NS at the cost per call seen
+ * so far, within the backend's limit and the sample cap. */
+static int batch_size(const case_run *r, double per_call_ns)
+{
+	int cap = r->be->max_batch < MB_MAX_BATCH ? r->be->max_batch : MB_MAX_BATCH;
+	int left = r->settings->max_samples - r->s.n;
+	int n = per_call_ns > 0 ? (int)(BATCH_TARGET_NS / per_call_ns) : FIRST_BATCH;
+
+	if (n > cap)
+		n = cap;
+	if (n > left)
+		n = left;
+	return n < 1 ? 1 : n;
+}
+
+static int sample(case_run *r, bool *converged, mb_error *err)
+{
+	double per_call_ns = 0;
+	int64_t t0 = mb_now_ns();
+	int rc;
+
+	if ((rc = r->be->arm(r->dc, &r->o)))
+		return rc;
+	for (int i = 0; i < r->settings->warmup; i++)
+		if ((rc = r->be->call(r->dc, &r->o)))
+			return rc;
+	if ((rc = r->be->sync(r->dc, &r->o, err)))
+		return rc;
+	r->phases->warmup += mb_now_ns() - t0;
+
+	if ((rc = mb_sampler_init(&r->s, r->settings, err)))
+		return rc;
+	r->s_made = true;
+	r->last_tick_ns = mb_now_ns();
+	do {
+		int n = batch_size(r, per_call_ns);
+		int64_t b0 = mb_now_ns();
+		if ((rc = timed_batch(r, n, err)))
+			return rc;
+		per_call_ns = (double)(mb_now_ns() - b0) / n;
+		tick(r);
+	} while (!mb_sampler_done(&r->s, converged));
+
+	/* The last timed call runs on poisoned outputs and is checked: it
+	 * proves the timed path (graph replay included) computes the answer.
+	 * The poisoning is not in the sample. */
+	t0 = mb_now_ns();
+	if ((rc = r->be->poison(r->dc, &r->o)))
+		return rc;
+	r->phases->correctness += mb_now_ns() - t0;
+	if ((rc = timed_batch(r, 1, err)))
+		return rc;
+	t0 = mb_now_ns();
+	rc = check_outputs(r, &r->last, err);
+	r->phases->correctness += mb_now_ns() - t0;
+	return rc;
+}
+
+/* Up to the first checked call: fresh inputs, poisoned outputs, one call,
+ * its sampled rows against the reference. */
+static int prepare(case_run *r, mb_error *err)
+{
+	const mb_host_tensors *t = &r->g->twin;
+	int64_t t0 = mb_now_ns(), ctx0 = r->phases->context_load;
+	int rc;
+
+	rc = r->be->open(&r->dc, r->plan, t->spec, t->n_tensors, r->phases, &r->o, err);
+	for (int i = 0; rc == 0 && i < t->n_inputs; i++) {
+		mb_input_params p = mb_input_params_for(&t->spec[i], i, r->g->seed);
+		rc = r->be->fill(r->dc, i, &p, &r->o);
+	}
+	/* opening may have loaded the context, which the backend counted */
+	r->phases->input_generation += mb_now_ns() - t0 - (r->phases->context_load - ctx0);
+	if (rc)
+		return rc;
+	t0 = mb_now_ns();
+	if ((rc = r->be->poison(r->dc, &r->o)) || (rc = r->be->call(r->dc, &r->o))
+		|| (rc = r->be->sync(r->dc, &r->o, err)))
+		return rc;
+	r->phases->correctness += mb_now_ns() - t0;
+	if ((rc = group_join(r->g, r->phases, err)))
+		return rc;
+	driver_prefetch(r->d);
+	t0 = mb_now_ns();
+	rc = check_outputs(r, &r->first, err);
+	r->phases->correctness += mb_now_ns() - t0;
+	return rc;
+}
+
+/* The most common launch count per call (the signature compares it with
+ * the declaration; calls that differ are a finding of their own). */
+static int observed_launches(case_run *r)
+{
+	int best = -1, best_n = 0;
+	bool uneven = false;
+
+	for (int i = 0; i < r->n_calls; i++) {
+		int n = 0;
+		for (int j = 0; j < r->n_calls; j++)
+			n += r->launches[j] == r->launches[i];
+		if (n > best_n)
+			best = r->launches[i], best_n = n;
+		uneven = uneven || r->launches[i] != r->launches[0];
+	}
+	if (uneven)
+		mb_case_json_add_finding(r->c, "launch_signature", "launch count varies between calls (most often %d)",
+			best);
+	return best;
+}
+
+/* The kernels that ran against what the variant declares. */
+static void add_signature(case_run *r, const mb_dev_report *rep, int observed)
+{
+	const mb_variant *v = r->plan->variant;
+	json_t *expected = json_array();
+	bool seen_any = rep->kernels != NULL;
+	bool matches = seen_any && observed == v->launches_per_call;
+	size_t k;
+	json_t *kern;
+
+	for (int p = 0; p < MB_MAX_KERNEL_PATTERNS && v->kernel_patterns[p]; p++) {
+		bool seen = false;
+		json_array_append_new(expected, json_string(v->kernel_patterns[p]));
+		json_array_foreach(rep->kernels, k, kern)
+			seen = seen || strstr(json_string_value(json_object_get(kern, "name")), v->kernel_patterns[p]);
+		if (seen_any && !seen) {
+			matches = false;
+			mb_case_json_add_finding(r->c, "launch_signature", "declared kernel '%s' never ran",
+				v->kernel_patterns[p]);
+		}
+	}
+	json_array_foreach(rep->kernels, k, kern) {
+		const char *name = json_string_value(json_object_get(kern, "name"));
+		bool declared = false;
+		for (int p = 0; p < MB_MAX_KERNEL_PATTERNS && v->kernel_patterns[p]; p++)
+			declared = declared || strstr(name, v->kernel_patterns[p]);
+		if (!declared) {
+			matches = false;
+			mb_case_json_add_finding(r->c, "launch_signature", "undeclared kernel ran: %s", name);
+		}
+	}
+	if (!seen_any)
+		mb_case_json_add_finding(r->c, "launch_signature", "launches not observed (%s)", rep->unobserved_why);
+	else if (observed != v->launches_per_call)
+		mb_case_json_add_finding(r->c, "launch_signature", "%d launches per call observed, %d declared",
+			observed, v->launches_per_call);
+	json_object_set_new(r->c, "signature", json_pack("{s:i, s:o, s:o, s:b}",
+		"expected_launches", v->launches_per_call, "expected_kernels", expected,
+		"observed_launches", seen_any ? json_integer(observed) : json_null(), "matches", matches));
+}
+
+static double median_of(double *v, int n)
+{
+	if (n == 0)
+		return NAN;
+	qsort(v, (size_t)n, sizeof(*v), mb_cmp_double);
+	return mb_quantile_sorted(v, n, 0.5);
+}
+
+static json_t *events_timing(case_run *r, json_t *timing, int observed)
+{
+	json_t *evs = json_array();
+
+	for (int i = 0; i < r->n_calls; i++)
+		json_array_append_new(evs, json_real(r->events_ns[i]));
+	json_object_set_new(timing, "events_samples_ns", evs);
+	json_object_set_new(timing, "events_median_ns", json_real(median_of(r->events_ns, r->n_calls)));
+	json_object_set_new(timing, "span_median_ns", json_real(median_of(r->span_ns, r->n_calls)));
+	json_object_set_new(timing, "launches_per_call", observed >= 0 ? json_integer(observed) : json_null());
+	return timing;
+}
+
+/* The receipt's results of a case that ran to its end. */
+static void write_results(case_run *r, bool converged)
+{
+	const mb_row *row = r->plan->row;
+	const group *g = r->g;
+	mb_dev_report rep = {0};
+	mb_check merged;
+	int observed = -1;
+	char text[TEXT_BYTES];
+
+	r->be->report(r->dc, &rep);
+	if (r->unattributed && r->have_events) {
+		/* a zero busy time is no measurement: keep the whole case on one
+		 * clock, the events, and say why */
+		for (int i = 0; i < r->s.n && i < r->n_calls; i++)
+			r->s.samples_ns[i] = r->events_ns[i];
+		rep.sample_source = "events";
+		mb_case_json_add_finding(r->c, "other", "no kernel time was attributed to some calls; samples are CUDA event times");
+	}
+	mb_check_init(&merged);
+	mb_check_merge(&merged, &r->first);
+	mb_check_merge(&merged, &r->last);
+	json_object_set_new(r->c, "correctness", mb_correctness_json(&merged,
+		r->be->fp32_variants ? "mb_oracle (fp64 evaluation of the same math, rounded to fp32)" : row->reference_name,
+		case_tolerance(r), g->n_rows, g->rows_total, g->seed, g->row_seed, json_pack("[ss]", "first", "last")));
+	json_t *timing = mb_sampler_json(&r->s, rep.sample_source, r->settings->warmup, converged);
+	if (rep.kernels || rep.unobserved_why)
+		observed = rep.kernels ? observed_launches(r) : -1;
+	if (r->have_events)
+		events_timing(r, timing, observed);
+	json_object_set_new(r->c, "timing", timing);
+	json_object_set_new(r->c, "throughput", mb_throughput_json(
+		row->bytes(r->plan->axis, r->be->fp32_variants ? MB_FP32 : r->plan->dtype), row->flops(r->plan->axis),
+		mb_sampler_median(&r->s), r->ceilings));
+	json_object_set_new(r->c, "memory", json_pack("{s:I}", "peak_bytes", (json_int_t)rep.peak_bytes));
+	if (rep.kernels || rep.unobserved_why) {
+		json_object_set_new(r->c, "kernels", rep.kernels ? json_incref(rep.kernels) : json_array());
+		add_signature(r, &rep, observed);
+	}
+	json_decref(rep.kernels);
+	if (r->sagged)
+		mb_case_json_add_finding(r->c, "clock_sag",
+			"SM clock fell below %.0f%% of its %u MHz start value; those samples are excluded",
+			100.0 * MB_CLOCK_SAG_FRACTION, rep.clock_start_mhz);
+	if (!converged)
+		mb_case_json_add_finding(r->c, "not_converged",
+			"relative noise %.3f%% above the %.3f%% target after %d samples (stopped at %s)",
+			100 * mb_sampler_rel_noise(&r->s), 100 * r->settings->max_noise, r->s.n,
+			r->s.n >= r->settings->max_samples ? "max_samples" : "timeout_s");
+	if (!mb_check_passed(&merged)) {
+		mb_check_describe(&merged, text, sizeof(text));
+		mb_case_json_set_status(r->c, "failed", text);
+		mb_case_json_add_finding(r->c, "correctness", "wrong answer: %s", text);
+	}
+	r->phases->goodput += mb_sampler_kept_sum_ns(&r->s);
+}
+
+static void case_run_free(case_run *r)
+{
+	r->be->close(r->dc);
+	if (r->s_made)
+		mb_sampler_free(&r->s);
+	free(r->got);
+	free(r->events_ns);
+	free(r->span_ns);
+	free(r->launches);
+}
+
+/* One case into r->c. A device failure is the case's status; a negative
+ * return is the harness's. */
+static int run_case(case_run *r, mb_error *err)
+{
+	bool converged = false;
+	int rc;
+
+	if (!(r->plan->variant->dtype_mask & (1u << r->plan->dtype))) {
+		mb_case_json_set_status(r->c, "skipped", "the variant has no launch for this dtype");
+		return 0;
+	}
+	rc = prepare(r, err);
+	if (rc == 0)
+		rc = sample(r, &converged, err);
+	if (rc == MB_DEVICE_FAILED) {
+		mb_case_json_set_status(r->c, r->o.status ? r->o.status : "crashed", r->o.text);
+		return 0;
+	}
+	if (rc == 0)
+		write_results(r, converged);
+	return rc;
+}
+
+/* ---- the row ---------------------------------------------------------------- */
+
+int mb_driver_run(const mb_backend *be, const mb_plan *plan, size_t begin, size_t end,
+	const mb_settings *settings, const json_t *ceilings, const mb_driver_hooks *hooks,
+	size_t *failed_at, mb_error *err)
+{
+	driver d = {.be = be, .plan = plan, .end = end, .settings = settings};
+	int rc = 0, stop = 0;
+
+	*failed_at = begin;
+	if (begin >= end)
+		return 0;
+	d.cur = &d.groups[0];
+	group_init(d.cur, be, plan, begin, end, settings);
+	group_start(d.cur, false);
+	while (d.cur && !stop && rc == 0) {
+		for (size_t i = d.cur->begin; i < d.cur->end && !stop && rc == 0; i++) {
+			mb_phase_ns phases = {0};
+			case_run r = {.d = &d, .be = be, .plan = &plan->cases[i], .settings = settings,
+				.ceilings = ceilings, .g = d.cur, .phases = &phases, .hooks = hooks, .index = i};
+
+			if (hooks->case_start)
+				hooks->case_start(hooks->ctx, i);
+			r.c = mb_case_json_new(r.plan, be->name);
+			rc = r.c ? run_case(&r, err) : mb_error_set(err, MB_ENOMEM, r.plan->id, "out of memory");
+			case_run_free(&r);
+			if (rc)
+				*failed_at = i;
+			else
+				stop = hooks->case_done(hooks->ctx, i, r.c, &phases);
+			json_decref(r.c);
+		}
+		group_free(d.cur);
+		d.cur = d.next;
+		d.next = NULL;
+	}
+	if (d.cur)
+		group_free(d.cur);
+	return rc;
+}

@@ -1,0 +1,191 @@
+/* Inputs from the counter-based generator (harness/input_rng.h,
+ * host_inputs.h): values are a function of (seed, tensor, index) only,
+ * never zero, representable in the dtype, with the distribution each fill
+ * kind promises; a twin's rows equal the whole tensors' rows; and for every
+ * catalog row, the reference computed on a twin (only the input rows the
+ * row declares it reads) equals the reference on whole inputs, bit for bit,
+ * on a sample of rows. That last check is what keeps each row's
+ * mb_tensor_spec.reads declaration true. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness/case_common.h"
+#include "harness/host_inputs.h"
+#include "testutil.h"
+
+#define DRAWS 200000
+
+static void test_distributions(void)
+{
+	mb_tensor_spec normal = {"x", false, 1, DRAWS, MB_FILL_NORMAL, 0, 2};
+	mb_tensor_spec uniform = {"c", false, 1, DRAWS, MB_FILL_UNIFORM, -1, 1};
+	mb_tensor_spec index = {"i", false, 1, DRAWS, MB_FILL_INDEX, 0, 7};
+	float *a = malloc(DRAWS * sizeof(float)), *b = malloc(DRAWS * sizeof(float));
+	double sum = 0, sq = 0, max_abs = 0;
+	int zeros = 0, seen[7] = {0}, outside = 0;
+
+	CHECK(a && b);
+	if (!a || !b)
+		goto cleanup;
+	/* normal, scaled by hi = 2: mean 0, standard deviation 2, |x| < 3.47 * 2 */
+	mb_input_params p = mb_input_params_for(&normal, 0, 42);
+	mb_host_fill(a, DRAWS, &p, MB_FP32);
+	for (int i = 0; i < DRAWS; i++) {
+		sum += a[i];
+		sq += (double)a[i] * a[i];
+		zeros += a[i] == 0.0f;
+		max_abs = fmax(max_abs, fabs(a[i]));
+	}
+	CHECK_MSG(fabs(sum / DRAWS) < 0.02, "mean %g", sum / DRAWS);
+	CHECK_MSG(fabs(sqrt(sq / DRAWS) - 2.0) < 0.02, "sd %g", sqrt(sq / DRAWS));
+	CHECK_MSG(max_abs < 3.47 * 2 && max_abs > 2.5 * 2, "max |x| %g", max_abs);
+	CHECK(zeros == 0);
+	/* the same seed gives the same values; another seed or tensor others */
+	mb_host_fill(b, DRAWS, &p, MB_FP32);
+	CHECK(memcmp(a, b, DRAWS * sizeof(float)) == 0);
+	p = mb_input_params_for(&normal, 1, 42);
+	mb_host_fill(b, DRAWS, &p, MB_FP32);
+	CHECK(memcmp(a, b, DRAWS * sizeof(float)) != 0);
+	p = mb_input_params_for(&normal, 0, 43);
+	mb_host_fill(b, DRAWS, &p, MB_FP32);
+	CHECK(memcmp(a, b, DRAWS * sizeof(float)) != 0);
+	/* every dtype: representable, never zero */
+	for (int d = 0; d < MB_DTYPE_COUNT; d++) {
+		int unrounded = 0;
+		zeros = 0;
+		p = mb_input_params_for(&normal, 0, 7);
+		mb_host_fill(a, DRAWS, &p, (mb_dtype)d);
+		for (int i = 0; i < DRAWS; i++) {
+			unrounded += a[i] != mb_dtype_round((mb_dtype)d, a[i]);
+			zeros += a[i] == 0.0f;
+		}
+		CHECK_MSG(unrounded == 0 && zeros == 0, "%s: %d unrounded, %d zeros", mb_dtype_name((mb_dtype)d),
+			unrounded, zeros);
+	}
+	/* uniform in (-1, 1), mean 0 */
+	p = mb_input_params_for(&uniform, 2, 42);
+	mb_host_fill(a, DRAWS, &p, MB_BF16);
+	sum = 0;
+	for (int i = 0; i < DRAWS; i++) {
+		outside += !(a[i] > -1.0f && a[i] < 1.0f) && !(fabsf(a[i]) == 1.0f); /* bf16 may round to +-1 */
+		zeros += a[i] == 0.0f;
+		sum += a[i];
+	}
+	CHECK(outside == 0 && zeros == 0);
+	CHECK_MSG(fabs(sum / DRAWS) < 0.01, "uniform mean %g", sum / DRAWS);
+	/* index: integers in [0, 7), each about a seventh, zero included */
+	p = mb_input_params_for(&index, 3, 42);
+	mb_host_fill(a, DRAWS, &p, MB_BF16);
+	outside = 0;
+	for (int i = 0; i < DRAWS; i++) {
+		int v = (int)a[i];
+		outside += (float)v != a[i] || v < 0 || v >= 7;
+		if (v >= 0 && v < 7)
+			seen[v]++;
+	}
+	CHECK(outside == 0);
+	for (int v = 0; v < 7; v++)
+		CHECK_MSG(fabs(seen[v] - DRAWS / 7.0) < 0.03 * DRAWS / 7.0, "index %d drawn %d times", v, seen[v]);
+cleanup:
+	free(a);
+	free(b);
+}
+
+/* The first case of every row in the smoke suite (CPU plan: the reference
+ * variant), with a row sample smaller than the row count. */
+static void test_twins_and_reads(void)
+{
+	mb_suite *suite = NULL;
+	mb_plan *plan = NULL;
+	mb_error err;
+	const mb_row *done[64];
+	int n_done = 0;
+
+	CHECK_MSG(mb_suite_load(&suite, mb_test_src("suites/smoke.toml"), &err) == 0, "%s", err.text);
+	if (!suite)
+		return;
+	CHECK(mb_plan_build(&plan, suite, NULL, "cpu", &err) == 0);
+	for (size_t k = 0; plan && k < plan->n_cases; k++) {
+		const mb_case_plan *c = &plan->cases[k];
+		mb_host_tensors whole, twin;
+		float *want_whole[MB_MAX_TENSORS] = {0}, *want_twin[MB_MAX_TENSORS] = {0};
+		int64_t *rows = NULL, n_rows = 0, unit;
+		bool seen = false;
+
+		for (int i = 0; i < n_done; i++)
+			seen = seen || done[i] == c->row;
+		if (seen || n_done == 64)
+			continue;
+		done[n_done++] = c->row;
+		CHECK(mb_host_tensors_make(&whole, c, 5, &err) == 0);
+		unit = mb_host_unit_rows(&whole);
+		/* a third of the rows, at least one left out */
+		CHECK(mb_check_rows_pick(&rows, &n_rows, unit, unit / 3 > 0 ? unit / 3 : 1, 11, &err) == 0);
+		CHECK_MSG(rows != NULL, "%s: the sample is all rows", c->id);
+		CHECK(mb_host_tensors_twin(&twin, c, 5, rows, n_rows, &err) == 0);
+		/* every row reads a sample of at least one input */
+		CHECK_MSG(twin.made_elems < whole.made_elems, "%s: the twin made everything",
+			c->id);
+		/* every element the twin made equals the whole tensor's */
+		for (int i = 0; i < twin.n_inputs; i++) {
+			uint64_t differ = 0;
+			for (uint64_t j = 0; j < twin.elems[i]; j++)
+				differ += twin.data[i][j] != 0.0f && twin.data[i][j] != whole.data[i][j];
+			CHECK_MSG(differ == 0, "%s: %s: %llu twin elements differ", c->id, twin.spec[i].name,
+				(unsigned long long)differ);
+		}
+		/* the reference reads only what the row declares */
+		CHECK(mb_reference_run(want_whole, c, &whole, rows, n_rows, &err) == 0);
+		CHECK(mb_reference_run(want_twin, c, &twin, rows, n_rows, &err) == 0);
+		for (int i = twin.n_inputs; i < twin.n_tensors; i++) {
+			const mb_tensor_spec *s = &twin.spec[i];
+			int64_t n = mb_check_rows_of(s, n_rows, unit);
+			uint64_t differ = 0, nan = 0;
+			for (int64_t k2 = 0; k2 < n; k2++) {
+				int64_t r = s->rows == unit ? rows[k2] : k2;
+				for (int64_t j = 0; j < s->row_elems; j++) {
+					float x = want_whole[i][r * s->row_elems + j], y = want_twin[i][r * s->row_elems + j];
+					differ += memcmp(&x, &y, sizeof(x)) != 0;
+					nan += isnan(x);
+				}
+			}
+			CHECK_MSG(differ == 0, "%s: %s: %llu elements differ between whole inputs and the twin: "
+				"the row reads inputs it does not declare", c->id, s->name, (unsigned long long)differ);
+			CHECK_MSG(nan == 0, "%s: %s: the reference left %llu sampled elements unwritten", c->id, s->name,
+				(unsigned long long)nan);
+		}
+		mb_reference_free(want_whole, &whole);
+		mb_reference_free(want_twin, &twin);
+		mb_host_tensors_free(&whole);
+		mb_host_tensors_free(&twin);
+		free(rows);
+	}
+	CHECK_MSG(n_done >= 9, "only %d rows checked", n_done);
+	mb_plan_free(plan);
+	mb_suite_free(suite);
+}
+
+/* The row sample is a function of (rows, max rows, seed): what a receipt
+ * records is enough to list it again. */
+static void test_row_sample(void)
+{
+	int64_t *a = NULL, *b = NULL, na = 0, nb = 0;
+	mb_error err;
+	uint64_t seed = mb_case_seed(20261121, "rope_qk/bf16/tiny/T=64");
+
+	CHECK(seed <= (uint64_t)INT64_MAX); /* a JSON integer, as it is */
+	CHECK(mb_check_rows_pick(&a, &na, 1000, 50, seed, &err) == 0);
+	CHECK(mb_check_rows_pick(&b, &nb, 1000, 50, seed, &err) == 0);
+	CHECK(na == 50 && nb == 50 && memcmp(a, b, 50 * sizeof(*a)) == 0);
+	free(a);
+	free(b);
+}
+
+int main(void)
+{
+	test_distributions();
+	test_twins_and_reads();
+	test_row_sample();
+	return mb_test_finish("test_inputs");
+}

@@ -290,6 +290,11 @@ static json_t *real_or_null(double v)
 	return isfinite(v) ? json_real(v) : json_null();
 }
 
+json_t *mb_ns_json(double ns)
+{
+	return json_integer((json_int_t)llround(ns));
+}
+
 json_t *mb_correctness_json(const mb_check *c, const char *reference, const mb_tolerance *tol,
 	int64_t rows_checked, int64_t rows_total, uint64_t input_seed, uint64_t row_seed, json_t *checks)
 {
@@ -477,7 +482,7 @@ json_t *mb_sampler_json(const mb_sampler *s, const char *source, int warmup_call
 	double sum = 0, sq = 0, mean, sd;
 
 	for (int i = 0; i < s->n; i++) {
-		json_array_append_new(samples, json_real(s->samples_ns[i]));
+		json_array_append_new(samples, mb_ns_json(s->samples_ns[i]));
 		if (s->excluded[i])
 			json_array_append_new(excluded, json_integer(i));
 	}

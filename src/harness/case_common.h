@@ -87,6 +87,11 @@ double mb_quantile_sorted(const double *sorted, int n, double q);
  * backend orders its samples the same way before taking quantiles. */
 int mb_cmp_double(const void *a, const void *b);
 
+/* A time sample as the receipt records it: whole nanoseconds (CUPTI's
+ * resolution; CUDA events resolve half a microsecond), which keeps a
+ * receipt of many thousands of samples small. */
+json_t *mb_ns_json(double ns);
+
 /* The receipt's throughput object; `ceilings` is the probe's object. */
 json_t *mb_throughput_json(uint64_t bytes, uint64_t flops, double median_ns, const json_t *ceilings);
 

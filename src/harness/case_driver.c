@@ -479,7 +479,7 @@ static json_t *events_timing(case_run *r, json_t *timing, int observed)
 	json_t *evs = json_array();
 
 	for (int i = 0; i < r->n_calls; i++)
-		json_array_append_new(evs, json_real(r->events_ns[i]));
+		json_array_append_new(evs, mb_ns_json(r->events_ns[i]));
 	json_object_set_new(timing, "events_samples_ns", evs);
 	json_object_set_new(timing, "events_median_ns", json_real(median_of(r->events_ns, r->n_calls)));
 	json_object_set_new(timing, "span_median_ns", json_real(median_of(r->span_ns, r->n_calls)));

@@ -110,9 +110,10 @@ typedef struct mb_backend {
 	/* Time `b->n` calls in the case's mode and wait for them. Device time
 	 * spent flushing caches goes to phases->l2_flush. */
 	int (*time_batch)(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb_outcome *o, mb_error *err);
-	/* Copy rows `rows[0 .. n_rows)` (NULL: rows 0 .. n_rows-1) of output
-	 * `tensor` to `out` as fp32, packed: row i at out + i * row_elems. */
-	int (*read_rows)(mb_dev_case *dc, int tensor, const int64_t *rows, int64_t n_rows, float *out,
+	/* Rows `rows[0 .. n_rows)` (NULL: rows 0 .. n_rows-1) of output
+	 * `tensor` as fp32, packed (row i at *out + i * row_elems), in memory
+	 * the backend owns until the next read_rows or close. */
+	int (*read_rows)(mb_dev_case *dc, int tensor, const int64_t *rows, int64_t n_rows, const float **out,
 		mb_outcome *o);
 	/* What was observed (kernels owned by the caller afterwards). */
 	void (*report)(mb_dev_case *dc, mb_dev_report *out);

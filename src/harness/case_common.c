@@ -23,6 +23,28 @@ int64_t mb_now_ns(void)
 	return (int64_t)ts.tv_sec * NS_PER_S + ts.tv_nsec;
 }
 
+bool mb_trace_on(void)
+{
+	static int on = -1;
+
+	if (on < 0)
+		on = getenv("MEGABENCH_TRACE") != NULL;
+	return on;
+}
+
+void mb_trace(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+
+	if (!mb_trace_on())
+		return;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "megabench trace %d %.3f: %s\n", (int)getpid(), (double)mb_now_ns() / 1e9, line);
+}
+
 static uint64_t splitmix64(uint64_t *x)
 {
 	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);

@@ -105,6 +105,12 @@ void mb_case_json_add_finding(json_t *c, const char *kind, const char *fmt, ...)
 /* Monotonic clock in ns. */
 int64_t mb_now_ns(void);
 
+/* With MEGABENCH_TRACE set in the environment, one line on stderr per
+ * call: where the harness spends host time (each timed batch, each step of
+ * a case), for diagnosing its own goodput. Nothing otherwise. */
+bool mb_trace_on(void);
+void mb_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 /* splitmix64-seeded xoshiro256** generator: deterministic, fast. */
 typedef struct mb_rng {
 	uint64_t s[4];

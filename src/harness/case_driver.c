@@ -29,8 +29,12 @@ typedef struct group {
 	const mb_settings *settings;
 	bool fp32_variants;          /* check against the fp64 oracle */
 	uint64_t seed, row_seed;
+	/* the tensors, known before the host side starts (the driver reads
+	 * them while the thread fills the twin) */
+	mb_tensor_spec spec[MB_MAX_TENSORS];
+	int n_tensors, n_inputs;
 	int64_t *rows, n_rows, rows_total;
-	mb_host_tensors twin;        /* kept for its specs once the inputs are freed */
+	mb_host_tensors twin;        /* the host side's; its inputs are freed once the reference ran */
 	float *want[MB_MAX_TENSORS];
 	bool have_want;
 	int64_t twin_ns, reference_ns;
@@ -87,12 +91,7 @@ static void *group_prepare(void *arg)
 	group *g = arg;
 	const mb_case_plan *plan = &g->plan->cases[g->begin];
 	int64_t t0 = mb_now_ns();
-	mb_tensor_spec spec[MB_MAX_TENSORS];
-	int n = plan->row->tensors(plan->axis, spec), first_out = 0;
 
-	while (first_out < n && !spec[first_out].is_output)
-		first_out++;
-	g->rows_total = first_out < n ? spec[first_out].rows : 0;
 	g->rc = mb_check_rows_pick(&g->rows, &g->n_rows, g->rows_total, g->settings->max_check_rows,
 		g->row_seed, &g->err);
 	if (g->rc == 0)
@@ -107,6 +106,9 @@ static void *group_prepare(void *arg)
 	/* the reference has what it needs from the inputs */
 	mb_host_tensors_free(&g->twin);
 	g->reference_ns = mb_now_ns() - t0;
+	mb_trace("%s: host side: %llu input elements in %.0f us, reference of %lld rows in %.0f us", plan->id,
+		(unsigned long long)g->twin.made_elems, (double)g->twin_ns / 1e3, (long long)g->n_rows,
+		(double)g->reference_ns / 1e3);
 	return NULL;
 }
 
@@ -119,6 +121,11 @@ static void group_init(group *g, const mb_backend *be, const mb_plan *plan, size
 	g->end = group_end(plan, begin, end);
 	g->settings = settings;
 	g->fp32_variants = be->fp32_variants;
+	g->n_tensors = plan->cases[begin].row->tensors(plan->cases[begin].axis, g->spec);
+	while (g->n_inputs < g->n_tensors && !g->spec[g->n_inputs].is_output)
+		g->n_inputs++;
+	/* the row unit: the first output's rows */
+	g->rows_total = g->n_inputs < g->n_tensors ? g->spec[g->n_inputs].rows : 0;
 	mb_error_clear(&g->err);
 	mb_driver_group_seeds(&plan->cases[begin], settings->seed, &g->seed, &g->row_seed);
 }
@@ -209,7 +216,6 @@ typedef struct case_run {
 	json_t *c;
 	mb_dev_case *dc;
 	mb_outcome o;
-	float *got;                  /* one output's checked rows, packed */
 	mb_check first, last;
 	mb_sampler s;
 	bool s_made;
@@ -232,24 +238,18 @@ static const mb_tolerance *case_tolerance(const case_run *r)
 static int check_outputs(case_run *r, mb_check *chk, mb_error *err)
 {
 	const group *g = r->g;
-	const mb_host_tensors *t = &g->twin;
-	int64_t unit = mb_host_unit_rows(t);
 
 	mb_check_init(chk);
-	for (int i = t->n_inputs; i < t->n_tensors; i++) {
-		const mb_tensor_spec *spec = &t->spec[i];
-		int64_t n = mb_check_rows_of(spec, g->n_rows, unit);
-		const int64_t *rows = spec->rows == unit ? g->rows : NULL;
+	for (int i = g->n_inputs; i < g->n_tensors; i++) {
+		const mb_tensor_spec *spec = &g->spec[i];
+		int64_t n = mb_check_rows_of(spec, g->n_rows, g->rows_total);
+		const int64_t *rows = spec->rows == g->rows_total ? g->rows : NULL;
+		const float *got = NULL;
 		int rc;
 
-		free(r->got);
-		r->got = malloc((size_t)(n * spec->row_elems) * sizeof(float) + 1);
-		if (!r->got)
-			return mb_error_set(err, MB_ENOMEM, r->plan->id, "cannot hold %lld rows of %s",
-				(long long)n, spec->name);
-		if ((rc = r->be->read_rows(r->dc, i, rows, n, r->got, &r->o)))
+		if ((rc = r->be->read_rows(r->dc, i, rows, n, &got, &r->o)))
 			return rc;
-		mb_check_add_packed(chk, spec, r->got, g->want[i], rows, n, unit, case_tolerance(r));
+		mb_check_add_packed(chk, spec, got, g->want[i], rows, n, g->rows_total, case_tolerance(r));
 	}
 	return 0;
 }
@@ -355,6 +355,7 @@ static int sample(case_run *r, bool *converged, mb_error *err)
 		if ((rc = timed_batch(r, n, err)))
 			return rc;
 		per_call_ns = (double)(mb_now_ns() - b0) / n;
+		mb_trace("%s: batch of %d in %.0f us", r->plan->id, n, per_call_ns * n / 1e3);
 		tick(r);
 	} while (!mb_sampler_done(&r->s, converged));
 
@@ -377,13 +378,13 @@ static int sample(case_run *r, bool *converged, mb_error *err)
  * its sampled rows against the reference. */
 static int prepare(case_run *r, mb_error *err)
 {
-	const mb_host_tensors *t = &r->g->twin;
+	const group *g = r->g;
 	int64_t t0 = mb_now_ns(), ctx0 = r->phases->context_load;
 	int rc;
 
-	rc = r->be->open(&r->dc, r->plan, t->spec, t->n_tensors, r->phases, &r->o, err);
-	for (int i = 0; rc == 0 && i < t->n_inputs; i++) {
-		mb_input_params p = mb_input_params_for(&t->spec[i], i, r->g->seed);
+	rc = r->be->open(&r->dc, r->plan, g->spec, g->n_tensors, r->phases, &r->o, err);
+	for (int i = 0; rc == 0 && i < g->n_inputs; i++) {
+		mb_input_params p = mb_input_params_for(&g->spec[i], i, g->seed);
 		rc = r->be->fill(r->dc, i, &p, &r->o);
 	}
 	/* opening may have loaded the context, which the backend counted */
@@ -395,12 +396,16 @@ static int prepare(case_run *r, mb_error *err)
 		|| (rc = r->be->sync(r->dc, &r->o, err)))
 		return rc;
 	r->phases->correctness += mb_now_ns() - t0;
+	mb_trace("%s: inputs and first call in %.0f us", r->plan->id, (double)(mb_now_ns() - t0) / 1e3);
+	t0 = mb_now_ns();
 	if ((rc = group_join(r->g, r->phases, err)))
 		return rc;
+	mb_trace("%s: waited %.0f us for the host side", r->plan->id, (double)(mb_now_ns() - t0) / 1e3);
 	driver_prefetch(r->d);
 	t0 = mb_now_ns();
 	rc = check_outputs(r, &r->first, err);
 	r->phases->correctness += mb_now_ns() - t0;
+	mb_trace("%s: first check in %.0f us", r->plan->id, (double)(mb_now_ns() - t0) / 1e3);
 	return rc;
 }
 
@@ -549,7 +554,6 @@ static void case_run_free(case_run *r)
 	r->be->close(r->dc);
 	if (r->s_made)
 		mb_sampler_free(&r->s);
-	free(r->got);
 	free(r->events_ns);
 	free(r->span_ns);
 	free(r->launches);

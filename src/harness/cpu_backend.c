@@ -3,6 +3,7 @@
  * against the row's fp64 oracle, so that the whole pipeline runs, and is
  * tested, on a machine with no GPU. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,6 +85,8 @@ cleanup:
 struct mb_dev_case {
 	const mb_case_plan *plan;
 	mb_host_tensors t; /* every tensor whole, fp32 */
+	float *rows;       /* read_rows's packed rows */
+	size_t rows_cap;   /* elements */
 };
 
 static int cpu_open(mb_dev_case **out, const mb_case_plan *plan, const mb_tensor_spec *spec, int n_tensors,
@@ -162,16 +165,30 @@ static int cpu_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb_
 	return 0;
 }
 
-static int cpu_read_rows(mb_dev_case *dc, int tensor, const int64_t *rows, int64_t n_rows, float *out,
+static int cpu_read_rows(mb_dev_case *dc, int tensor, const int64_t *rows, int64_t n_rows, const float **out,
 	mb_outcome *o)
 {
 	int64_t width = dc->t.spec[tensor].row_elems;
+	size_t need = (size_t)(n_rows * width);
 
-	(void)o;
-	for (int64_t i = 0; i < n_rows; i++) {
-		int64_t r = rows ? rows[i] : i;
-		memcpy(out + i * width, dc->t.data[tensor] + r * width, (size_t)width * sizeof(float));
+	if (!rows) {
+		/* the first n_rows rows are already packed */
+		*out = dc->t.data[tensor];
+		return 0;
 	}
+	if (need > dc->rows_cap) {
+		float *p = realloc(dc->rows, need * sizeof(float));
+		if (!p) {
+			o->status = "oom";
+			snprintf(o->text, sizeof(o->text), "cannot hold %lld checked rows", (long long)n_rows);
+			return MB_DEVICE_FAILED;
+		}
+		dc->rows = p;
+		dc->rows_cap = need;
+	}
+	for (int64_t i = 0; i < n_rows; i++)
+		memcpy(dc->rows + i * width, dc->t.data[tensor] + rows[i] * width, (size_t)width * sizeof(float));
+	*out = dc->rows;
 	return 0;
 }
 
@@ -188,6 +205,7 @@ static void cpu_close(mb_dev_case *dc)
 	if (!dc)
 		return;
 	mb_host_tensors_free(&dc->t);
+	free(dc->rows);
 	free(dc);
 }
 

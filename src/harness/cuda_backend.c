@@ -71,6 +71,11 @@ static struct {
 	mb_blocker blocker;
 	bool blocked;                 /* the blocker could be set up */
 	uint64_t next_id;
+	/* checked rows on their way back, kept across cases: fp32 on the
+	 * device, their indices, and a pinned host copy */
+	float *rows_dev, *rows_host;
+	int64_t *index_dev;
+	size_t rows_cap, host_cap, index_cap; /* bytes */
 } B = {.next_id = 1};
 
 /* ---- errors ------------------------------------------------------------ */
@@ -127,6 +132,23 @@ static int ensure_ready(mb_phase_ns *phases, mb_error *err)
 			B.flush_bytes, cudaGetErrorString(ce));
 		goto cleanup;
 	}
+	/* Load the modules of every kernel a timed batch launches, now: with
+	 * CUDA's lazy loading the first launch of a kernel loads its module,
+	 * which waits for the device, and inside a held batch that would wait
+	 * out the blocker's timeout (half a second, seen on an H200). */
+	if ((ce = cudaMemsetAsync(B.flush_buf, 0, B.flush_bytes, B.stream)) != cudaSuccess ||
+	    (ce = (cudaError_t)mb_l2_flush_read(B.stream, B.flush_buf, B.flush_bytes, (unsigned *)B.flush_buf,
+		B.sms)) != cudaSuccess ||
+	    (B.blocked && (ce = (cudaError_t)mb_blocker_hold(&B.blocker, B.stream)) != cudaSuccess)) {
+		rc = mb_error_set(err, MB_EDEVICE, "cuda", "loading the harness kernels: %s", cudaGetErrorString(ce));
+		goto cleanup;
+	}
+	if (B.blocked)
+		mb_blocker_release(&B.blocker);
+	if ((ce = cudaStreamSynchronize(B.stream)) != cudaSuccess) {
+		rc = mb_error_set(err, MB_EDEVICE, "cuda", "loading the harness kernels: %s", cudaGetErrorString(ce));
+		goto cleanup;
+	}
 	char why[WHY_BYTES];
 	mb_cuda_nvml_open(DEVICE_INDEX, why, sizeof why);
 	B.ready = true;
@@ -179,6 +201,9 @@ static void cuda_shutdown(void)
 		for (int i = 0; i < 2 * MB_MAX_BATCH; i++)
 			cudaEventDestroy(B.ev[i]);
 		cudaFree(B.flush_buf);
+		cudaFree(B.rows_dev);
+		cudaFree(B.index_dev);
+		cudaFreeHost(B.rows_host);
 		mb_blocker_free(&B.blocker);
 		cudaStreamDestroy(B.stream);
 	}
@@ -196,10 +221,6 @@ struct mb_dev_case {
 	void *dev[MB_MAX_TENSORS];
 	size_t bytes[MB_MAX_TENSORS];
 	size_t total_bytes;
-	void *host;                   /* read-back staging, `host_bytes` */
-	void *packed;                 /* device: checked rows, packed */
-	int64_t *rows;                /* device: their indices */
-	size_t host_bytes, packed_bytes, rows_bytes;
 	cudaGraph_t graph;
 	cudaGraphExec_t exec;
 	mb_cupti_kernels kernels;
@@ -394,6 +415,8 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 	uint64_t first_id;
 	cudaError_t ce = cudaSuccess;
 
+	int64_t t_start = mb_now_ns();
+
 	if (!cold && n > hold)
 		n = hold;
 	b->n = n;
@@ -418,14 +441,23 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 		mb_blocker_release(&B.blocker);
 	if (rc != 0)
 		return rc;
+	int64_t t_queued = mb_now_ns();
 	CUDA_TRY(ce, "timed calls", true);
 	CUDA_TRY(cudaStreamSynchronize(B.stream), "timed calls", false);
-	if (B.cupti && ((rc = mb_cupti_flush(err)) != 0 ||
-	                (rc = mb_cupti_collect(calls, first_id, 2 * n, &dc->kernels, n, err)) != 0))
+	int64_t t_synced = mb_now_ns();
+	if (B.cupti && (rc = mb_cupti_flush(err)) != 0)
 		return rc;
+	int64_t t_flushed = mb_now_ns();
+	if (B.cupti && (rc = mb_cupti_collect(calls, first_id, 2 * n, &dc->kernels, n, err)) != 0)
+		return rc;
+	int64_t t_collected = mb_now_ns();
 	unsigned mhz = 0;
 	b->sagged = dc->clock_known && mb_cuda_nvml_sm_clock_mhz(&mhz) &&
 		(double)mhz < MB_CLOCK_SAG_FRACTION * (double)dc->clock_start_mhz;
+	mb_trace("batch of %d: queued %.0f us, device done %.0f us later, CUPTI flush %.0f us, collect %.0f us, "
+		"clock %u MHz in %.0f us", n, (double)(t_queued - t_start) / 1e3, (double)(t_synced - t_queued) / 1e3,
+		(double)(t_flushed - t_synced) / 1e3, (double)(t_collected - t_flushed) / 1e3, mhz,
+		(double)(mb_now_ns() - t_collected) / 1e3);
 	for (int i = 0; i < n; i++) {
 		float ms = 0.0f;
 		CUDA_TRY(cudaEventElapsedTime(&ms, B.ev[2 * i], B.ev[2 * i + 1]), "timed calls", false);
@@ -440,58 +472,55 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 	return 0;
 }
 
-/* Grow a buffer to at least `need` bytes (device or host). */
-static cudaError_t grow(void **p, size_t *have, size_t need, bool device)
+/* Grow a buffer of the child's to at least `need` bytes: device memory,
+ * or pinned host memory. Its old contents are not kept. */
+static cudaError_t grow(void **p, size_t *have, size_t need, bool pinned)
 {
+	cudaError_t ce;
+
 	if (need <= *have)
 		return cudaSuccess;
-	if (device) {
+	if (pinned)
+		cudaFreeHost(*p);
+	else
 		cudaFree(*p);
-		*p = NULL;
-		*have = 0;
-		cudaError_t ce = cudaMalloc(p, need);
-		if (ce != cudaSuccess)
-			return ce;
-	} else {
-		void *q = realloc(*p, need);
-		if (q == NULL)
-			return cudaErrorMemoryAllocation;
-		*p = q;
-	}
-	*have = need;
-	return cudaSuccess;
+	*p = NULL;
+	*have = 0;
+	ce = pinned ? cudaMallocHost(p, need) : cudaMalloc(p, need);
+	if (ce == cudaSuccess)
+		*have = need;
+	return ce;
 }
 
-static int cuda_read_rows(mb_dev_case *dc, int tensor, const int64_t *rows, int64_t n_rows, float *out,
+static int cuda_read_rows(mb_dev_case *dc, int tensor, const int64_t *rows, int64_t n_rows, const float **out,
 	mb_outcome *o)
 {
 	const mb_tensor_spec *spec = &dc->spec[tensor];
-	size_t row_bytes = (size_t)spec->row_elems * mb_tensor_elem_bytes(spec, dc->plan->dtype);
-	size_t bytes = (size_t)n_rows * row_bytes;
-	const void *from = dc->dev[tensor];
+	size_t bytes = (size_t)(n_rows * spec->row_elems) * sizeof(float) + 1;
 
-	CUDA_TRY(grow(&dc->host, &dc->host_bytes, bytes + 1, false), "reading rows back", false);
+	/* the device converts to fp32 as it packs the checked rows, so the
+	 * pinned copy is what the comparison reads */
+	CUDA_TRY(grow((void **)&B.rows_dev, &B.rows_cap, bytes, false), "reading rows back", false);
+	CUDA_TRY(grow((void **)&B.rows_host, &B.host_cap, bytes, true), "reading rows back", false);
 	if (rows != NULL) {
-		/* only the checked rows cross to the host */
-		CUDA_TRY(grow((void **)&dc->rows, &dc->rows_bytes, (size_t)n_rows * sizeof *rows, true),
+		CUDA_TRY(grow((void **)&B.index_dev, &B.index_cap, (size_t)n_rows * sizeof *rows, false),
 			"reading rows back", false);
-		CUDA_TRY(grow(&dc->packed, &dc->packed_bytes, bytes, true), "reading rows back", false);
-		CUDA_TRY(cudaMemcpyAsync(dc->rows, rows, (size_t)n_rows * sizeof *rows, cudaMemcpyHostToDevice,
+		CUDA_TRY(cudaMemcpyAsync(B.index_dev, rows, (size_t)n_rows * sizeof *rows, cudaMemcpyHostToDevice,
 			B.stream), "reading rows back", false);
-		CUDA_TRY(mb_cuda_gather_rows(B.stream, dc->packed, dc->dev[tensor], dc->rows, n_rows, row_bytes),
-			"reading rows back", false);
-		from = dc->packed;
 	}
-	CUDA_TRY(cudaMemcpyAsync(dc->host, from, bytes, cudaMemcpyDeviceToHost, B.stream), "reading rows back", false);
+	CUDA_TRY(mb_cuda_rows_f32(B.stream, B.rows_dev, dc->dev[tensor], rows ? B.index_dev : NULL, n_rows,
+		spec->row_elems, dc->plan->dtype, spec->fill == MB_FILL_INDEX), "reading rows back", false);
+	CUDA_TRY(cudaMemcpyAsync(B.rows_host, B.rows_dev, bytes - 1, cudaMemcpyDeviceToHost, B.stream),
+		"reading rows back", false);
 	CUDA_TRY(cudaStreamSynchronize(B.stream), "reading rows back", false);
-	mb_tensor_unpack(spec, dc->plan->dtype, dc->host, out, (size_t)n_rows * (size_t)spec->row_elems);
+	*out = B.rows_host;
 	return 0;
 }
 
 static void cuda_report(mb_dev_case *dc, mb_dev_report *out)
 {
 	memset(out, 0, sizeof *out);
-	out->peak_bytes = (int64_t)(dc->total_bytes + B.flush_bytes + dc->packed_bytes + dc->rows_bytes);
+	out->peak_bytes = (int64_t)(dc->total_bytes + B.flush_bytes + B.rows_cap + B.index_cap);
 	out->sample_source = B.cupti ? "cupti" : "events";
 	out->kernels = B.cupti ? mb_cupti_kernels_json(&dc->kernels) : NULL;
 	if (!B.cupti)
@@ -512,9 +541,6 @@ static void cuda_close(mb_dev_case *dc)
 	for (int i = 0; i < MB_MAX_TENSORS; i++)
 		if (dc->dev[i] != NULL)
 			cudaFree(dc->dev[i]);
-	cudaFree(dc->packed);
-	cudaFree(dc->rows);
-	free(dc->host);
 	mb_cupti_kernels_free(&dc->kernels);
 	if (dc->nvtx)
 		nvtxRangePop();

@@ -8,7 +8,6 @@
 #define FILL_THREADS 256
 #define FILL_BLOCKS_PER_SM 16
 #define GATHER_THREADS 256
-#define VEC_BYTES 16
 
 template <typename T> __device__ __forceinline__ T store_of(float v);
 template <> __device__ __forceinline__ float store_of<float>(float v) { return v; }
@@ -72,31 +71,42 @@ extern "C" int mb_cuda_fill(void *stream, void *dst, uint64_t n, const mb_input_
 	}
 }
 
-/* One block per checked row; 16-byte pieces where the row allows. */
-template <typename V>
-__global__ void __launch_bounds__(GATHER_THREADS) mb_rows_gather_kernel(V *dst, const V *src, const int64_t *rows,
-	size_t row_items)
+/* One block per checked row, converting as it copies. */
+template <typename T>
+__global__ void __launch_bounds__(GATHER_THREADS) mb_rows_f32_kernel(float *dst, const T *src, const int64_t *rows,
+	int64_t row_elems)
 {
-	const V *from = src + (size_t)rows[blockIdx.x] * row_items;
-	V *to = dst + (size_t)blockIdx.x * row_items;
+	const int64_t from = rows ? rows[blockIdx.x] : (int64_t)blockIdx.x;
+	const T *in = src + from * row_elems;
+	float *out = dst + (int64_t)blockIdx.x * row_elems;
 
-	for (size_t j = threadIdx.x; j < row_items; j += GATHER_THREADS)
-		to[j] = from[j];
+	for (int64_t j = threadIdx.x; j < row_elems; j += GATHER_THREADS)
+		out[j] = (float)in[j];
 }
 
-extern "C" int mb_cuda_gather_rows(void *stream, void *dst, const void *src, const int64_t *rows, int64_t n_rows,
-	size_t row_bytes)
+template <typename T>
+static int rows_launch(cudaStream_t stream, float *dst, const void *src, const int64_t *rows, int64_t n_rows,
+	int64_t row_elems)
+{
+	mb_rows_f32_kernel<T><<<(unsigned)n_rows, GATHER_THREADS, 0, stream>>>(dst, (const T *)src, rows, row_elems);
+	return (int)cudaGetLastError();
+}
+
+extern "C" int mb_cuda_rows_f32(void *stream, float *dst, const void *src, const int64_t *rows, int64_t n_rows,
+	int64_t row_elems, mb_dtype dtype, int index)
 {
 	cudaStream_t s = (cudaStream_t)stream;
-	bool vec = row_bytes % VEC_BYTES == 0 && (uintptr_t)src % VEC_BYTES == 0 && (uintptr_t)dst % VEC_BYTES == 0;
 
 	if (n_rows <= 0)
 		return 0;
-	if (vec)
-		mb_rows_gather_kernel<uint4><<<(unsigned)n_rows, GATHER_THREADS, 0, s>>>((uint4 *)dst,
-			(const uint4 *)src, rows, row_bytes / VEC_BYTES);
-	else
-		mb_rows_gather_kernel<unsigned char><<<(unsigned)n_rows, GATHER_THREADS, 0, s>>>((unsigned char *)dst,
-			(const unsigned char *)src, rows, row_bytes);
-	return (int)cudaGetLastError();
+	if (n_rows > INT32_MAX)
+		return (int)cudaErrorInvalidValue;
+	if (index)
+		return rows_launch<int32_t>(s, dst, src, rows, n_rows, row_elems);
+	switch (dtype) {
+	case MB_FP32: return rows_launch<float>(s, dst, src, rows, n_rows, row_elems);
+	case MB_FP16: return rows_launch<__half>(s, dst, src, rows, n_rows, row_elems);
+	case MB_BF16: return rows_launch<__nv_bfloat16>(s, dst, src, rows, n_rows, row_elems);
+	default: return (int)cudaErrorInvalidValue;
+	}
 }

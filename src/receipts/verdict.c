@@ -265,10 +265,11 @@ cleanup:
 }
 
 /* HOOK(lanes): a receipt with lanes carries run-level evidence (a row swapped
- * between fused and fallback inside a training-step slice), which DESIGN.md
- * requires for keep. Lanes have no schema yet (a later issue), so they are
- * not read here: the verdicts stay case-level and the set says so. Replace
- * this note with lane evaluation once the lane format is fixed. */
+ * between fused and fallback inside a training-step slice), which keep
+ * requires (src/README.md, Verdicts). Lanes have no schema yet (a later
+ * issue), so they are not read here: the verdicts stay case-level and the
+ * set says so. Replace this note with lane evaluation once the lane format
+ * is fixed. */
 static void note_lanes(mb_verdict_set *set, const json_t *receipt)
 {
 	const json_t *lanes = json_object_get(receipt, "lanes");

@@ -1,5 +1,5 @@
 /* Catalog verdicts within one receipt: each row's fused variant against its
- * fallback, shape by shape, then one word per row (DESIGN.md, Verdicts):
+ * fallback, shape by shape, then one word per row (src/README.md, Verdicts):
  *   keep         correct everywhere, fallback present and correct, a
  *                significant win on every shape family;
  *   conditional  wins on some families only (named in `families`);

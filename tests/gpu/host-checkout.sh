@@ -12,7 +12,7 @@ bundle=$1
 dir=$2
 [ -f "$bundle/repo.bundle" ] || { echo "$0: $bundle/repo.bundle: no git bundle (made outside a checkout?)" >&2; exit 1; }
 rm -rf "$dir"
-git clone -q "$bundle/repo.bundle" "$dir"
+git clone -q --no-checkout "$bundle/repo.bundle" "$dir"
 git -C "$dir" checkout -q --detach "$(cat "$bundle/commit")"
 # tracked files as the working tree has them; build outputs, bundles and
 # .git stay out

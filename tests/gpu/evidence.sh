@@ -83,7 +83,7 @@ for phase in "${@:-checks}"; do
 		python3 tests/gpu/accuracy.py "$out/accuracy.json" "$out/ncu.csv" | tee "$out/accuracy.txt"
 		;;
 	memcheck)
-		MEGABENCH_SKIP_CEILINGS=1 step memcheck 240 compute-sanitizer --tool memcheck --target-processes all \
+		MEGABENCH_SKIP_CEILINGS=1 step memcheck 300 compute-sanitizer --tool memcheck --target-processes all \
 			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda -o "$out/memcheck.json"
 		grep -E "ERROR SUMMARY" "$out/memcheck.log" | sort | uniq -c
 		;;

@@ -278,8 +278,9 @@ static int record_call(case_run *r, const mb_batch *b, int i, mb_error *err)
 	return 0;
 }
 
-/* One timed batch of n calls into the sampler. */
-static int timed_batch(case_run *r, int n, mb_error *err)
+/* One timed batch of up to n calls into the sampler (the backend may time
+ * fewer); returns through *timed how many. */
+static int timed_batch(case_run *r, int n, int *timed, mb_error *err)
 {
 	double sample[MB_MAX_BATCH], events[MB_MAX_BATCH], span[MB_MAX_BATCH];
 	int launches[MB_MAX_BATCH];
@@ -288,6 +289,7 @@ static int timed_batch(case_run *r, int n, mb_error *err)
 
 	if ((rc = r->be->time_batch(r->dc, &b, r->phases, &r->o, err)))
 		return rc;
+	n = *timed = b.n;
 	r->have_events = b.events_ns != NULL;
 	r->sagged = r->sagged || b.sagged;
 	for (int i = 0; i < n; i++) {
@@ -334,7 +336,7 @@ static int sample(case_run *r, bool *converged, mb_error *err)
 {
 	double per_call_ns = 0;
 	int64_t t0 = mb_now_ns();
-	int rc;
+	int rc, n_last;
 
 	if ((rc = r->be->arm(r->dc, &r->o)))
 		return rc;
@@ -352,7 +354,7 @@ static int sample(case_run *r, bool *converged, mb_error *err)
 	do {
 		int n = batch_size(r, per_call_ns);
 		int64_t b0 = mb_now_ns();
-		if ((rc = timed_batch(r, n, err)))
+		if ((rc = timed_batch(r, n, &n, err)))
 			return rc;
 		per_call_ns = (double)(mb_now_ns() - b0) / n;
 		mb_trace("%s: batch of %d in %.0f us", r->plan->id, n, per_call_ns * n / 1e3);
@@ -366,7 +368,7 @@ static int sample(case_run *r, bool *converged, mb_error *err)
 	if ((rc = r->be->poison(r->dc, &r->o)))
 		return rc;
 	r->phases->correctness += mb_now_ns() - t0;
-	if ((rc = timed_batch(r, 1, err)))
+	if ((rc = timed_batch(r, 1, &n_last, err)))
 		return rc;
 	t0 = mb_now_ns();
 	rc = check_outputs(r, &r->last, err);

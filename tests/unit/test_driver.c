@@ -41,17 +41,10 @@ static int keep(void *ctx, size_t index, const json_t *result, const mb_phase_ns
 
 static void settings_init(mb_settings *s, uint64_t seed)
 {
-	memset(s, 0, sizeof(*s));
-	s->seed = seed;
-	s->n_modes = 1;
-	s->modes[0] = MB_MODE_COLD;
-	s->max_noise = 0.5;
-	s->min_samples = 3;
-	s->max_samples = 10;
-	s->min_time_s = 0;
-	s->timeout_s = 1;
-	s->warmup = 1;
-	s->max_check_rows = CHECKED;
+	/* short: the sample and the groups are the point, not the numbers */
+	*s = (mb_settings){.seed = seed, .n_modes = 1, .modes = {MB_MODE_COLD}, .max_noise = 0.5,
+		.min_samples = 3, .max_samples = 10, .min_time_s = 0, .timeout_s = 1, .warmup = 1,
+		.max_check_rows = CHECKED};
 }
 
 static void plan_case(mb_case_plan *p, const char *row_name, const char *variant, int64_t rows)

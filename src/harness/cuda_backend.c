@@ -414,7 +414,6 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 	int n = b->n, hold = cold ? COLD_HELD_CALLS : held_calls(dc), rc = 0;
 	uint64_t first_id;
 	cudaError_t ce = cudaSuccess;
-
 	int64_t t_start = mb_now_ns();
 
 	if (!cold && n > hold)

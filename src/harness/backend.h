@@ -63,6 +63,9 @@ typedef struct mb_batch {
 	double *events_ns;  /* NULL when the backend has no second clock */
 	double *span_ns;
 	int *launches;
+	/* each launch's own time, n rows of MB_MAX_LAUNCHES in start order (NAN
+	 * past the call's launches); NULL when the backend cannot tell */
+	double *launch_ns;
 	bool sagged;        /* the clock sagged during the batch: exclude it */
 } mb_batch;
 

@@ -221,6 +221,7 @@ typedef struct case_run {
 	bool s_made;
 	/* per timed call, beside the sampler's samples */
 	double *events_ns, *span_ns;
+	double *launch_ns;           /* MB_MAX_LAUNCHES per call, NAN where none */
 	int *launches;
 	int n_calls, cap_calls;
 	bool have_events;            /* the backend gives a second clock */
@@ -254,26 +255,34 @@ static int check_outputs(case_run *r, mb_check *chk, mb_error *err)
 	return 0;
 }
 
+/* Make *p hold `elems` items of `size` bytes (its contents kept). */
+static bool grow_array(void **p, size_t elems, size_t size)
+{
+	void *q = realloc(*p, elems * size);
+
+	if (q)
+		*p = q;
+	return q != NULL;
+}
+
 static int record_call(case_run *r, const mb_batch *b, int i, mb_error *err)
 {
 	if (r->n_calls == r->cap_calls) {
-		int cap = r->cap_calls ? r->cap_calls * 2 : 64;
-		double *e = realloc(r->events_ns, (size_t)cap * sizeof(*e));
-		double *s = e ? realloc(r->span_ns, (size_t)cap * sizeof(*s)) : NULL;
-		int *l = s ? realloc(r->launches, (size_t)cap * sizeof(*l)) : NULL;
+		size_t cap = r->cap_calls ? 2 * (size_t)r->cap_calls : 64;
 
-		if (e)
-			r->events_ns = e;
-		if (s)
-			r->span_ns = s;
-		if (!l)
+		if (!grow_array((void **)&r->events_ns, cap, sizeof(double))
+			|| !grow_array((void **)&r->span_ns, cap, sizeof(double))
+			|| !grow_array((void **)&r->launches, cap, sizeof(int))
+			|| !grow_array((void **)&r->launch_ns, cap * MB_MAX_LAUNCHES, sizeof(double)))
 			return mb_error_set(err, MB_ENOMEM, r->plan->id, "out of memory for samples");
-		r->launches = l;
-		r->cap_calls = cap;
+		r->cap_calls = (int)cap;
 	}
 	r->events_ns[r->n_calls] = b->events_ns ? b->events_ns[i] : NAN;
 	r->span_ns[r->n_calls] = b->span_ns ? b->span_ns[i] : NAN;
 	r->launches[r->n_calls] = b->launches ? b->launches[i] : -1;
+	for (int k = 0; k < MB_MAX_LAUNCHES; k++)
+		r->launch_ns[(size_t)r->n_calls * MB_MAX_LAUNCHES + k] =
+			b->launch_ns ? b->launch_ns[(size_t)i * MB_MAX_LAUNCHES + k] : NAN;
 	r->n_calls++;
 	return 0;
 }
@@ -283,8 +292,9 @@ static int record_call(case_run *r, const mb_batch *b, int i, mb_error *err)
 static int timed_batch(case_run *r, int n, int *timed, mb_error *err)
 {
 	double sample[MB_MAX_BATCH], events[MB_MAX_BATCH], span[MB_MAX_BATCH];
+	double launch_ns[MB_MAX_BATCH * MB_MAX_LAUNCHES];
 	int launches[MB_MAX_BATCH];
-	mb_batch b = {n, sample, events, span, launches, false};
+	mb_batch b = {n, sample, events, span, launches, launch_ns, false};
 	int rc;
 
 	if ((rc = r->be->time_batch(r->dc, &b, r->phases, &r->o, err)))
@@ -481,6 +491,25 @@ static double median_of(double *v, int n)
 	return mb_quantile_sorted(v, n, 0.5);
 }
 
+/* Each modelled launch's median time over the calls that ran exactly
+ * that many launches (a call with another count cannot be matched launch
+ * by launch); NAN where none did. */
+static void launch_medians(case_run *r, double *out, int n_launches)
+{
+	double *v = malloc((size_t)(r->n_calls ? r->n_calls : 1) * sizeof(*v));
+
+	for (int k = 0; k < MB_MAX_LAUNCHES; k++) {
+		int n = 0;
+		for (int i = 0; v && k < n_launches && i < r->n_calls; i++) {
+			double ns = r->launch_ns[(size_t)i * MB_MAX_LAUNCHES + k];
+			if (r->launches[i] == n_launches && !r->s.excluded[i] && isfinite(ns))
+				v[n++] = ns;
+		}
+		out[k] = median_of(v, n);
+	}
+	free(v);
+}
+
 static json_t *events_timing(case_run *r, json_t *timing, int observed)
 {
 	json_t *evs = json_array();
@@ -525,9 +554,13 @@ static void write_results(case_run *r, bool converged)
 	if (r->have_events)
 		events_timing(r, timing, observed);
 	json_object_set_new(r->c, "timing", timing);
-	json_object_set_new(r->c, "throughput", mb_throughput_json(
-		row->bytes(r->plan->axis, r->be->fp32_variants ? MB_FP32 : r->plan->dtype), row->flops(r->plan->axis),
-		mb_sampler_median(&r->s), r->ceilings));
+	mb_traffic traffic;
+	double launch_median[MB_MAX_LAUNCHES];
+	mb_traffic_model(&traffic, row, r->plan->variant, r->plan->axis,
+		r->be->fp32_variants ? MB_FP32 : r->plan->dtype);
+	launch_medians(r, launch_median, traffic.n_launches);
+	json_object_set_new(r->c, "throughput", mb_throughput_json(&traffic, row->flops(r->plan->axis),
+		mb_sampler_median(&r->s), launch_median, r->ceilings));
 	json_object_set_new(r->c, "memory", json_pack("{s:I}", "peak_bytes", (json_int_t)rep.peak_bytes));
 	if (rep.kernels || rep.unobserved_why) {
 		json_object_set_new(r->c, "kernels", rep.kernels ? json_incref(rep.kernels) : json_array());
@@ -558,6 +591,7 @@ static void case_run_free(case_run *r)
 		mb_sampler_free(&r->s);
 	free(r->events_ns);
 	free(r->span_ns);
+	free(r->launch_ns);
 	free(r->launches);
 }
 

@@ -12,6 +12,7 @@
 #include "harness/backend.h"
 #include "harness/cli.h"
 #include "harness/console.h"
+#include "harness/repetitions.h"
 #include "harness/runner.h"
 #include "harness/suite.h"
 #include "receipts/receipt_io.h"
@@ -43,6 +44,9 @@ static void run_usage(FILE *f)
 		"      --seed N          input generator seed (default: the suite's)\n"
 		"      --min-time S      override the suite's min_time_s\n"
 		"      --timeout S       override the suite's timeout_s\n"
+		"      --repetitions N   run the whole plan N times (2..64), each row in fresh child\n"
+		"                        processes every time; each case keeps every pass's samples\n"
+		"                        and the spread of their medians (between-run noise)\n"
 		"      --dry-run         print the plan and exit without running\n"
 		"  -q, --quiet           no progress lines (the summary table is still printed)\n"
 		"  -h, --help            this text\n"
@@ -66,13 +70,15 @@ typedef struct run_args {
 	mb_plan_filter filter;
 	const char *seed;
 	const char *min_time;
+	const char *repetitions;
 	const char *timeout;
 	int dry_run, quiet;
 } run_args;
 
 static int parse_args(run_args *a, int argc, char **argv)
 {
-	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY };
+	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY,
+		OPT_REPETITIONS };
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"backend", required_argument, NULL, 'b'},
@@ -84,6 +90,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 		{"min-time", required_argument, NULL, OPT_MIN_TIME},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
 		{"dry-run", no_argument, NULL, OPT_DRY},
+		{"repetitions", required_argument, NULL, OPT_REPETITIONS},
 		{"quiet", no_argument, NULL, 'q'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -105,6 +112,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 		case OPT_MIN_TIME: a->min_time = optarg; break;
 		case OPT_TIMEOUT: a->timeout = optarg; break;
 		case OPT_DRY: a->dry_run = 1; break;
+		case OPT_REPETITIONS: a->repetitions = optarg; break;
 		case 'q': a->quiet = 1; break;
 		case 'h': run_usage(stdout); return -1;
 		default: return mb_cli_usage_error("run", "unknown or incomplete option");
@@ -151,6 +159,19 @@ static int apply_overrides(mb_settings *s, const run_args *a)
 			return MB_EXIT_USAGE;
 		s->timeout_s = v;
 	}
+	return 0;
+}
+
+/* --repetitions: 1 when absent. */
+static int repetitions_arg(int *out, const run_args *a)
+{
+	double v = 1;
+
+	if (a->repetitions && (number_arg(&v, "--repetitions", a->repetitions, 1, MB_MAX_REPETITIONS)
+		|| v != (double)(int)v))
+		return mb_cli_usage_error("run", "--repetitions expects a whole number from 1 to %d, got \"%s\"",
+			MB_MAX_REPETITIONS, a->repetitions);
+	*out = (int)v;
 	return 0;
 }
 
@@ -244,7 +265,7 @@ int mb_cli_run(int argc, char **argv)
 	const char *notices[1];
 	size_t n_notices = 0;
 	struct sigaction sa = {0}, old_int, old_term;
-	int code, rc;
+	int code, rc, repetitions = 1;
 
 	mb_error_clear(&err);
 	code = parse_args(&a, argc, argv);
@@ -257,6 +278,8 @@ int mb_cli_run(int argc, char **argv)
 		goto cleanup;
 	}
 	code = apply_overrides(&suite->settings, &a);
+	if (!code)
+		code = repetitions_arg(&repetitions, &a);
 	if (code)
 		goto cleanup;
 	/* a dry run only plans: it needs the backend built in, not a device */
@@ -307,7 +330,7 @@ int mb_cli_run(int argc, char **argv)
 			.suite = suite, .plan = plan, .filter = &a.filter, .backend = backend,
 			.backend_requested = a.backend, .progress = &con.progress, .argc = argc + 1,
 			.argv = argv - 1, .interrupted = &interrupted, .notices = notices, .n_notices = n_notices,
-			.source_dir = getenv("MEGABENCH_SOURCE_DIR"),
+			.source_dir = getenv("MEGABENCH_SOURCE_DIR"), .repetitions = repetitions,
 		};
 		rc = mb_run(&receipt, &o, &err);
 	}

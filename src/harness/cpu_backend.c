@@ -19,12 +19,44 @@
 #define NS_PER_S 1e9
 #define BYTES_PER_GB 1e9
 
+/* The median time of COPY_PROBE_REPEATS runs of one direction of the
+ * probe over the buffers: 0 read only (a sum, kept observable), 1 write
+ * only (memset), 2 copy (memcpy). */
+enum { PROBE_READ, PROBE_WRITE, PROBE_COPY };
+
+static volatile uint64_t probe_sink;
+
+static double probe_median_ns(int kind, char *dst, char *src, json_t *samples)
+{
+	double ns[COPY_PROBE_REPEATS];
+
+	for (int i = 0; i < COPY_PROBE_REPEATS; i++) {
+		int64_t start = mb_now_ns();
+		if (kind == PROBE_READ) {
+			const uint64_t *w = (const uint64_t *)src;
+			uint64_t acc = 0;
+			for (size_t k = 0; k < COPY_PROBE_BYTES / sizeof(*w); k++)
+				acc += w[k];
+			probe_sink = acc;
+		} else if (kind == PROBE_WRITE) {
+			memset(dst, i, COPY_PROBE_BYTES);
+		} else {
+			memcpy(dst, src, COPY_PROBE_BYTES);
+		}
+		ns[i] = (double)(mb_now_ns() - start);
+		if (samples)
+			json_array_append_new(samples, json_integer((json_int_t)ns[i]));
+		src[i] ^= dst[COPY_PROBE_BYTES - 1 - i]; /* keep the work observable */
+	}
+	qsort(ns, COPY_PROBE_REPEATS, sizeof(ns[0]), mb_cmp_double);
+	return ns[COPY_PROBE_REPEATS / 2];
+}
+
 static int cpu_probe(json_t **out_device, json_t **out_ceilings, mb_phase_ns *phases, mb_error *err)
 {
 	int64_t t0 = mb_now_ns();
 	json_t *host = NULL, *device = NULL, *ceilings = NULL, *samples = NULL;
 	char *src = NULL, *dst = NULL;
-	double ns[COPY_PROBE_REPEATS];
 	int rc;
 
 	*out_device = *out_ceilings = NULL;
@@ -46,18 +78,14 @@ static int cpu_probe(json_t **out_device, json_t **out_ceilings, mb_phase_ns *ph
 	memset(src, 0x5a, COPY_PROBE_BYTES);
 	memset(dst, 0xa5, COPY_PROBE_BYTES); /* touch every page before timing */
 	samples = json_array();
-	for (int i = 0; i < COPY_PROBE_REPEATS; i++) {
-		int64_t start = mb_now_ns();
-		memcpy(dst, src, COPY_PROBE_BYTES);
-		ns[i] = (double)(mb_now_ns() - start);
-		json_array_append_new(samples, json_integer((json_int_t)ns[i]));
-		src[i] ^= dst[COPY_PROBE_BYTES - 1 - i]; /* keep the copies observable */
-	}
-	qsort(ns, COPY_PROBE_REPEATS, sizeof(ns[0]), mb_cmp_double);
 	ceilings = json_object();
 	{
-		double median = ns[COPY_PROBE_REPEATS / 2];
+		double median = probe_median_ns(PROBE_COPY, dst, src, samples);
 		double gbps = 2.0 * COPY_PROBE_BYTES / BYTES_PER_GB / (median / NS_PER_S);
+		double read_ns = probe_median_ns(PROBE_READ, dst, src, NULL);
+		double write_ns = probe_median_ns(PROBE_WRITE, dst, src, NULL);
+		json_object_set_new(ceilings, "read_gbps", json_real(COPY_PROBE_BYTES / BYTES_PER_GB / (read_ns / NS_PER_S)));
+		json_object_set_new(ceilings, "write_gbps", json_real(COPY_PROBE_BYTES / BYTES_PER_GB / (write_ns / NS_PER_S)));
 		json_object_set_new(ceilings, "copy_gbps", json_real(gbps));
 		json_object_set_new(ceilings, "copy_source", json_string("memcpy (host), bytes read + written, median of 7"));
 		json_object_set_new(ceilings, "copy_bytes", json_integer(COPY_PROBE_BYTES));
@@ -160,7 +188,7 @@ static int cpu_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb_
 		cpu_call(dc, o);
 		b->sample_ns[i] = (double)(mb_now_ns() - start);
 	}
-	b->events_ns = b->span_ns = NULL;
+	b->events_ns = b->span_ns = b->launch_ns = NULL;
 	b->launches = NULL;
 	return 0;
 }

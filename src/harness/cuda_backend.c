@@ -51,6 +51,8 @@
  * takes the host less time to enqueue than the flush before it takes the
  * device. */
 #define COLD_HELD_CALLS 2
+_Static_assert(MB_CUPTI_MAX_LAUNCHES == MB_MAX_LAUNCHES, "CUPTI keeps as many launch times as a bytes model has launches");
+
 #define POISON_BYTE 0xFF /* 0xFFFF... is a NaN in fp32, fp16 and bf16 */
 #define DEVICES_QUERY_TIMEOUT_MS 60000
 #define NS_PER_MS 1e6
@@ -449,6 +451,8 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 	int64_t t_flushed = mb_now_ns();
 	if (B.cupti && (rc = mb_cupti_collect(calls, first_id, 2 * n, &dc->kernels, n, err)) != 0)
 		return rc;
+	if (!B.cupti)
+		b->launch_ns = NULL;
 	int64_t t_collected = mb_now_ns();
 	unsigned mhz = 0;
 	b->sagged = dc->clock_known && mb_cuda_nvml_sm_clock_mhz(&mhz) &&
@@ -464,6 +468,8 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 		b->sample_ns[i] = !B.cupti ? b->events_ns[i] : calls[i].launches > 0 ? (double)calls[i].busy_ns : -1;
 		b->span_ns[i] = B.cupti ? (double)calls[i].span_ns : b->events_ns[i];
 		b->launches[i] = B.cupti ? calls[i].launches : -1;
+		for (int k = 0; b->launch_ns && k < MB_MAX_LAUNCHES; k++)
+			b->launch_ns[i * MB_MAX_LAUNCHES + k] = k < calls[i].launches ? (double)calls[i].launch_ns[k] : NAN;
 		/* the flushes' device time; without CUPTI it stays in idle time */
 		if (B.cupti && cold)
 			phases->l2_flush += calls[n + i].busy_ns;

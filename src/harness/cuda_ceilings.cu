@@ -17,6 +17,7 @@ extern "C" {
 }
 #include "harness/cuda_blocker.h"
 #include "harness/cuda_ceilings.h"
+#include "harness/cuda_inputs.h"
 #include "harness/cupti_timer.h"
 
 namespace {
@@ -33,43 +34,18 @@ const int COPY_BLOCKS_PER_SM = 8;
 const int GEMM_N = 8192;
 const int GEMM_WARMUP = 3;
 const int GEMM_SAMPLES = 10;
-const int FILL_THREADS = 256;
-const int FILL_BLOCKS_PER_SM = 16;
 const unsigned long long COPY_SEED = 0x6d62636f7079ULL; /* "mbcopy" */
 const unsigned long long GEMM_SEED = 0x6d6267656d6dULL; /* "mbgemm" */
-/* Values closer to zero than this are replaced, so inputs are never zero. */
-const float FILL_MIN_MAGNITUDE = 1.0f / 1024.0f;
-const float FILL_REPLACEMENT = 0.5f;
+/* The read probe stores its folded value only when it equals this key,
+ * passed at run time so the compiler cannot drop the loads; the write
+ * probe stores this pattern. */
+const unsigned READ_SINK_KEY = 0x9e3779b9u;
+const unsigned WRITE_VALUE = 0x3c003c00u;
 const double NS_PER_S = 1e9;
 const double BYTES_PER_GB = 1e9;
 const double FLOPS_PER_TFLOP = 1e12;
 /* External correlation ids of the probe, far from the backend's. */
 const uint64_t PROBE_ID_BASE = 1ULL << 62;
-
-__device__ __forceinline__ uint32_t hash32(uint64_t x)
-{
-	/* splitmix64 finaliser: a good mix for counter-based random numbers. */
-	x += 0x9e3779b97f4a7c15ULL;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-	return (uint32_t)((x ^ (x >> 31)) >> 32);
-}
-
-__global__ void fill_random_kernel(void *dst, size_t n, int elem_bytes, unsigned long long seed)
-{
-	size_t stride = (size_t)gridDim.x * blockDim.x;
-	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
-		float v = (float)hash32(seed ^ (i * 0x632be59bd9b4e019ULL)) * (2.0f / 4294967296.0f) - 1.0f;
-		if (fabsf(v) < FILL_MIN_MAGNITUDE)
-			v = FILL_REPLACEMENT;
-		if (elem_bytes == 4)
-			((float *)dst)[i] = v;
-#if MB_HAVE_CUBLAS
-		else
-			((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(v);
-#endif
-	}
-}
 
 /* Grid-stride copy with 16-byte accesses and COPY_UNROLL loads in flight
  * per thread before the first store. n16 counts 16-byte vectors. */
@@ -89,6 +65,43 @@ __global__ void __launch_bounds__(COPY_THREADS) mb_ceiling_copy_kernel(uint4 *__
 	}
 	for (; i < n16; i += stride)
 		dst[i] = src[i];
+}
+
+/* The read-only probe: the same loads as the copy, folded into a value
+ * that is stored only when it equals a key given at run time (a chance of
+ * 2^-32 per thread), so that the loads stay and almost nothing is
+ * written. */
+__global__ void __launch_bounds__(COPY_THREADS) mb_ceiling_read_kernel(const uint4 *__restrict__ src, size_t n16,
+	unsigned *sink, unsigned key)
+{
+	size_t stride = (size_t)gridDim.x * blockDim.x;
+	size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned acc = 0;
+	for (; i + (COPY_UNROLL - 1) * stride < n16; i += COPY_UNROLL * stride) {
+		uint4 v[COPY_UNROLL];
+#pragma unroll
+		for (int u = 0; u < COPY_UNROLL; u++)
+			v[u] = src[i + u * stride];
+#pragma unroll
+		for (int u = 0; u < COPY_UNROLL; u++)
+			acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
+	}
+	for (; i < n16; i += stride) {
+		uint4 v = src[i];
+		acc ^= v.x ^ v.y ^ v.z ^ v.w;
+	}
+	if (acc == key)
+		*sink = acc;
+}
+
+/* The write-only probe: 16-byte stores of a value, COPY_UNROLL per step. */
+__global__ void __launch_bounds__(COPY_THREADS) mb_ceiling_write_kernel(uint4 *__restrict__ dst, size_t n16,
+	unsigned value)
+{
+	size_t stride = (size_t)gridDim.x * blockDim.x;
+	uint4 v = make_uint4(value, value, value, value);
+	for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n16; i += stride)
+		dst[i] = v;
 }
 
 static int fail(mb_error *err, cudaError_t ce, const char *what)
@@ -126,6 +139,28 @@ cudaError_t vendor_copy(void *p, cudaStream_t stream)
 {
 	copy_ctx *c = (copy_ctx *)p;
 	return cudaMemcpyAsync(c->dst, c->src, c->bytes, cudaMemcpyDeviceToDevice, stream);
+}
+
+cudaError_t own_read(void *p, cudaStream_t stream)
+{
+	copy_ctx *c = (copy_ctx *)p;
+	mb_ceiling_read_kernel<<<c->blocks, COPY_THREADS, 0, stream>>>((const uint4 *)c->src, c->bytes / sizeof(uint4),
+		(unsigned *)c->dst, READ_SINK_KEY);
+	return cudaGetLastError();
+}
+
+cudaError_t own_write(void *p, cudaStream_t stream)
+{
+	copy_ctx *c = (copy_ctx *)p;
+	mb_ceiling_write_kernel<<<c->blocks, COPY_THREADS, 0, stream>>>((uint4 *)c->dst, c->bytes / sizeof(uint4),
+		WRITE_VALUE);
+	return cudaGetLastError();
+}
+
+cudaError_t vendor_write(void *p, cudaStream_t stream)
+{
+	copy_ctx *c = (copy_ctx *)p;
+	return cudaMemsetAsync(c->dst, (int)(WRITE_VALUE & 0xFF), c->bytes, stream);
 }
 
 /* Holds the stream while each probe call is enqueued (see cuda_blocker.h);
@@ -213,6 +248,9 @@ static int measure_copy(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t
 	size_t bytes = COPY_BYTES;
 	cudaError_t ce;
 	double own_ns[COPY_SAMPLES], own_ev[COPY_SAMPLES], ven_ns[COPY_SAMPLES], ven_ev[COPY_SAMPLES];
+	double rd_ns[COPY_SAMPLES], rd_ev[COPY_SAMPLES], wr_ns[COPY_SAMPLES], wr_ev[COPY_SAMPLES];
+	double vwr_ns[COPY_SAMPLES], vwr_ev[COPY_SAMPLES];
+	mb_input_params fill = {COPY_SEED, MB_INPUT_UNIFORM, -1.0f, 1.0f};
 	int dev = 0, sms = 0;
 	copy_ctx ctx;
 	json_t *samples = NULL;
@@ -235,8 +273,7 @@ static int measure_copy(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t
 	}
 	cudaGetDevice(&dev);
 	cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-	fill_random_kernel<<<sms * FILL_BLOCKS_PER_SM, FILL_THREADS, 0, stream>>>(a, bytes / 4, 4, COPY_SEED);
-	if ((ce = cudaGetLastError()) != cudaSuccess) {
+	if ((ce = (cudaError_t)mb_cuda_fill(stream, a, bytes / 4, &fill, MB_FP32)) != cudaSuccess) {
 		rc = fail(err, ce, "fill");
 		goto cleanup;
 	}
@@ -245,7 +282,10 @@ static int measure_copy(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t
 	ctx.bytes = bytes;
 	ctx.blocks = sms * COPY_BLOCKS_PER_SM;
 	if ((rc = time_op(own_ns, own_ev, own_copy, &ctx, stream, COPY_WARMUP, COPY_SAMPLES, use_cupti, next_id, &used_events, err)) ||
-	    (rc = time_op(ven_ns, ven_ev, vendor_copy, &ctx, stream, COPY_WARMUP, COPY_SAMPLES, use_cupti, next_id, &used_events, err)))
+	    (rc = time_op(ven_ns, ven_ev, vendor_copy, &ctx, stream, COPY_WARMUP, COPY_SAMPLES, use_cupti, next_id, &used_events, err)) ||
+	    (rc = time_op(rd_ns, rd_ev, own_read, &ctx, stream, COPY_WARMUP, COPY_SAMPLES, use_cupti, next_id, &used_events, err)) ||
+	    (rc = time_op(wr_ns, wr_ev, own_write, &ctx, stream, COPY_WARMUP, COPY_SAMPLES, use_cupti, next_id, &used_events, err)) ||
+	    (rc = time_op(vwr_ns, vwr_ev, vendor_write, &ctx, stream, COPY_WARMUP, COPY_SAMPLES, use_cupti, next_id, &used_events, err)))
 		goto cleanup;
 	{
 		samples = json_array();
@@ -268,6 +308,14 @@ static int measure_copy(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t
 		json_object_set_new(o, "copy_samples_ns", samples);
 		samples = NULL;
 		set_num(o, "copy_events_median_ns", median(own_ev, COPY_SAMPLES), true);
+		/* One direction at a time: a kernel that reads more than it writes
+		 * can beat the copy rate, and its ceiling follows its own mix
+		 * (mb_throughput_json interpolates between these and the copy). */
+		double read_gbps = (double)bytes / (median(rd_ns, COPY_SAMPLES) / NS_PER_S) / BYTES_PER_GB;
+		double own_write_gbps = (double)bytes / (median(wr_ns, COPY_SAMPLES) / NS_PER_S) / BYTES_PER_GB;
+		double ven_write_gbps = (double)bytes / (median(vwr_ns, COPY_SAMPLES) / NS_PER_S) / BYTES_PER_GB;
+		set_num(o, "read_gbps", read_gbps, true);
+		set_num(o, "write_gbps", own_write_gbps > ven_write_gbps ? own_write_gbps : ven_write_gbps, true);
 	}
 cleanup:
 	json_decref(samples);
@@ -302,8 +350,10 @@ static int measure_gemm(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t
 	double ns[GEMM_SAMPLES], ev[GEMM_SAMPLES];
 	int dev = 0, sms = 0;
 	bool used_events = !use_cupti;
+	mb_input_params fill_a = {GEMM_SEED, MB_INPUT_UNIFORM, -1.0f, 1.0f}, fill_b = fill_a;
 	cudaError_t ce;
 
+	fill_b.key = GEMM_SEED + 1;
 	if (cublasCreate(&g.handle) != CUBLAS_STATUS_SUCCESS ||
 	    cublasSetStream(g.handle, stream) != CUBLAS_STATUS_SUCCESS) {
 		rc = mb_error_set(err, MB_EDEVICE, "ceilings", "cublasCreate failed");
@@ -318,9 +368,8 @@ static int measure_gemm(json_t *o, cudaStream_t stream, bool use_cupti, uint64_t
 	cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
 	/* Random data: a GEMM on zeros runs measurably faster than on real
 	 * values, which would inflate the ceiling. */
-	fill_random_kernel<<<sms * FILL_BLOCKS_PER_SM, FILL_THREADS, 0, stream>>>(a, n, 2, GEMM_SEED);
-	fill_random_kernel<<<sms * FILL_BLOCKS_PER_SM, FILL_THREADS, 0, stream>>>(b, n, 2, GEMM_SEED + 1);
-	if ((ce = cudaGetLastError()) != cudaSuccess) {
+	if ((ce = (cudaError_t)mb_cuda_fill(stream, a, n, &fill_a, MB_BF16)) != cudaSuccess ||
+	    (ce = (cudaError_t)mb_cuda_fill(stream, b, n, &fill_b, MB_BF16)) != cudaSuccess) {
 		rc = fail(err, ce, "fill");
 		goto cleanup;
 	}

@@ -334,6 +334,20 @@ int mb_cupti_flush(mb_error *err)
 	return r == CUPTI_SUCCESS ? 0 : cupti_fail(err, r, "cuptiActivityFlushAll");
 }
 
+/* One attributed operation, for ordering a call's launches by start. */
+typedef struct timed_op {
+	size_t call;
+	uint64_t start, end;
+} timed_op;
+
+static int cmp_timed_op(const void *a, const void *b)
+{
+	const timed_op *x = a, *y = b;
+	if (x->call != y->call)
+		return (x->call > y->call) - (x->call < y->call);
+	return (x->start > y->start) - (x->start < y->start);
+}
+
 static int cmp_ext(const void *a, const void *b)
 {
 	const ext_rec *x = a, *y = b;
@@ -391,10 +405,13 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 {
 	int rc = 0;
 	uint64_t *first_start = NULL, *last_end = NULL;
+	timed_op *ordered = NULL;
+	size_t n_ordered = 0;
 	pthread_mutex_lock(&T.lock);
 	first_start = calloc((size_t)n + 1, sizeof *first_start);
 	last_end = calloc((size_t)n + 1, sizeof *last_end);
-	if (first_start == NULL || last_end == NULL) {
+	ordered = malloc((T.n_ops ? T.n_ops : 1) * sizeof *ordered);
+	if (first_start == NULL || last_end == NULL || ordered == NULL) {
 		rc = mb_error_set(err, MB_ENOMEM, "cupti", "out of memory collecting %d calls", n);
 		goto cleanup;
 	}
@@ -408,6 +425,7 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 		calls[i].busy_ns = 0;
 		calls[i].span_ns = 0;
 		calls[i].launches = 0;
+		memset(calls[i].launch_ns, 0, sizeof calls[i].launch_ns);
 	}
 	/* API records inside a call's window map their correlation id to the
 	 * call, unless an external correlation record already did. */
@@ -443,6 +461,7 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 		size_t c = (size_t)(ext - first_id);
 		calls[c].busy_ns += (int64_t)(op->end - op->start);
 		calls[c].launches++;
+		ordered[n_ordered++] = (timed_op){c, op->start, op->end};
 		if (first_start[c] == 0 || op->start < first_start[c])
 			first_start[c] = op->start;
 		if (op->end > last_end[c])
@@ -458,6 +477,12 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 	for (int i = 0; i < n; i++)
 		if (calls[i].launches > 0)
 			calls[i].span_ns = (int64_t)(last_end[i] - first_start[i]);
+	qsort(ordered, n_ordered, sizeof *ordered, cmp_timed_op);
+	for (size_t k = 0, at = 0; k < n_ordered; k++) {
+		at = k > 0 && ordered[k].call == ordered[k - 1].call ? at + 1 : 0;
+		if (at < MB_CUPTI_MAX_LAUNCHES)
+			calls[ordered[k].call].launch_ns[at] = (int64_t)(ordered[k].end - ordered[k].start);
+	}
 cleanup:
 	T.n_ops = 0;
 	T.n_exts = 0;
@@ -466,6 +491,7 @@ cleanup:
 	pthread_mutex_unlock(&T.lock);
 	free(first_start);
 	free(last_end);
+	free(ordered);
 	return rc;
 }
 

@@ -25,12 +25,17 @@
 extern "C" {
 #endif
 
+/* Launches of one call whose durations are kept one by one. */
+#define MB_CUPTI_MAX_LAUNCHES 8
+
 /* What one bracketed call ran. */
 typedef struct mb_cupti_call {
 	uint64_t id;
 	int64_t busy_ns;  /* sum of kernel, memcpy and memset durations */
 	int64_t span_ns;  /* first start to last end */
 	int launches;     /* kernels, memcpys and memsets seen */
+	/* the first MB_CUPTI_MAX_LAUNCHES of them, in the order they started */
+	int64_t launch_ns[MB_CUPTI_MAX_LAUNCHES];
 } mb_cupti_call;
 
 /* The kernels seen across collected calls, one entry per distinct name

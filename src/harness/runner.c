@@ -14,6 +14,7 @@
 #include "harness/case_driver.h"
 #include "harness/hostinfo.h"
 #include "harness/isolate.h"
+#include "harness/repetitions.h"
 #include "receipts/provenance.h"
 
 /* How long a child may take beyond its sampling budget: setup (inputs,
@@ -155,7 +156,8 @@ static int row_main(int fd, void *arg)
 
 typedef struct run_state {
 	const mb_run_options *opts;
-	json_t *cases;        /* finished case objects, plan order */
+	json_t *results;      /* per plan case, an array of its finished passes */
+	json_t *cases;        /* the receipt's cases: passes merged, plan order */
 	json_t *notices;
 	json_t *device, *ceilings;
 	mb_phase_ns phases;
@@ -234,7 +236,7 @@ static void record_lost_case(run_state *st, size_t index, const char *status, co
 	json_t *c = mb_case_json_new(plan, st->opts->backend->name);
 
 	mb_case_json_set_status(c, status, why);
-	json_array_append_new(st->cases, c);
+	json_array_append_new(json_array_get(st->results, index), c);
 	if (st->opts->progress && st->opts->progress->case_done)
 		st->opts->progress->case_done(st->opts->progress->ctx, index, plan, c);
 }
@@ -243,9 +245,31 @@ static void record_case(run_state *st, size_t index, json_t *c)
 {
 	const mb_case_plan *plan = &st->opts->plan->cases[index];
 
-	json_array_append(st->cases, c);
+	json_array_append(json_array_get(st->results, index), c);
 	if (st->opts->progress && st->opts->progress->case_done)
 		st->opts->progress->case_done(st->opts->progress->ctx, index, plan, c);
+}
+
+/* The receipt's cases: each case that finished at least one pass, its
+ * passes merged, in plan order. */
+static int merge_passes(run_state *st, mb_error *err)
+{
+	size_t i;
+	json_t *passes;
+
+	json_array_foreach(st->results, i, passes) {
+		json_t *list[MB_MAX_REPETITIONS], *c;
+		size_t n = json_array_size(passes);
+
+		if (n == 0)
+			continue;
+		for (size_t k = 0; k < n && k < MB_MAX_REPETITIONS; k++)
+			list[k] = json_array_get(passes, k);
+		c = mb_case_merge_repetitions(list, n < MB_MAX_REPETITIONS ? n : MB_MAX_REPETITIONS);
+		if (!c || json_array_append_new(st->cases, c))
+			return mb_error_set(err, MB_ENOMEM, st->opts->plan->cases[i].id, "out of memory merging passes");
+	}
+	return 0;
 }
 
 /* Run cases [begin, end) of one row, restarting the child after a crash or
@@ -391,29 +415,30 @@ json_t *mb_build_identity(void)
 	return b;
 }
 
-/* Every kernel and reference source of the catalog, for provenance. */
-static size_t source_list(const char **out, size_t cap)
-{
-	size_t n_rows, n = 0;
-	const mb_row *const *rows = mb_catalog_rows_all(&n_rows);
-
-	out[n++] = "src/kernels/catalog.c";
-	for (size_t r = 0; r < n_rows; r++) {
-		for (size_t i = 0; i < 4 && rows[r]->source_files[i]; i++) {
-			bool seen = false;
-			for (size_t j = 0; j < n && !seen; j++)
-				seen = strcmp(out[j], rows[r]->source_files[i]) == 0;
-			if (!seen && n < cap)
-				out[n++] = rows[r]->source_files[i];
-		}
-	}
-	return n;
-}
+/* What a case's numbers depend on, for provenance (and the gate's
+ * "identical code"): every kernel and reference source and header, the
+ * table of rows, and the harness code that makes inputs and times calls.
+ * A folder stands for every file in it. */
+static const char *const SOURCES[] = {
+	"src/kernels/",
+	"src/reference/",
+	"src/harness/backend.h",
+	"src/harness/case_common.c",
+	"src/harness/case_driver.c",
+	"src/harness/cpu_backend.c",
+	"src/harness/cuda_backend.c",
+	"src/harness/cuda_blocker.cu",
+	"src/harness/cuda_flush.cu",
+	"src/harness/cuda_inputs.cu",
+	"src/harness/cupti_timer.c",
+	"src/harness/host_inputs.c",
+	"src/harness/input_rng.h",
+};
 
 static json_t *provenance(const mb_run_options *o, mb_error *err)
 {
-	const char *sources[64];
-	size_t n = source_list(sources, 64);
+	const char *const *sources = SOURCES;
+	size_t n = sizeof(SOURCES) / sizeof(SOURCES[0]);
 	json_t *p = NULL;
 	const char *first = o->source_dir ? o->source_dir : ".";
 
@@ -455,6 +480,7 @@ static json_t *settings_json(const mb_run_options *o, mb_error *err)
 	json_object_set_new(j, "timeout_s", json_real(s->timeout_s));
 	json_object_set_new(j, "warmup", json_integer(s->warmup));
 	json_object_set_new(j, "max_check_rows", json_integer(s->max_check_rows));
+	json_object_set_new(j, "repetitions", json_integer(o->repetitions > 1 ? o->repetitions : 1));
 	json_object_set_new(j, "rows", rows);
 	json_object_set_new(j, "dtypes", dtypes);
 	json_object_set_new(j, "variants", variants);
@@ -522,13 +548,16 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	json_t *r = NULL, *prov = NULL, *host = NULL, *settings = NULL, *command = json_array();
 	const char *status = "complete";
 	mb_error run_err;
-	int rc = 0;
+	int rc = 0, repetitions = o->repetitions > 1 ? o->repetitions : 1;
 
 	*out = NULL;
 	mb_error_clear(&run_err);
 	iso_now(started, sizeof(started));
 	new_run_id(run_id);
 	st.cases = json_array();
+	st.results = json_array();
+	for (size_t i = 0; i < o->plan->n_cases; i++)
+		json_array_append_new(st.results, json_array());
 	st.notices = json_array();
 	for (size_t i = 0; i < o->n_notices; i++)
 		json_array_append_new(st.notices, json_string(o->notices[i]));
@@ -550,17 +579,23 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	if (!json_is_true(json_object_get(prov, "available")))
 		notice(&st, "no git provenance: %s", json_string_value(json_object_get(prov, "reason")));
 	if (o->progress && o->progress->begin)
-		o->progress->begin(o->progress->ctx, o->plan->n_cases, o->backend->name);
+		o->progress->begin(o->progress->ctx, o->plan->n_cases * (size_t)repetitions, o->backend->name);
 
-	/* the probe failing means nothing can run: report it as the run's error */
+	/* the probe failing means nothing can run: report it as the run's error;
+	 * with repetitions, pass k runs every row (each in fresh children)
+	 * before pass k + 1 starts, so a case's passes are minutes apart */
 	rc = run_probe(&st, &run_err);
-	for (size_t begin = 0; rc == 0 && begin < o->plan->n_cases && !st.interrupted;) {
-		size_t end = begin;
-		while (end < o->plan->n_cases && o->plan->cases[end].row == o->plan->cases[begin].row)
-			end++;
-		rc = run_row(&st, begin, end, &run_err);
-		begin = end;
+	for (int pass = 0; rc == 0 && pass < repetitions && !st.interrupted; pass++) {
+		for (size_t begin = 0; rc == 0 && begin < o->plan->n_cases && !st.interrupted;) {
+			size_t end = begin;
+			while (end < o->plan->n_cases && o->plan->cases[end].row == o->plan->cases[begin].row)
+				end++;
+			rc = run_row(&st, begin, end, &run_err);
+			begin = end;
+		}
 	}
+	if (merge_passes(&st, rc ? NULL : &run_err) && !rc)
+		rc = run_err.code;
 	if (st.interrupted) {
 		status = "interrupted";
 		rc = MB_EINTERRUPTED;
@@ -614,6 +649,7 @@ cleanup:
 	json_decref(host);
 	json_decref(settings);
 	json_decref(st.cases);
+	json_decref(st.results);
 	json_decref(st.notices);
 	json_decref(st.device);
 	json_decref(st.ceilings);

@@ -43,6 +43,9 @@ typedef struct mb_run_options {
 	/* Notices already given before the run (backend choice, ...). */
 	const char *const *notices;
 	size_t n_notices;
+	/* Passes over the plan (0 or 1: one); every case of the receipt merges
+	 * its passes (repetitions.h). */
+	int repetitions;
 } mb_run_options;
 
 /* Runs the plan and returns the receipt (not yet validated or written).

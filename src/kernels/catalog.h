@@ -24,6 +24,7 @@
 #define MB_MAX_TENSORS 8
 #define MB_MAX_VARIANTS 8
 #define MB_MAX_KERNEL_PATTERNS 4
+#define MB_MAX_LAUNCHES 8
 
 typedef enum mb_row_status {
 	MB_ROW_KEEP,
@@ -96,6 +97,13 @@ typedef void (*mb_oracle_fn)(const int64_t *axis, const float *const *in,
 typedef int (*mb_launch_fn)(void *stream, const int64_t *axis, mb_dtype dtype,
 	const void *const *in, void *const *out);
 
+/* What one launch of a variant moves, in its bytes model. */
+typedef struct mb_launch_traffic {
+	const char *kernel; /* the launch's kernel name pattern (one of the variant's) */
+	uint64_t read_bytes;
+	uint64_t write_bytes;
+} mb_launch_traffic;
+
 typedef struct mb_variant {
 	const char *name;           /* "fused", "fallback", "cublas", "reference" */
 	mb_variant_kind kind;
@@ -123,8 +131,17 @@ typedef struct mb_row {
 	/* Fill `out` (MB_MAX_TENSORS long); inputs first, then outputs.
 	 * Returns the tensor count. */
 	int (*tensors)(const int64_t *axis, mb_tensor_spec *out);
-	/* The bytes model: each input read once, each output written once. */
+	/* The bytes model of the fused computation: each input read once,
+	 * each output written once. */
 	uint64_t (*bytes)(const int64_t *axis, mb_dtype dtype);
+	/* The bytes model of variant `v`, launch by launch: what each launch
+	 * must read and write at least (every tensor it touches, once; a
+	 * fallback's intermediates count where they are written and where they
+	 * are read back). Fills `out` (MB_MAX_LAUNCHES long) and returns the
+	 * launch count; the reference variant has the fused model. NULL: the
+	 * row has only `bytes`, split neither by launch nor by direction. */
+	int (*traffic)(const int64_t *axis, mb_dtype dtype, const struct mb_variant *v,
+		struct mb_launch_traffic *out);
 	uint64_t (*flops)(const int64_t *axis);
 	mb_reference_fn reference;
 	mb_oracle_fn oracle;

@@ -1,7 +1,9 @@
 #include "receipts/provenance.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <git2.h>
+#include <stdlib.h>
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
@@ -190,6 +192,33 @@ cleanup:
 	return rc;
 }
 
+/* Every regular file directly in folder `path` ("src/kernels/"), in name
+ * order, as add_source entries. */
+static int add_folder(json_t *sources, git_repository *repo, const char *workdir,
+	git_tree *tree, const char *path, mb_error *err)
+{
+	char dir[PATH_MAX], file[PATH_MAX];
+	struct dirent **names = NULL;
+	int n, rc = 0;
+
+	if (snprintf(dir, sizeof(dir), "%s/%s", workdir, path) >= (int)sizeof(dir))
+		return mb_error_set(err, MB_EINVAL, path, "path is too long");
+	n = scandir(dir, &names, NULL, alphasort);
+	if (n < 0)
+		return mb_error_set(err, MB_EIO, dir, "cannot list: %s", strerror(errno));
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+		if (rc == 0 && names[i]->d_name[0] != '.'
+		    && snprintf(file, sizeof(file), "%s%s", path, names[i]->d_name) < (int)sizeof(file)
+		    && snprintf(dir, sizeof(dir), "%s/%s", workdir, file) < (int)sizeof(dir)
+		    && stat(dir, &st) == 0 && S_ISREG(st.st_mode))
+			rc = add_source(sources, repo, workdir, tree, file, err);
+		free(names[i]);
+	}
+	free(names);
+	return rc;
+}
+
 /* Everything after the repository is known to have a work tree and a HEAD. */
 static int describe_head(json_t **out, git_repository *repo, const char *workdir,
 	const char *const *source_paths, size_t n_sources, mb_error *err)
@@ -222,8 +251,12 @@ static int describe_head(json_t **out, git_repository *repo, const char *workdir
 		rc = mb_error_set(err, MB_ENOMEM, workdir, "out of memory");
 		goto cleanup;
 	}
-	for (size_t i = 0; i < n_sources && !rc; i++)
-		rc = add_source(sources, repo, workdir, tree, source_paths[i], err);
+	for (size_t i = 0; i < n_sources && !rc; i++) {
+		size_t len = source_paths[i] ? strlen(source_paths[i]) : 0;
+		rc = len > 0 && source_paths[i][len - 1] == '/'
+			? add_folder(sources, repo, workdir, tree, source_paths[i], err)
+			: add_source(sources, repo, workdir, tree, source_paths[i], err);
+	}
 	if (rc)
 		goto cleanup;
 

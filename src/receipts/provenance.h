@@ -20,7 +20,9 @@
  * when HEAD is detached), dirty (a tracked file is modified or staged;
  * untracked files do not count), describe (as `git describe --always --tags
  * --dirty`), sources}. Each of `source_paths` (relative to the repository
- * root, "src/kernels/catalog.c") becomes {path, blob_id, modified}: blob_id is
+ * root, "src/kernels/catalog.c"; a path ending in '/' stands for every
+ * regular file directly in that folder, in name order) becomes
+ * {path, blob_id, modified}: blob_id is
  * the git blob id of the working-tree bytes, modified says whether they
  * differ from HEAD. A path that is in neither the working tree nor HEAD is
  * skipped, so a list may name optional or generated files; a path tracked in

@@ -111,5 +111,19 @@ expect 0 "run --help" -- "$MB" run --help
 expect 64 "run without a suite" -- "$MB" run
 expect 64 "unknown command" -- "$MB" frobnicate
 
+# 10. repetitions: every case keeps each pass's samples and their spread
+expect 0 "run --repetitions 3" -- "$MB" run suites/smoke.toml --backend cpu --rows relu2 --dtypes fp32 \
+	--repetitions 3 -o "$tmp/rep.json"
+expect 0 "a receipt with repetitions validates" -- "$MB" validate "$tmp/rep.json"
+schema_check "$tmp/rep.json" && ok || bad "python3-jsonschema rejects the receipt with repetitions"
+[ "$(jq_py "$tmp/rep.json" "(r['settings']['repetitions'], sorted({len(c['timing']['repetitions']) for c in r['cases']}), \
+	all(len(c['timing']['samples_ns']) == sum(len(p['samples_ns']) for p in c['timing']['repetitions']) for c in r['cases']), \
+	all(c['timing']['between_run_noise'] >= 0 for c in r['cases']))")" = "(3, [3], True, True)" ] \
+	&& ok || bad "repetitions in the receipt"
+[ "$(jq_py "$tmp/rep.json" "len(r['cases'])")" = "$("$MB" run suites/smoke.toml --backend cpu --rows relu2 --dtypes fp32 --dry-run | tail -n 1 | cut -d' ' -f1)" ] \
+	&& ok || bad "repetitions changed the number of cases"
+expect 64 "--repetitions 0" -- "$MB" run suites/smoke.toml --backend cpu --repetitions 0
+expect 64 "--repetitions 1.5" -- "$MB" run suites/smoke.toml --backend cpu --repetitions 1.5
+
 echo "cpu e2e: $((checks - fails)) passed, $fails failed"
 [ "$fails" = 0 ]

@@ -209,6 +209,22 @@ int main(void)
 	CHECK(flag(source(prov, 0), "modified") == 0);
 	json_decref(prov);
 
+	/* A folder stands for the regular files in it, in name order. */
+	spit("src/a.h", "a\n");
+	{
+		const char *const folder[] = { "src/" };
+		prov = collect(repo_dir, folder, 1);
+		CHECK(json_array_size(json_object_get(prov, "sources")) == 2);
+		CHECK(strcmp(str(source(prov, 0), "path"), "src/a.h") == 0 && flag(source(prov, 0), "modified") == 1);
+		CHECK(strcmp(str(source(prov, 1), "path"), "src/k.c") == 0 && flag(source(prov, 1), "modified") == 0);
+		json_decref(prov);
+	}
+	{
+		char a_h[PATH_BYTES];
+		snprintf(a_h, sizeof(a_h), "%s/src/a.h", repo_dir);
+		CHECK(unlink(a_h) == 0);
+	}
+
 	/* Untracked files do not make a checkout dirty, but an untracked
 	 * source differs from HEAD. */
 	spit("new.txt", "new\n");

@@ -670,6 +670,7 @@ json_t *mb_case_json_new(const mb_case_plan *plan, const char *backend)
 	json_object_set_new(c, "family", json_string(plan->family));
 	json_object_set_new(c, "shape", shape);
 	json_object_set_new(c, "weight", json_real(plan->weight));
+	json_object_set_new(c, "weight_source", json_string(plan->weight_given ? "suite" : "default"));
 	json_object_set_new(c, "status", json_string("ok"));
 	json_object_set_new(c, "error", json_null());
 	json_object_set_new(c, "correctness", json_null());

@@ -244,6 +244,7 @@ static int make_case(mb_case_plan *out, const mb_row *row, const mb_variant *v, 
 	out->dtype = dtype;
 	out->mode = mode;
 	out->weight = json_is_number(weight) ? json_number_value(weight) : 1.0;
+	out->weight_given = json_is_number(weight);
 	snprintf(out->family, sizeof(out->family), "%s", json_string_value(json_object_get(fam, "name")));
 	memcpy(out->axis, axis, sizeof(out->axis));
 	mb_shape_format(shape, sizeof(shape), row, axis);

@@ -72,6 +72,7 @@ typedef struct mb_case_plan {
 	mb_mode mode;
 	char family[64];
 	double weight;
+	bool weight_given;           /* the family set `weight` (else 1) */
 	int64_t axis[MB_MAX_AXES];   /* in row->axes order */
 	char id[256];                /* row/variant/dtype/mode/family/A=1,B=2 */
 } mb_case_plan;

@@ -237,34 +237,74 @@ static cudaError_t scratch_reserve(size_t bytes, void **out)
 	return cudaSuccess;
 }
 
+/* Each launch is a framework's vectorized elementwise (or copy) kernel,
+ * vec.cuh's flat launch over the elements it writes: 16-byte accesses when
+ * every base is aligned and Dn and Dr/2 are whole vectors (then no vector
+ * straddles the copy/rope border, the two halves of the Dr slice or a
+ * row), else one element per access; MB_FLAT_VECS vectors per thread,
+ * their loads issued before the first is used; blocks that cover the
+ * output once. IDX is uint32_t when every offset fits (mb_index32_fits):
+ * each vector's (row, column) takes a division or two. */
+
 /* Split: q_pe[t,h,:] = q[t,h,Dn:], the contiguous copy of a strided view. */
-template <typename T>
-__global__ void mb_mla_partial_rope_fallback_split_kernel(const T *__restrict__ q, T *__restrict__ q_pe,
-	int64_t n, int dn, int dr)
+template <typename T, int VEC, typename IDX>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_mla_partial_rope_fallback_split_kernel(
+	const T *__restrict__ q, T *__restrict__ q_pe, IDX n, IDX dn, IDX dr)
 {
-	const int w = dn + dr;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x)
-		q_pe[i] = q[(i / dr) * w + dn + i % dr];
+	typedef mb_vec<T, VEC> vec;
+	const IDX nvec = n / VEC, w = dn + dr;
+	vec v[MB_FLAT_VECS];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k), e = i * VEC;
+		if (i < nvec) {
+			const IDX row = e / dr;
+			v[k] = *reinterpret_cast<const vec *>(q + row * w + dn + (e - row * dr));
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k);
+		if (i < nvec)
+			*reinterpret_cast<vec *>(q_pe + i * VEC) = v[k];
+	}
 }
 
-/* Rotate: rotate-half RoPE of x [T, heads, Dr] with cos/sin [T, Dr/2],
- * one element per thread. */
-template <typename T>
-__global__ void mb_mla_partial_rope_fallback_rotate_kernel(const T *__restrict__ x, const T *__restrict__ cos_t,
-	const T *__restrict__ sin_t, T *__restrict__ y, int64_t n, int heads, int dr)
+/* Rotate: rotate-half RoPE of x [T, heads, Dr] with cos/sin [T, Dr/2]. A
+ * vector loads its own elements and its partner's (the other half of the
+ * slice, which a neighbouring thread loads as its own: a cache hit). */
+template <typename T, int VEC, typename IDX>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_mla_partial_rope_fallback_rotate_kernel(
+	const T *__restrict__ x, const T *__restrict__ cos_t, const T *__restrict__ sin_t, T *__restrict__ y, IDX n,
+	IDX heads, IDX dr)
 {
-	const int half = dr / 2;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x) {
-		const int64_t t = i / ((int64_t)heads * dr);
-		const int col = (int)(i % dr);
-		const int64_t cs = t * half + col % half;
-		const float c = mb_to_f32<T>(cos_t[cs]), s = mb_to_f32<T>(sin_t[cs]);
-		const float a = mb_to_f32<T>(x[i]);
-		const float v = col < half ? a * c - mb_to_f32<T>(x[i + half]) * s
-		                           : a * c + mb_to_f32<T>(x[i - half]) * s;
-		y[i] = mb_from_f32<T>(v);
+	const IDX nvec = n / VEC, half = dr / 2;
+	mb_packed<T, VEC> a[MB_FLAT_VECS], b[MB_FLAT_VECS], c[MB_FLAT_VECS], s[MB_FLAT_VECS];
+	bool lower[MB_FLAT_VECS];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k), e = i * VEC;
+		const IDX row = e / dr, col = e - row * dr;
+		lower[k] = col < half;
+		if (i < nvec) {
+			const IDX cs = row / heads * half + (lower[k] ? col : col - half);
+			a[k].load(x + e);
+			b[k].load(x + (lower[k] ? e + half : e - half));
+			c[k].load(cos_t + cs);
+			s[k].load(sin_t + cs);
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k);
+		if (i < nvec) {
+			float v[VEC];
+#pragma unroll
+			for (int j = 0; j < VEC; j++)
+				v[j] = lower[k] ? a[k].get(j) * c[k].get(j) - b[k].get(j) * s[k].get(j)
+						: a[k].get(j) * c[k].get(j) + b[k].get(j) * s[k].get(j);
+			mb_store_f32<T, VEC>(y + i * VEC, v);
+		}
 	}
 }
 
@@ -273,55 +313,100 @@ __global__ void mb_mla_partial_rope_fallback_rotate_kernel(const T *__restrict__
  * pe rows pe_token_stride apart per token and pe_head_stride per head
  * (H*Dr and Dr for q_pe; Dr and 0 for the k_pe every head shares, the
  * expand of a framework). */
-template <typename T>
-__global__ void mb_mla_partial_rope_fallback_concat_kernel(const T *__restrict__ nope, const T *__restrict__ pe,
-	T *__restrict__ out, int64_t n, int heads, int dn, int dr, int nope_stride, int64_t pe_token_stride,
-	int pe_head_stride)
+template <typename T, int VEC, typename IDX>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_mla_partial_rope_fallback_concat_kernel(
+	const T *__restrict__ nope, const T *__restrict__ pe, T *__restrict__ out, IDX n, IDX heads, IDX dn, IDX dr,
+	IDX nope_stride, IDX pe_token_stride, IDX pe_head_stride)
 {
-	const int w = dn + dr;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x) {
-		const int64_t row = i / w;
-		const int col = (int)(i % w);
-		const int64_t t = row / heads, h = row % heads;
-		out[i] = col < dn ? nope[row * nope_stride + col]
-		                  : pe[t * pe_token_stride + h * pe_head_stride + (col - dn)];
+	typedef mb_vec<T, VEC> vec;
+	const IDX nvec = n / VEC, w = dn + dr;
+	vec v[MB_FLAT_VECS];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k), e = i * VEC;
+		if (i < nvec) {
+			const IDX row = e / w, col = e - row * w;
+			const IDX t = row / heads, h = row - t * heads;
+			const T *src = col < dn ? nope + row * nope_stride + col
+						: pe + t * pe_token_stride + h * pe_head_stride + (col - dn);
+			v[k] = *reinterpret_cast<const vec *>(src);
+		}
 	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k);
+		if (i < nvec)
+			*reinterpret_cast<vec *>(out + i * VEC) = v[k];
+	}
+}
+
+template <typename T, int VEC, typename IDX>
+static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out,
+	T *scratch)
+{
+	const IDX tokens = (IDX)axis[AX_T], heads = (IDX)axis[AX_H], dn = (IDX)axis[AX_DN], dr = (IDX)axis[AX_DR];
+	const IDX w = dn + dr, n_pe = tokens * heads * dr, n_kpe = tokens * dr, n_out = tokens * heads * w;
+	const T *q = (const T *)in[0], *k_nope = (const T *)in[1], *k_pe = (const T *)in[2];
+	const T *cos_t = (const T *)in[3], *sin_t = (const T *)in[4];
+	T *q_pe = scratch, *q_pe_rot = q_pe + n_pe, *k_pe_rot = q_pe_rot + n_pe;
+	const unsigned pe_blocks = mb_flat_blocks((int64_t)(n_pe / VEC));
+	const unsigned kpe_blocks = mb_flat_blocks((int64_t)(n_kpe / VEC));
+	const unsigned out_blocks = mb_flat_blocks((int64_t)(n_out / VEC));
+	cudaError_t ce;
+
+	if (pe_blocks == 0 || kpe_blocks == 0 || out_blocks == 0)
+		return (int)cudaErrorInvalidValue;
+	mb_mla_partial_rope_fallback_split_kernel<T, VEC, IDX><<<pe_blocks, MB_FLAT_THREADS, 0, stream>>>(q, q_pe, n_pe,
+		dn, dr);
+	if ((ce = cudaGetLastError()) != cudaSuccess)
+		return (int)ce;
+	mb_mla_partial_rope_fallback_rotate_kernel<T, VEC, IDX><<<pe_blocks, MB_FLAT_THREADS, 0, stream>>>(q_pe, cos_t,
+		sin_t, q_pe_rot, n_pe, heads, dr);
+	if ((ce = cudaGetLastError()) != cudaSuccess)
+		return (int)ce;
+	mb_mla_partial_rope_fallback_rotate_kernel<T, VEC, IDX><<<kpe_blocks, MB_FLAT_THREADS, 0, stream>>>(k_pe, cos_t,
+		sin_t, k_pe_rot, n_kpe, 1, dr);
+	if ((ce = cudaGetLastError()) != cudaSuccess)
+		return (int)ce;
+	mb_mla_partial_rope_fallback_concat_kernel<T, VEC, IDX><<<out_blocks, MB_FLAT_THREADS, 0, stream>>>(q, q_pe_rot,
+		(T *)out[0], n_out, heads, dn, dr, w, heads * dr, dr);
+	if ((ce = cudaGetLastError()) != cudaSuccess)
+		return (int)ce;
+	mb_mla_partial_rope_fallback_concat_kernel<T, VEC, IDX><<<out_blocks, MB_FLAT_THREADS, 0, stream>>>(k_nope,
+		k_pe_rot, (T *)out[1], n_out, heads, dn, dr, dn, dr, 0);
+	return (int)cudaGetLastError();
+}
+
+template <typename T, int VEC>
+static int fallback_index(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out,
+	T *scratch)
+{
+	/* the largest tensor a launch indexes: q, q_out, k_out (T*H*W); the
+	 * scratch buffers are smaller */
+	if (mb_index32_fits(axis[AX_T] * axis[AX_H] * (axis[AX_DN] + axis[AX_DR])))
+		return fallback_launch<T, VEC, uint32_t>(stream, axis, in, out, scratch);
+	return fallback_launch<T, VEC, uint64_t>(stream, axis, in, out, scratch);
 }
 
 template <typename T>
 static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	const int64_t tokens = axis[AX_T];
-	const int heads = (int)axis[AX_H], dn = (int)axis[AX_DN], dr = (int)axis[AX_DR], w = dn + dr;
-	const int64_t n_pe = tokens * heads * dr, n_kpe = tokens * dr, n_out = tokens * heads * w;
-	const T *q = (const T *)in[0], *k_nope = (const T *)in[1], *k_pe = (const T *)in[2];
-	const T *cos_t = (const T *)in[3], *sin_t = (const T *)in[4];
+	constexpr int vec = mb_vec16_elems<T>();
+	const int64_t n_pe = axis[AX_T] * axis[AX_H] * axis[AX_DR], n_kpe = axis[AX_T] * axis[AX_DR];
 	void *scratch = NULL;
 	cudaError_t ce = scratch_reserve((size_t)(2 * n_pe + n_kpe) * sizeof(T), &scratch);
 	if (ce != cudaSuccess)
 		return (int)ce;
-	T *q_pe = (T *)scratch, *q_pe_rot = q_pe + n_pe, *k_pe_rot = q_pe_rot + n_pe;
-
-	mb_mla_partial_rope_fallback_split_kernel<T><<<mb_elemwise_blocks(n_pe), MB_ELEMWISE_THREADS, 0, stream>>>(
-		q, q_pe, n_pe, dn, dr);
-	if ((ce = cudaGetLastError()) != cudaSuccess)
-		return (int)ce;
-	mb_mla_partial_rope_fallback_rotate_kernel<T><<<mb_elemwise_blocks(n_pe), MB_ELEMWISE_THREADS, 0, stream>>>(
-		q_pe, cos_t, sin_t, q_pe_rot, n_pe, heads, dr);
-	if ((ce = cudaGetLastError()) != cudaSuccess)
-		return (int)ce;
-	mb_mla_partial_rope_fallback_rotate_kernel<T><<<mb_elemwise_blocks(n_kpe), MB_ELEMWISE_THREADS, 0, stream>>>(
-		k_pe, cos_t, sin_t, k_pe_rot, n_kpe, 1, dr);
-	if ((ce = cudaGetLastError()) != cudaSuccess)
-		return (int)ce;
-	mb_mla_partial_rope_fallback_concat_kernel<T><<<mb_elemwise_blocks(n_out), MB_ELEMWISE_THREADS, 0, stream>>>(
-		q, q_pe_rot, (T *)out[0], n_out, heads, dn, dr, w, (int64_t)heads * dr, dr);
-	if ((ce = cudaGetLastError()) != cudaSuccess)
-		return (int)ce;
-	mb_mla_partial_rope_fallback_concat_kernel<T><<<mb_elemwise_blocks(n_out), MB_ELEMWISE_THREADS, 0, stream>>>(
-		k_nope, k_pe_rot, (T *)out[1], n_out, heads, dn, dr, dn, (int64_t)dr, 0);
-	return (int)cudaGetLastError();
+	/* the fused kernel's rule (see fused_dispatch), with the scratch
+	 * buffers' bases too */
+	const T *q_pe = (const T *)scratch, *k_pe_rot = q_pe + 2 * n_pe;
+	bool aligned = mb_aligned16(out[0]) && mb_aligned16(out[1]) && mb_aligned16(q_pe + n_pe) &&
+		mb_aligned16(k_pe_rot) && mb_aligned16(scratch);
+	for (int i = 0; i < 5; i++)
+		aligned = aligned && mb_aligned16(in[i]);
+	if (aligned && axis[AX_DN] % vec == 0 && (axis[AX_DR] / 2) % vec == 0)
+		return fallback_index<T, vec>(stream, axis, in, out, (T *)scratch);
+	return fallback_index<T, 1>(stream, axis, in, out, (T *)scratch);
 }
 
 /* The plain path a framework runs: q.split (a contiguous copy of q_pe), a

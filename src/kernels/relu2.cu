@@ -89,41 +89,96 @@ extern "C" MB_DECLARE_LAUNCH(mb_relu2_fused_launch)
 	return MB_DISPATCH_DTYPE(dtype, fused_dispatch, (cudaStream_t)stream, axis, in, out);
 }
 
+/* ---- fallback: torch.relu, then .square(): two elementwise launches ---- */
+
+/* Both steps are a framework's vectorized elementwise kernel (vec.cuh's
+ * flat launch): 16-byte accesses when the bases allow them, MB_FLAT_VECS
+ * loads in flight per thread, blocks that cover the data once; the n % VEC
+ * trailing elements go to block 0, one per thread, as in the fused kernel. */
+
 /* Fallback step 1: relu(x) stored in the case dtype. Exact: the result is
  * x or 0, both representable. */
-template <typename T>
-__global__ void mb_relu2_fallback_relu_kernel(const T *__restrict__ x, T *__restrict__ r, int64_t n)
+template <typename T, int VEC>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_relu2_fallback_relu_kernel(const T *__restrict__ x,
+	T *__restrict__ r, int64_t n)
 {
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x) {
-		const float v = mb_to_f32<T>(x[i]);
-		r[i] = mb_from_f32<T>(v > 0.0f ? v : 0.0f);
+	const int64_t nvec = n / VEC;
+	float v[MB_FLAT_VECS][VEC];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const int64_t i = mb_flat_index<int64_t>(k);
+		if (i < nvec)
+			mb_load_f32<T, VEC>(v[k], x + i * VEC);
+	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const int64_t i = mb_flat_index<int64_t>(k);
+		if (i < nvec) {
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				v[k][e] = v[k][e] > 0.0f ? v[k][e] : 0.0f;
+			mb_store_f32<T, VEC>(r + i * VEC, v[k]);
+		}
+	}
+	if (VEC > 1 && blockIdx.x == 0 && threadIdx.x < n - nvec * VEC) {
+		const int64_t i = nvec * VEC + threadIdx.x;
+		const float t = mb_to_f32<T>(x[i]);
+		r[i] = mb_from_f32<T>(t > 0.0f ? t : 0.0f);
 	}
 }
 
-/* Fallback step 2: square the stored relu in place. */
-template <typename T>
-__global__ void mb_relu2_fallback_square_kernel(T *y, int64_t n)
+/* Fallback step 2: square the stored relu in place. Each thread reads its
+ * vectors before it writes any, and no other thread touches them. */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_relu2_fallback_square_kernel(T *__restrict__ y, int64_t n)
 {
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x) {
-		const float v = mb_to_f32<T>(y[i]);
-		y[i] = mb_from_f32<T>(v * v);
+	const int64_t nvec = n / VEC;
+	float v[MB_FLAT_VECS][VEC];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const int64_t i = mb_flat_index<int64_t>(k);
+		if (i < nvec)
+			mb_load_f32<T, VEC>(v[k], y + i * VEC);
 	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const int64_t i = mb_flat_index<int64_t>(k);
+		if (i < nvec) {
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				v[k][e] = v[k][e] * v[k][e];
+			mb_store_f32<T, VEC>(y + i * VEC, v[k]);
+		}
+	}
+	if (VEC > 1 && blockIdx.x == 0 && threadIdx.x < n - nvec * VEC) {
+		const int64_t i = nvec * VEC + threadIdx.x;
+		const float t = mb_to_f32<T>(y[i]);
+		y[i] = mb_from_f32<T>(t * t);
+	}
+}
+
+template <typename T, int VEC>
+static int fallback_launch(cudaStream_t stream, const T *x, T *y, int64_t n)
+{
+	const unsigned blocks = mb_flat_blocks(n / VEC);
+	if (blocks == 0)
+		return (int)cudaErrorInvalidValue;
+	mb_relu2_fallback_relu_kernel<T, VEC><<<blocks, MB_FLAT_THREADS, 0, stream>>>(x, y, n);
+	cudaError_t ce = cudaGetLastError();
+	if (ce != cudaSuccess)
+		return (int)ce;
+	mb_relu2_fallback_square_kernel<T, VEC><<<blocks, MB_FLAT_THREADS, 0, stream>>>(y, n);
+	return (int)cudaGetLastError();
 }
 
 template <typename T>
 static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	const int64_t n = axis[AX_R] * axis[AX_C];
-	const unsigned blocks = mb_elemwise_blocks(n);
-	mb_relu2_fallback_relu_kernel<T><<<blocks, MB_ELEMWISE_THREADS, 0, stream>>>(
-		(const T *)in[0], (T *)out[0], n);
-	cudaError_t ce = cudaGetLastError();
-	if (ce != cudaSuccess)
-		return (int)ce;
-	mb_relu2_fallback_square_kernel<T><<<blocks, MB_ELEMWISE_THREADS, 0, stream>>>((T *)out[0], n);
-	return (int)cudaGetLastError();
+	/* unaligned bases take the same kernels one element per access */
+	if (mb_aligned16(in[0]) && mb_aligned16(out[0]))
+		return fallback_launch<T, mb_vec16_elems<T>()>(stream, (const T *)in[0], (T *)out[0], n);
+	return fallback_launch<T, 1>(stream, (const T *)in[0], (T *)out[0], n);
 }
 
 /* The plain path a framework runs for relu(x).square(): two elementwise

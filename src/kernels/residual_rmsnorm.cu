@@ -3,6 +3,8 @@
  * in x[T,H], r[T,H], w[1,H]; out y[T,H], h[T,H]. Math in fp32, storage in
  * the case dtype. Axes, in catalog order: T, H.
  */
+#include <limits.h>
+
 #include "kernels/launch.h"
 #include "kernels/vec.cuh"
 
@@ -16,7 +18,8 @@ enum { AX_T, AX_H };
  * kernel spill. */
 #define FUSED_MAX_THREADS 512
 #define FUSED_MAX_ITEMS 8
-#define NORM_THREADS 256
+/* The fallback's norm: at most this many threads per row's block. */
+#define NORM_MAX_THREADS 512
 
 /* Sum over the block; every thread gets the total. `scratch` holds one
  * float per warp. */
@@ -128,46 +131,154 @@ extern "C" MB_DECLARE_LAUNCH(mb_residual_rmsnorm_fused_launch)
 	return MB_DISPATCH_DTYPE(dtype, fused_dispatch, (cudaStream_t)stream, axis, in, out);
 }
 
-/* Fallback step 1: h = x + r, stored in the case dtype. */
-template <typename T>
-__global__ void mb_residual_add_kernel(const T *__restrict__ x, const T *__restrict__ r,
-	T *__restrict__ h, int64_t n)
+/* ---- fallback: the residual add, then a separate RMSNorm layer ------------ */
+
+/* Fallback step 1: h = x + r, stored in the case dtype: a framework's
+ * vectorized elementwise kernel (vec.cuh's flat launch) over the T*H
+ * elements; the n % VEC trailing elements go to block 0, one per thread. */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_residual_add_kernel(const T *__restrict__ x,
+	const T *__restrict__ r, T *__restrict__ h, int64_t n)
 {
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x)
+	const int64_t nvec = n / VEC;
+	mb_packed<T, VEC> a[MB_FLAT_VECS], b[MB_FLAT_VECS];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const int64_t i = mb_flat_index<int64_t>(k);
+		if (i < nvec) {
+			a[k].load(x + i * VEC);
+			b[k].load(r + i * VEC);
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const int64_t i = mb_flat_index<int64_t>(k);
+		if (i < nvec) {
+			float out[VEC];
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				out[e] = a[k].get(e) + b[k].get(e);
+			mb_store_f32<T, VEC>(h + i * VEC, out);
+		}
+	}
+	if (VEC > 1 && blockIdx.x == 0 && threadIdx.x < n - nvec * VEC) {
+		const int64_t i = nvec * VEC + threadIdx.x;
 		h[i] = mb_from_f32<T>(mb_to_f32<T>(x[i]) + mb_to_f32<T>(r[i]));
+	}
 }
 
 /* Fallback step 2: RMSNorm of the stored (rounded) h, as a separate norm
- * layer would see it. One block per token, scalar accesses. */
-template <typename T>
-__global__ void __launch_bounds__(NORM_THREADS) mb_rmsnorm_kernel(const T *__restrict__ h,
+ * layer would see it, written as a framework's norm kernel: one block per
+ * token, each thread holding ITEMS vectors of h (vec.cuh: mb_row_items),
+ * all loaded before the sum of squares, so h crosses memory once; the
+ * block sum with warp shuffles. ITEMS == 0: a row too wide for registers,
+ * read twice in a loop (the second pass from cache). Each thread sums at
+ * most ITEMS * VEC <= 64 squares in sequence (H / NORM_MAX_THREADS when
+ * looping), the chain the tolerance allows. */
+template <typename T, int VEC, int ITEMS>
+__global__ void __launch_bounds__(NORM_MAX_THREADS) mb_rmsnorm_kernel(const T *__restrict__ h,
 	const T *__restrict__ w, T *__restrict__ y, int hidden)
 {
-	__shared__ float scratch[NORM_THREADS / MB_WARP_THREADS];
+	__shared__ float scratch[NORM_MAX_THREADS / MB_WARP_THREADS];
 	const int64_t base = (int64_t)blockIdx.x * hidden;
+	const int nvec = hidden / VEC;
 	float ss = 0.0f;
-	for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-		const float v = mb_to_f32<T>(h[base + i]);
-		ss += v * v;
+	if constexpr (ITEMS > 0) {
+		mb_packed<T, VEC> hv[ITEMS];
+#pragma unroll
+		for (int it = 0; it < ITEMS; it++) {
+			const int j = threadIdx.x + it * blockDim.x;
+			if (j < nvec)
+				hv[it].load(h + base + (int64_t)j * VEC);
+		}
+#pragma unroll
+		for (int it = 0; it < ITEMS; it++) {
+			const int j = threadIdx.x + it * blockDim.x;
+			if (j < nvec) {
+#pragma unroll
+				for (int e = 0; e < VEC; e++)
+					ss += hv[it].get(e) * hv[it].get(e);
+			}
+		}
+		const float inv = 1.0f / sqrtf(block_sum(ss, scratch) / (float)hidden + RMSNORM_EPS);
+#pragma unroll
+		for (int it = 0; it < ITEMS; it++) {
+			const int j = threadIdx.x + it * blockDim.x;
+			if (j < nvec) {
+				mb_packed<T, VEC> wv;
+				float out[VEC];
+				wv.load(w + (int64_t)j * VEC);
+#pragma unroll
+				for (int e = 0; e < VEC; e++)
+					out[e] = hv[it].get(e) * inv * wv.get(e);
+				mb_store_f32<T, VEC>(y + base + (int64_t)j * VEC, out);
+			}
+		}
+	} else {
+		for (int j = threadIdx.x; j < nvec; j += blockDim.x) {
+			mb_packed<T, VEC> hv;
+			hv.load(h + base + (int64_t)j * VEC);
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				ss += hv.get(e) * hv.get(e);
+		}
+		const float inv = 1.0f / sqrtf(block_sum(ss, scratch) / (float)hidden + RMSNORM_EPS);
+		for (int j = threadIdx.x; j < nvec; j += blockDim.x) {
+			mb_packed<T, VEC> hv, wv;
+			float out[VEC];
+			hv.load(h + base + (int64_t)j * VEC);
+			wv.load(w + (int64_t)j * VEC);
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				out[e] = hv.get(e) * inv * wv.get(e);
+			mb_store_f32<T, VEC>(y + base + (int64_t)j * VEC, out);
+		}
 	}
-	const float inv = 1.0f / sqrtf(block_sum(ss, scratch) / (float)hidden + RMSNORM_EPS);
-	for (int i = threadIdx.x; i < hidden; i += blockDim.x)
-		y[base + i] = mb_from_f32<T>(mb_to_f32<T>(h[base + i]) * inv * mb_to_f32<T>(w[i]));
+}
+
+template <typename T, int VEC>
+static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+{
+	const int64_t tokens = axis[AX_T], n = tokens * axis[AX_H];
+	const unsigned add_blocks = mb_flat_blocks(n / VEC);
+	unsigned threads = NORM_MAX_THREADS;
+	if (add_blocks == 0 || axis[AX_H] > INT_MAX || tokens > INT_MAX)
+		return (int)cudaErrorInvalidValue;
+	/* the row kernel needs rows of whole vectors; the add does not */
+	const int items = axis[AX_H] % VEC == 0 ? mb_row_items(axis[AX_H] / VEC, NORM_MAX_THREADS, &threads) : -1;
+	mb_residual_add_kernel<T, VEC><<<add_blocks, MB_FLAT_THREADS, 0, stream>>>((const T *)in[0], (const T *)in[1],
+		(T *)out[1], n);
+	cudaError_t ce = cudaGetLastError();
+	if (ce != cudaSuccess)
+		return (int)ce;
+	const T *h = (const T *)out[1], *w = (const T *)in[2];
+	T *y = (T *)out[0];
+	const int hidden = (int)axis[AX_H];
+	switch (items) {
+	case MB_ROW_ITEMS:
+		mb_rmsnorm_kernel<T, VEC, MB_ROW_ITEMS><<<(unsigned)tokens, threads, 0, stream>>>(h, w, y, hidden);
+		break;
+	case MB_ROW_MAX_ITEMS:
+		mb_rmsnorm_kernel<T, VEC, MB_ROW_MAX_ITEMS><<<(unsigned)tokens, threads, 0, stream>>>(h, w, y, hidden);
+		break;
+	case 0:
+		mb_rmsnorm_kernel<T, VEC, 0><<<(unsigned)tokens, NORM_MAX_THREADS, 0, stream>>>(h, w, y, hidden);
+		break;
+	default:
+		mb_rmsnorm_kernel<T, 1, 0><<<(unsigned)tokens, NORM_MAX_THREADS, 0, stream>>>(h, w, y, hidden);
+		break;
+	}
+	return (int)cudaGetLastError();
 }
 
 template <typename T>
 static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	const int64_t n = axis[AX_T] * axis[AX_H];
-	mb_residual_add_kernel<T><<<mb_elemwise_blocks(n), MB_ELEMWISE_THREADS, 0, stream>>>(
-		(const T *)in[0], (const T *)in[1], (T *)out[1], n);
-	cudaError_t ce = cudaGetLastError();
-	if (ce != cudaSuccess)
-		return (int)ce;
-	mb_rmsnorm_kernel<T><<<(unsigned)axis[AX_T], NORM_THREADS, 0, stream>>>(
-		(const T *)out[1], (const T *)in[2], (T *)out[0], (int)axis[AX_H]);
-	return (int)cudaGetLastError();
+	constexpr int vec = mb_vec16_elems<T>();
+	if (mb_aligned16(in[0]) && mb_aligned16(in[1]) && mb_aligned16(in[2]) && mb_aligned16(out[0]) &&
+		mb_aligned16(out[1]))
+		return fallback_launch<T, vec>(stream, axis, in, out);
+	return fallback_launch<T, 1>(stream, axis, in, out);
 }
 
 /* The plain path: an add launch writing h, then an RMSNorm launch reading it

@@ -5,11 +5,11 @@
  * in dy[T,H], dh_in[T,H], h[T,H], w[1,H]; out dx[T,H], dw[1,H]. Math in
  * fp32, storage in the case dtype. Axes, in catalog order: T, H.
  *
- * Workspaces (the fused variant's fp32 dw partials, the fallback's fp32
- * rstd) come from a grow-only cache per process, allocated with cudaMalloc
- * on the first call of a shape: the harness makes that first call outside
- * any graph capture, and every later call of the same shape, captured or
- * not, reuses the buffer. Growing frees the old buffer with cudaFree, which
+ * Workspaces (the fused variant's fp32 dw partials; the fallback's fp32
+ * rstd, dw partials and column-strip counters) come from a grow-only cache
+ * per process, allocated with cudaMalloc on the first call of a shape: the
+ * harness makes that first call outside any graph capture, and every later
+ * call of the same shape, captured or not, reuses the buffer. Growing frees the old buffer with cudaFree, which
  * waits for the device, so no queued kernel loses its buffer. The cache
  * lives until the process exits (each row runs in its own child).
  */
@@ -48,13 +48,26 @@ enum { OUT_DX, OUT_DW };
 #define FIN_ROWS 32
 #define FIN_VEC 4
 
-/* Fallback: per-token launches with scalar accesses, as a separate norm
- * backward would be written; the dw column sum with COLSUM_ACCS independent
- * accumulators per thread (latency, and a chain of T / (ROWS * ACCS) adds). */
-#define NORM_THREADS 256
+/* Fallback: launches written as a framework's own. rstd and dx: one block
+ * per token holding its vectors in registers (vec.cuh: mb_row_items), at
+ * most NORM_MAX_THREADS threads. dw: a column sum in one launch, shaped as
+ * a framework's reduction over the leading dimension: COLSUM_COLS threads
+ * across column vectors times COLSUM_ROWS down the tokens, each with
+ * COLSUM_ACCS independent accumulators (their loads in flight together),
+ * the tokens split over grid.y so that the grid fills the device once;
+ * each block writes an fp32 partial, and the last block of a column strip
+ * to finish (a counter per strip) sums the strip's partials and writes dw.
+ * A split sums at most COLSUM_SPLIT_MAX_TOKENS tokens, so the longest
+ * chain of sequential adds is that over ROWS * ACCS (64), plus the fold
+ * (2), the tree over ROWS (4) and the sum over at most COLSUM_MAX_SPLITS
+ * splits: under the 512 the dw tolerance allows. */
+#define NORM_MAX_THREADS 512
 #define COLSUM_COLS 32
 #define COLSUM_ROWS 16
 #define COLSUM_ACCS 4
+#define COLSUM_THREADS (COLSUM_COLS * COLSUM_ROWS)
+#define COLSUM_SPLIT_MAX_TOKENS 4096
+#define COLSUM_MAX_SPLITS 128
 /* the colsum kernel folds its accumulators as (a0 + a1) + (a2 + a3) */
 static_assert(COLSUM_ACCS == 4, "mb_rmsnorm_bwd_dw_colsum_kernel folds exactly four accumulators");
 
@@ -62,7 +75,11 @@ static_assert(COLSUM_ACCS == 4, "mb_rmsnorm_bwd_dw_colsum_kernel folds exactly f
 
 /* ---- workspace cache ---------------------------------------------------- */
 
-enum { WS_DW_PARTIALS, WS_RSTD, WS_COUNT };
+/* WS_COLSUM_DONE, the fallback's counters of finished blocks per column
+ * strip, starts zeroed (a memset on the stream, with the allocation, on
+ * the first call of a shape), and every call leaves it zeroed: the last
+ * block of a strip resets its counter. */
+enum { WS_DW_PARTIALS, WS_RSTD, WS_COLSUM_PARTIALS, WS_COLSUM_DONE, WS_COUNT };
 
 static struct {
 	void *ptr;
@@ -83,6 +100,18 @@ static cudaError_t workspace(int slot, size_t bytes, void **out)
 		workspace_cache[slot].bytes = bytes;
 	}
 	*out = workspace_cache[slot].ptr;
+	return ce;
+}
+
+/* A workspace whose bytes start at zero, for counters that every call
+ * returns to zero. */
+static cudaError_t workspace_zeroed(int slot, size_t bytes, cudaStream_t stream, void **out)
+{
+	const bool fresh = bytes > workspace_cache[slot].bytes;
+	cudaError_t ce = workspace(slot, bytes, out);
+
+	if (ce == cudaSuccess && fresh)
+		ce = cudaMemsetAsync(*out, 0, workspace_cache[slot].bytes, stream);
 	return ce;
 }
 
@@ -363,18 +392,43 @@ extern "C" MB_DECLARE_LAUNCH(mb_residual_rmsnorm_bwd_fused_launch)
 /* ---- fallback -------------------------------------------------------------- */
 
 /* Step 1: rstd[t] = 1 / sqrt(mean(h^2) + eps), recomputed from the saved h
- * and kept in fp32, as a norm backward's helper would. */
-template <typename T>
-__global__ void __launch_bounds__(NORM_THREADS) mb_rmsnorm_bwd_rstd_kernel(const T *__restrict__ h,
+ * and kept in fp32, as a norm backward's helper would: one block per
+ * token, its ITEMS vectors of h loaded before the sum (ITEMS == 0: a row
+ * too wide for that, summed in a loop). */
+template <typename T, int VEC, int ITEMS>
+__global__ void __launch_bounds__(NORM_MAX_THREADS) mb_rmsnorm_bwd_rstd_kernel(const T *__restrict__ h,
 	float *__restrict__ rstd, int hidden)
 {
-	__shared__ float scratch[NORM_THREADS / MB_WARP_THREADS];
+	__shared__ float scratch[NORM_MAX_THREADS / MB_WARP_THREADS];
 	const int64_t base = (int64_t)blockIdx.x * hidden;
+	const int nvec = hidden / VEC;
 	float ss = 0.0f;
 
-	for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-		const float v = mb_to_f32<T>(h[base + i]);
-		ss += v * v;
+	if constexpr (ITEMS > 0) {
+		mb_packed<T, VEC> hv[ITEMS];
+#pragma unroll
+		for (int it = 0; it < ITEMS; it++) {
+			const int j = threadIdx.x + it * blockDim.x;
+			if (j < nvec)
+				hv[it].load(h + base + (int64_t)j * VEC);
+		}
+#pragma unroll
+		for (int it = 0; it < ITEMS; it++) {
+			const int j = threadIdx.x + it * blockDim.x;
+			if (j < nvec) {
+#pragma unroll
+				for (int e = 0; e < VEC; e++)
+					ss += hv[it].get(e) * hv[it].get(e);
+			}
+		}
+	} else {
+		for (int j = threadIdx.x; j < nvec; j += blockDim.x) {
+			mb_packed<T, VEC> hv;
+			hv.load(h + base + (int64_t)j * VEC);
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				ss += hv.get(e) * hv.get(e);
+		}
 	}
 	ss = block_sum1(ss, scratch);
 	if (threadIdx.x == 0)
@@ -382,69 +436,279 @@ __global__ void __launch_bounds__(NORM_THREADS) mb_rmsnorm_bwd_rstd_kernel(const
 }
 
 /* Step 2: dx per token from rstd read back: one reduction of g*h, then the
- * elementwise formula, reading dy, w and h a second time. */
-template <typename T>
-__global__ void __launch_bounds__(NORM_THREADS) mb_rmsnorm_bwd_dx_kernel(const T *__restrict__ dy,
+ * elementwise formula. One block per token, each thread holding its ITEMS
+ * vectors of dy, h, dh_in and w from before the reduction to the store, so
+ * the token's inputs cross memory once (ITEMS == 0: a row too wide for
+ * registers, read in two loops, the second from cache). */
+template <typename T, int VEC, int ITEMS>
+__global__ void __launch_bounds__(NORM_MAX_THREADS) mb_rmsnorm_bwd_dx_kernel(const T *__restrict__ dy,
 	const T *__restrict__ dh_in, const T *__restrict__ h, const T *__restrict__ w,
 	const float *__restrict__ rstd, T *__restrict__ dx, int hidden)
 {
-	__shared__ float scratch[NORM_THREADS / MB_WARP_THREADS];
+	__shared__ float scratch[NORM_MAX_THREADS / MB_WARP_THREADS];
 	const int64_t base = (int64_t)blockIdx.x * hidden;
+	const int nvec = hidden / VEC;
+	const float r = rstd[blockIdx.x];
 	float sgh = 0.0f;
 
-	for (int i = threadIdx.x; i < hidden; i += blockDim.x)
-		sgh += mb_to_f32<T>(dy[base + i]) * mb_to_f32<T>(w[i]) * mb_to_f32<T>(h[base + i]);
-	sgh = block_sum1(sgh, scratch);
-	const float r = rstd[blockIdx.x], c = r * r * (sgh / (float)hidden);
-	for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-		const float g = mb_to_f32<T>(dy[base + i]) * mb_to_f32<T>(w[i]);
-		dx[base + i] = mb_from_f32<T>(mb_to_f32<T>(dh_in[base + i]) + r * (g - mb_to_f32<T>(h[base + i]) * c));
+	if constexpr (ITEMS > 0) {
+		mb_packed<T, VEC> dyv[ITEMS], hv[ITEMS], dhv[ITEMS], wv[ITEMS];
+#pragma unroll
+		for (int it = 0; it < ITEMS; it++) {
+			const int j = threadIdx.x + it * blockDim.x;
+			if (j < nvec) {
+				dyv[it].load(dy + base + (int64_t)j * VEC);
+				hv[it].load(h + base + (int64_t)j * VEC);
+				dhv[it].load(dh_in + base + (int64_t)j * VEC);
+				wv[it].load(w + (int64_t)j * VEC);
+			}
+		}
+#pragma unroll
+		for (int it = 0; it < ITEMS; it++) {
+			const int j = threadIdx.x + it * blockDim.x;
+			if (j < nvec) {
+#pragma unroll
+				for (int e = 0; e < VEC; e++)
+					sgh += dyv[it].get(e) * wv[it].get(e) * hv[it].get(e);
+			}
+		}
+		sgh = block_sum1(sgh, scratch);
+		const float c = r * r * (sgh / (float)hidden);
+#pragma unroll
+		for (int it = 0; it < ITEMS; it++) {
+			const int j = threadIdx.x + it * blockDim.x;
+			if (j < nvec) {
+				float out[VEC];
+#pragma unroll
+				for (int e = 0; e < VEC; e++) {
+					const float g = dyv[it].get(e) * wv[it].get(e);
+					out[e] = dhv[it].get(e) + r * (g - hv[it].get(e) * c);
+				}
+				mb_store_f32<T, VEC>(dx + base + (int64_t)j * VEC, out);
+			}
+		}
+	} else {
+		for (int j = threadIdx.x; j < nvec; j += blockDim.x) {
+			mb_packed<T, VEC> dyv, hv, wv;
+			dyv.load(dy + base + (int64_t)j * VEC);
+			hv.load(h + base + (int64_t)j * VEC);
+			wv.load(w + (int64_t)j * VEC);
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				sgh += dyv.get(e) * wv.get(e) * hv.get(e);
+		}
+		sgh = block_sum1(sgh, scratch);
+		const float c = r * r * (sgh / (float)hidden);
+		for (int j = threadIdx.x; j < nvec; j += blockDim.x) {
+			mb_packed<T, VEC> dyv, hv, dhv, wv;
+			float out[VEC];
+			dyv.load(dy + base + (int64_t)j * VEC);
+			hv.load(h + base + (int64_t)j * VEC);
+			dhv.load(dh_in + base + (int64_t)j * VEC);
+			wv.load(w + (int64_t)j * VEC);
+#pragma unroll
+			for (int e = 0; e < VEC; e++) {
+				const float g = dyv.get(e) * wv.get(e);
+				out[e] = dhv.get(e) + r * (g - hv.get(e) * c);
+			}
+			mb_store_f32<T, VEC>(dx + base + (int64_t)j * VEC, out);
+		}
 	}
 }
 
-/* Step 3: dw[j] = sum over tokens of dy*h*rstd, one column per thread
- * across COLSUM_ROWS token lanes, reading dy and h a second time. */
-template <typename T>
-__global__ void __launch_bounds__(COLSUM_COLS *COLSUM_ROWS) mb_rmsnorm_bwd_dw_colsum_kernel(
-	const T *__restrict__ dy, const T *__restrict__ h, const float *__restrict__ rstd,
-	T *__restrict__ dw, int64_t tokens, int hidden)
+/* Step 3: dw[j] = sum over tokens of dy*h*rstd. Block (x, y) sums column
+ * vectors x * COLSUM_COLS .. + COLSUM_COLS - 1 over tokens
+ * [y * split_tokens, (y + 1) * split_tokens): thread (tx, ty) takes tokens
+ * ty, ty + COLSUM_ROWS, ... COLSUM_ACCS at a time, its loads of the
+ * COLSUM_ACCS tokens issued together; the block folds its threads down the
+ * tokens in shared memory and writes its fp32 partial of the strip. The
+ * last block of a strip to finish (done[x], a counter that it resets for
+ * the next call) sums the strip's gridDim.y partials in split order and
+ * writes dw: one launch, as a framework's reduction with a global staging
+ * buffer and semaphores. */
+template <typename T, int VEC>
+__global__ void __launch_bounds__(COLSUM_THREADS) mb_rmsnorm_bwd_dw_colsum_kernel(const T *__restrict__ dy,
+	const T *__restrict__ h, const float *__restrict__ rstd, float *__restrict__ part, unsigned *__restrict__ done,
+	T *__restrict__ dw, int64_t tokens, int64_t split_tokens, int hidden)
 {
-	__shared__ float sums[COLSUM_ROWS][COLSUM_COLS + 1]; /* +1: no bank conflicts down a column */
+	/* [ty][e * COLSUM_COLS + tx]: a warp's lanes write consecutive words */
+	__shared__ float sums[COLSUM_ROWS][COLSUM_COLS * VEC];
+	__shared__ bool last;
 	const int tx = threadIdx.x % COLSUM_COLS, ty = threadIdx.x / COLSUM_COLS;
-	const int col = blockIdx.x * COLSUM_COLS + tx;
-	float acc[COLSUM_ACCS];
+	const int nvec = hidden / VEC, cv = (int)blockIdx.x * COLSUM_COLS + tx;
+	const int64_t col = (int64_t)cv * VEC, t_end_split = ((int64_t)blockIdx.y + 1) * split_tokens;
+	const int64_t t_end = t_end_split < tokens ? t_end_split : tokens;
+	float acc[COLSUM_ACCS][VEC];
 
 #pragma unroll
-	for (int a = 0; a < COLSUM_ACCS; a++)
-		acc[a] = 0.0f;
-	if (col < hidden) {
-		int64_t t = ty;
-		for (; t + (COLSUM_ACCS - 1) * COLSUM_ROWS < tokens; t += COLSUM_ACCS * COLSUM_ROWS) {
+	for (int a = 0; a < COLSUM_ACCS; a++) {
+#pragma unroll
+		for (int e = 0; e < VEC; e++)
+			acc[a][e] = 0.0f;
+	}
+	if (cv < nvec) {
+		int64_t t = (int64_t)blockIdx.y * split_tokens + ty;
+		for (; t + (COLSUM_ACCS - 1) * COLSUM_ROWS < t_end; t += COLSUM_ACCS * COLSUM_ROWS) {
+			mb_packed<T, VEC> dyv[COLSUM_ACCS], hv[COLSUM_ACCS];
+			float r[COLSUM_ACCS];
 #pragma unroll
 			for (int a = 0; a < COLSUM_ACCS; a++) {
 				const int64_t at = (t + a * COLSUM_ROWS) * hidden + col;
-				acc[a] += mb_to_f32<T>(dy[at]) * mb_to_f32<T>(h[at]) * rstd[t + a * COLSUM_ROWS];
+				dyv[a].load(dy + at);
+				hv[a].load(h + at);
+				r[a] = rstd[t + a * COLSUM_ROWS];
+			}
+#pragma unroll
+			for (int a = 0; a < COLSUM_ACCS; a++) {
+#pragma unroll
+				for (int e = 0; e < VEC; e++)
+					acc[a][e] += dyv[a].get(e) * hv[a].get(e) * r[a];
 			}
 		}
-		for (; t < tokens; t += COLSUM_ROWS)
-			acc[0] += mb_to_f32<T>(dy[t * hidden + col]) * mb_to_f32<T>(h[t * hidden + col]) * rstd[t];
+		for (; t < t_end; t += COLSUM_ROWS) {
+			mb_packed<T, VEC> dyv, hv;
+			dyv.load(dy + t * hidden + col);
+			hv.load(h + t * hidden + col);
+			const float r = rstd[t];
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				acc[0][e] += dyv.get(e) * hv.get(e) * r;
+		}
 	}
-	sums[ty][tx] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+#pragma unroll
+	for (int e = 0; e < VEC; e++)
+		sums[ty][e * COLSUM_COLS + tx] = (acc[0][e] + acc[1][e]) + (acc[2][e] + acc[3][e]);
 	__syncthreads();
+#pragma unroll
 	for (int half = COLSUM_ROWS / 2; half > 0; half /= 2) {
-		if (ty < half)
-			sums[ty][tx] += sums[ty + half][tx];
+		if (ty < half) {
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				sums[ty][e * COLSUM_COLS + tx] += sums[ty + half][e * COLSUM_COLS + tx];
+		}
 		__syncthreads();
 	}
-	if (ty == 0 && col < hidden)
-		dw[col] = mb_from_f32<T>(sums[0][tx]);
+	if (ty == 0 && cv < nvec) {
+#pragma unroll
+		for (int e = 0; e < VEC; e++)
+			part[(int64_t)blockIdx.y * hidden + col + e] = sums[0][e * COLSUM_COLS + tx];
+	}
+	/* the partial is visible device-wide before the counter says so */
+	__threadfence();
+	__syncthreads();
+	if (threadIdx.x == 0)
+		last = atomicInc(&done[blockIdx.x], gridDim.y - 1) == gridDim.y - 1; /* wraps to 0 on the last */
+	__syncthreads();
+	if (!last)
+		return;
+	__threadfence();
+	const int64_t strip = (int64_t)blockIdx.x * COLSUM_COLS * VEC;
+	for (int c = threadIdx.x; c < COLSUM_COLS * VEC; c += COLSUM_THREADS) {
+		if (strip + c < (int64_t)nvec * VEC) {
+			float sum = 0.0f;
+			/* __ldcg: from L2, past this SM's L1, which may hold stale lines */
+			for (unsigned p = 0; p < gridDim.y; p++)
+				sum += __ldcg(part + (int64_t)p * hidden + strip + c);
+			dw[strip + c] = mb_from_f32<T>(sum);
+		}
+	}
+}
+
+/* The column sum's grid: column strips across, token splits down, as
+ * many blocks as are resident at once where the strips leave room (one
+ * wave, so no block waits for a second), more where a split would
+ * otherwise pass COLSUM_SPLIT_MAX_TOKENS. */
+template <typename T, int VEC>
+static int colsum_launch(cudaStream_t stream, const T *dy, const T *h, const float *rstd, T *dw, int64_t tokens,
+	int hidden)
+{
+	static int per_sm; /* asked once, on the first call, outside any capture */
+	const int64_t strips = (hidden / VEC + COLSUM_COLS - 1) / COLSUM_COLS;
+	const int64_t min_tokens = COLSUM_ROWS * COLSUM_ACCS;
+	int device = 0, sms = 0;
+	void *part = NULL, *done = NULL;
+	cudaError_t ce = cudaGetDevice(&device);
+
+	if (ce == cudaSuccess)
+		ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+	if (ce == cudaSuccess && per_sm == 0)
+		ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mb_rmsnorm_bwd_dw_colsum_kernel<T, VEC>,
+			COLSUM_THREADS, 0);
+	if (ce != cudaSuccess)
+		return (int)ce;
+	int64_t splits = (int64_t)sms * (per_sm > 0 ? per_sm : 1) / strips;
+	const int64_t by_length = (tokens + COLSUM_SPLIT_MAX_TOKENS - 1) / COLSUM_SPLIT_MAX_TOKENS;
+	const int64_t by_work = (tokens + min_tokens - 1) / min_tokens;
+	splits = splits > by_length ? splits : by_length;
+	splits = splits < by_work ? splits : by_work;
+	splits = splits < COLSUM_MAX_SPLITS ? splits : COLSUM_MAX_SPLITS;
+	splits = splits > 1 ? splits : 1;
+	/* whole steps of ROWS * ACCS tokens per split, then as few splits as
+	 * that takes */
+	int64_t split_tokens = (tokens + splits - 1) / splits;
+	split_tokens = (split_tokens + min_tokens - 1) / min_tokens * min_tokens;
+	splits = (tokens + split_tokens - 1) / split_tokens;
+	if (strips > INT32_MAX)
+		return (int)cudaErrorInvalidValue;
+	if ((ce = workspace(WS_COLSUM_PARTIALS, (size_t)splits * (size_t)hidden * sizeof(float), &part)) !=
+			cudaSuccess ||
+		(ce = workspace_zeroed(WS_COLSUM_DONE, (size_t)strips * sizeof(unsigned), stream, &done)) != cudaSuccess)
+		return (int)ce;
+	const dim3 grid((unsigned)strips, (unsigned)splits);
+	mb_rmsnorm_bwd_dw_colsum_kernel<T, VEC><<<grid, COLSUM_THREADS, 0, stream>>>(dy, h, rstd, (float *)part,
+		(unsigned *)done, dw, tokens, split_tokens, hidden);
+	return (int)cudaGetLastError();
+}
+
+/* rstd then dx, each one block per token: ITEMS vectors per thread in
+ * registers, or the looped kernel (ITEMS 0) for rows wider than that. dx
+ * holds four tensors' vectors, which at MB_ROW_MAX_ITEMS spill out of the
+ * 128 registers that 512 threads leave: it loops there instead. */
+template <typename T, int VEC, int ITEMS>
+static int rows_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out,
+	float *rstd, unsigned threads)
+{
+	constexpr int dx_items = ITEMS > MB_ROW_ITEMS ? 0 : ITEMS;
+	const unsigned tokens = (unsigned)axis[AX_T];
+	const int hidden = (int)axis[AX_H];
+	mb_rmsnorm_bwd_rstd_kernel<T, VEC, ITEMS><<<tokens, threads, 0, stream>>>((const T *)in[IN_H], rstd, hidden);
+	cudaError_t ce = cudaGetLastError();
+	if (ce != cudaSuccess)
+		return (int)ce;
+	mb_rmsnorm_bwd_dx_kernel<T, VEC, dx_items><<<tokens, dx_items > 0 ? threads : NORM_MAX_THREADS, 0, stream>>>(
+		(const T *)in[IN_DY], (const T *)in[IN_DH], (const T *)in[IN_H], (const T *)in[IN_W], rstd,
+		(T *)out[OUT_DX], hidden);
+	return (int)cudaGetLastError();
+}
+
+template <typename T, int VEC>
+static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out,
+	float *rstd)
+{
+	unsigned threads = NORM_MAX_THREADS;
+	int rc;
+	switch (mb_row_items(axis[AX_H] / VEC, NORM_MAX_THREADS, &threads)) {
+	case MB_ROW_ITEMS:
+		rc = rows_launch<T, VEC, MB_ROW_ITEMS>(stream, axis, in, out, rstd, threads);
+		break;
+	case MB_ROW_MAX_ITEMS:
+		rc = rows_launch<T, VEC, MB_ROW_MAX_ITEMS>(stream, axis, in, out, rstd, threads);
+		break;
+	default:
+		rc = rows_launch<T, VEC, 0>(stream, axis, in, out, rstd, NORM_MAX_THREADS);
+		break;
+	}
+	if (rc != 0)
+		return rc;
+	return colsum_launch<T, VEC>(stream, (const T *)in[IN_DY], (const T *)in[IN_H], rstd, (T *)out[OUT_DW],
+		axis[AX_T], (int)axis[AX_H]);
 }
 
 template <typename T>
 static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
+	constexpr int vec = mb_vec16_elems<T>();
 	const int64_t tokens = axis[AX_T];
-	const int hidden = (int)axis[AX_H];
 	void *rstd = NULL;
 	cudaError_t ce;
 
@@ -452,19 +716,13 @@ static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const voi
 		return (int)cudaErrorInvalidValue;
 	if ((ce = workspace(WS_RSTD, (size_t)tokens * sizeof(float), &rstd)) != cudaSuccess)
 		return (int)ce;
-	mb_rmsnorm_bwd_rstd_kernel<T><<<(unsigned)tokens, NORM_THREADS, 0, stream>>>(
-		(const T *)in[IN_H], (float *)rstd, hidden);
-	if ((ce = cudaGetLastError()) != cudaSuccess)
-		return (int)ce;
-	mb_rmsnorm_bwd_dx_kernel<T><<<(unsigned)tokens, NORM_THREADS, 0, stream>>>((const T *)in[IN_DY],
-		(const T *)in[IN_DH], (const T *)in[IN_H], (const T *)in[IN_W], (const float *)rstd,
-		(T *)out[OUT_DX], hidden);
-	if ((ce = cudaGetLastError()) != cudaSuccess)
-		return (int)ce;
-	mb_rmsnorm_bwd_dw_colsum_kernel<T><<<(unsigned)((hidden + COLSUM_COLS - 1) / COLSUM_COLS),
-		COLSUM_COLS * COLSUM_ROWS, 0, stream>>>((const T *)in[IN_DY], (const T *)in[IN_H],
-		(const float *)rstd, (T *)out[OUT_DW], tokens, hidden);
-	return (int)cudaGetLastError();
+	/* 16-byte accesses need aligned bases and rows of whole vectors (then
+	 * every row starts aligned); other shapes run the same kernels one
+	 * element per access */
+	if (mb_aligned16(in[IN_DY]) && mb_aligned16(in[IN_DH]) && mb_aligned16(in[IN_H]) && mb_aligned16(in[IN_W]) &&
+		mb_aligned16(out[OUT_DX]) && axis[AX_H] % vec == 0)
+		return fallback_launch<T, vec>(stream, axis, in, out, (float *)rstd);
+	return fallback_launch<T, 1>(stream, axis, in, out, (float *)rstd);
 }
 
 /* The plain path: three launches (rstd, dx, dw), with rstd through memory

@@ -149,6 +149,16 @@ static int rope_fused_dispatch(rope_fused_kernel_fn<T> vec_kernel, rope_fused_ke
 	return rope_fused_launch<T>(scalar_kernel, 1, stream, axis, in, out);
 }
 
+/* ---- the fallback: rotate-half into the output, then a multiply-add ----- */
+
+/* Each step is a framework's vectorized elementwise kernel (vec.cuh's flat
+ * launch) over one tensor's T*heads*D elements: 16-byte accesses when every
+ * base is aligned and D/2 is whole vectors (then no vector straddles the
+ * halves), else one element per access; MB_FLAT_VECS vectors per thread,
+ * their loads issued before the first is used; blocks that cover the
+ * tensor once. IDX is uint32_t when every offset fits (mb_index32_fits):
+ * the (row, column) of a vector takes a division by D per vector. */
+
 /* Fallback step 1's body: out = rotate_half(x) = (-x[D/2:], x[:D/2]) for
  * the forward, its transpose (x[D/2:], -x[:D/2]) for the backward.
  * Negation and copying are exact in every dtype. */
@@ -161,52 +171,106 @@ __device__ __forceinline__ T rope_neg_if(T v)
 		return v;
 }
 
-template <int SIN_SIGN, typename T>
-__device__ __forceinline__ void rope_rotate_half_body(const T *__restrict__ x, T *__restrict__ out, int64_t n, int d)
+template <int SIN_SIGN, typename T, int VEC, typename IDX>
+__device__ __forceinline__ void rope_rotate_half_body(const T *__restrict__ x, T *__restrict__ out, IDX n, IDX d)
 {
-	const int half = d / 2;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x) {
-		const int col = (int)(i % d);
-		out[i] = col < half ? rope_neg_if<SIN_SIGN == ROPE_FWD>(x[i + half])
-				    : rope_neg_if<SIN_SIGN == ROPE_BWD>(x[i - half]);
+	const IDX half = d / 2, nvec = n / VEC;
+	mb_vec<T, VEC> v[MB_FLAT_VECS];
+	bool lower[MB_FLAT_VECS];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k), e = i * VEC;
+		lower[k] = e % d < half;
+		if (i < nvec)
+			v[k] = *reinterpret_cast<const mb_vec<T, VEC> *>(x + (lower[k] ? e + half : e - half));
+	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k);
+		if (i < nvec) {
+#pragma unroll
+			for (int j = 0; j < VEC; j++)
+				v[k].v[j] = lower[k] ? rope_neg_if<SIN_SIGN == ROPE_FWD>(v[k].v[j])
+						     : rope_neg_if<SIN_SIGN == ROPE_BWD>(v[k].v[j]);
+			*reinterpret_cast<mb_vec<T, VEC> *>(out + i * VEC) = v[k];
+		}
 	}
 }
 
 /* Fallback step 2's body: out = x * cos + out * sin, in place over the
- * rotated copy; the same in both directions. */
-template <typename T>
+ * rotated copy; the same in both directions. The cos/sin vector of element
+ * e is at t * D/2 + (e % D) % (D/2), t = e / (heads * D): one per token,
+ * shared by its heads, so after the first head it comes from cache. */
+template <typename T, int VEC, typename IDX>
 __device__ __forceinline__ void rope_mul_add_body(const T *__restrict__ x, const T *__restrict__ cos_t,
-	const T *__restrict__ sin_t, T *out, int64_t n, int heads, int d)
+	const T *__restrict__ sin_t, T *__restrict__ out, IDX n, IDX heads, IDX d)
 {
-	const int half = d / 2;
-	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-	     i += (int64_t)gridDim.x * blockDim.x) {
-		const int64_t t = i / ((int64_t)heads * d);
-		const int64_t cs = t * half + (i % d) % half;
-		out[i] = mb_from_f32<T>(mb_to_f32<T>(x[i]) * mb_to_f32<T>(cos_t[cs]) +
-			mb_to_f32<T>(out[i]) * mb_to_f32<T>(sin_t[cs]));
+	const IDX half = d / 2, nvec = n / VEC;
+	mb_packed<T, VEC> xv[MB_FLAT_VECS], ov[MB_FLAT_VECS], cv[MB_FLAT_VECS], sv[MB_FLAT_VECS];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k), e = i * VEC;
+		if (i < nvec) {
+			const IDX row = e / d, col = e - row * d;
+			const IDX cs = row / heads * half + (col < half ? col : col - half);
+			xv[k].load(x + e);
+			ov[k].load(out + e);
+			cv[k].load(cos_t + cs);
+			sv[k].load(sin_t + cs);
+		}
+	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k);
+		if (i < nvec) {
+			float y[VEC];
+#pragma unroll
+			for (int j = 0; j < VEC; j++)
+				y[j] = xv[k].get(j) * cv[k].get(j) + ov[k].get(j) * sv[k].get(j);
+			mb_store_f32<T, VEC>(out + i * VEC, y);
+		}
 	}
 }
 
-/* The fallback's kernels: step 1 (x, out, n, d) and step 2
- * (x, cos, sin, out, n, heads, d). */
+/* The fallback's kernels, each a .cu file's template <T, VEC, IDX>: step 1
+ * (x, out, n, d) and step 2 (x, cos, sin, out, n, heads, d), with n the
+ * tensor's elements. */
 template <typename T>
-using rope_rotate_kernel_fn = void (*)(const T *, T *, int64_t, int);
+using rope_rotate_kernel_fn = void (*)(const T *, T *, int64_t, int64_t);
 template <typename T>
-using rope_mul_add_kernel_fn = void (*)(const T *, const T *, const T *, T *, int64_t, int, int);
+using rope_mul_add_kernel_fn = void (*)(const T *, const T *, const T *, T *, int64_t, int64_t, int64_t);
+
+/* Every instantiation a dispatch may pick: [16-byte vectors][64-bit
+ * indices]. */
+template <typename T> struct rope_fallback_kernels {
+	rope_rotate_kernel_fn<T> rotate[2][2];
+	rope_mul_add_kernel_fn<T> mul_add[2][2];
+};
+
+/* A .cu file's table of its fallback kernels `rotate` and `mul_add`. */
+#define ROPE_FALLBACK_KERNELS(T, rotate, mul_add) \
+	rope_fallback_kernels<T> \
+	{ \
+		{{rotate<T, 1, uint32_t>, rotate<T, 1, uint64_t>}, \
+			{rotate<T, mb_vec16_elems<T>(), uint32_t>, rotate<T, mb_vec16_elems<T>(), uint64_t>}}, \
+		{{mul_add<T, 1, uint32_t>, mul_add<T, 1, uint64_t>}, \
+			{mul_add<T, mb_vec16_elems<T>(), uint32_t>, mul_add<T, mb_vec16_elems<T>(), uint64_t>}}, \
+	}
 
 template <typename T>
-static int rope_fallback_one(rope_rotate_kernel_fn<T> rotate, rope_mul_add_kernel_fn<T> mul_add, cudaStream_t stream,
-	const T *x, const T *cos_t, const T *sin_t, T *out, int64_t tokens, int heads, int d)
+static int rope_fallback_one(const rope_fallback_kernels<T> &k, bool vec, cudaStream_t stream, const T *x,
+	const T *cos_t, const T *sin_t, T *out, int64_t tokens, int64_t heads, int64_t d)
 {
 	const int64_t n = tokens * heads * d;
-	const unsigned blocks = mb_elemwise_blocks(n);
-	rotate<<<blocks, MB_ELEMWISE_THREADS, 0, stream>>>(x, out, n, d);
+	const unsigned blocks = mb_flat_blocks(n / (vec ? mb_vec16_elems<T>() : 1));
+	const int wide = !mb_index32_fits(n);
+	if (blocks == 0)
+		return (int)cudaErrorInvalidValue;
+	k.rotate[vec][wide]<<<blocks, MB_FLAT_THREADS, 0, stream>>>(x, out, n, d);
 	cudaError_t ce = cudaGetLastError();
 	if (ce != cudaSuccess)
 		return (int)ce;
-	mul_add<<<blocks, MB_ELEMWISE_THREADS, 0, stream>>>(x, cos_t, sin_t, out, n, heads, d);
+	k.mul_add[vec][wide]<<<blocks, MB_FLAT_THREADS, 0, stream>>>(x, cos_t, sin_t, out, n, heads, d);
 	return (int)cudaGetLastError();
 }
 
@@ -214,15 +278,19 @@ static int rope_fallback_one(rope_rotate_kernel_fn<T> rotate, rope_mul_add_kerne
  * multiply-add over it: four launches, the output written twice and read
  * once more. */
 template <typename T>
-static int rope_fallback_dispatch(rope_rotate_kernel_fn<T> rotate, rope_mul_add_kernel_fn<T> mul_add,
-	cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+static int rope_fallback_dispatch(const rope_fallback_kernels<T> &k, cudaStream_t stream, const int64_t *axis,
+	const void *const *in, void *const *out)
 {
 	const T *cos_t = (const T *)in[2], *sin_t = (const T *)in[3];
-	int rc = rope_fallback_one<T>(rotate, mul_add, stream, (const T *)in[0], cos_t, sin_t, (T *)out[0],
-		axis[ROPE_AX_T], (int)axis[ROPE_AX_HQ], (int)axis[ROPE_AX_D]);
+	bool vec = (axis[ROPE_AX_D] / 2) % mb_vec16_elems<T>() == 0;
+	for (int i = 0; i < 4; i++)
+		vec = vec && mb_aligned16(in[i]);
+	vec = vec && mb_aligned16(out[0]) && mb_aligned16(out[1]);
+	int rc = rope_fallback_one<T>(k, vec, stream, (const T *)in[0], cos_t, sin_t, (T *)out[0], axis[ROPE_AX_T],
+		axis[ROPE_AX_HQ], axis[ROPE_AX_D]);
 	if (rc == 0)
-		rc = rope_fallback_one<T>(rotate, mul_add, stream, (const T *)in[1], cos_t, sin_t, (T *)out[1],
-			axis[ROPE_AX_T], (int)axis[ROPE_AX_HK], (int)axis[ROPE_AX_D]);
+		rc = rope_fallback_one<T>(k, vec, stream, (const T *)in[1], cos_t, sin_t, (T *)out[1], axis[ROPE_AX_T],
+			axis[ROPE_AX_HK], axis[ROPE_AX_D]);
 	return rc;
 }
 

@@ -31,26 +31,28 @@ extern "C" MB_DECLARE_LAUNCH(mb_rope_qk_fused_launch)
 }
 
 /* Fallback step 1: out = rotate_half(x), i.e. (-x[D/2:], x[:D/2]). */
-template <typename T>
-__global__ void mb_rope_rotate_half_kernel(const T *__restrict__ x, T *__restrict__ out, int64_t n, int d)
+template <typename T, int VEC, typename IDX>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_rope_rotate_half_kernel(const T *__restrict__ x,
+	T *__restrict__ out, int64_t n, int64_t d)
 {
-	rope_rotate_half_body<ROPE_FWD, T>(x, out, n, d);
+	rope_rotate_half_body<ROPE_FWD, T, VEC, IDX>(x, out, (IDX)n, (IDX)d);
 }
 
 /* Fallback step 2: out = x * cos + out * sin, in place over the rotated
  * copy. */
-template <typename T>
-__global__ void mb_rope_mul_add_kernel(const T *__restrict__ x, const T *__restrict__ cos_t,
-	const T *__restrict__ sin_t, T *out, int64_t n, int heads, int d)
+template <typename T, int VEC, typename IDX>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_rope_mul_add_kernel(const T *__restrict__ x,
+	const T *__restrict__ cos_t, const T *__restrict__ sin_t, T *__restrict__ out, int64_t n, int64_t heads,
+	int64_t d)
 {
-	rope_mul_add_body<T>(x, cos_t, sin_t, out, n, heads, d);
+	rope_mul_add_body<T, VEC, IDX>(x, cos_t, sin_t, out, (IDX)n, (IDX)heads, (IDX)d);
 }
 
 template <typename T>
 static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	return rope_fallback_dispatch<T>(mb_rope_rotate_half_kernel<T>, mb_rope_mul_add_kernel<T>, stream, axis, in,
-		out);
+	return rope_fallback_dispatch<T>(ROPE_FALLBACK_KERNELS(T, mb_rope_rotate_half_kernel, mb_rope_mul_add_kernel),
+		stream, axis, in, out);
 }
 
 /* The plain path: Q and K separately, each as rotate-half then multiply-add:

@@ -33,10 +33,6 @@ enum { AX_T, AX_F };
  * 64-bit indices. */
 #define FUSED_INDEX32_MAX ((int64_t)INT32_MAX)
 
-/* Fallback: plain scalar kernels, one thread per column of a row; rows
- * beyond the grid's y limit (65535 blocks) wrap around with a stride. */
-#define FALLBACK_MAX_ROW_BLOCKS 65535u
-
 /* The reference's expression, operation for operation. */
 __device__ __forceinline__ float silu_f32(float g)
 {
@@ -164,43 +160,104 @@ extern "C" MB_DECLARE_LAUNCH(mb_swiglu_fused_launch)
 	return MB_DISPATCH_DTYPE(dtype, fused_dispatch, (cudaStream_t)stream, axis, in, out);
 }
 
+/* ---- fallback: silu(g) into a temporary, then temporary * u --------------- */
+
+/* Both steps are a framework's vectorized elementwise kernel (vec.cuh's
+ * flat launch) over the T*F outputs: 16-byte accesses when the bases and
+ * F allow them (then a vector never straddles a row or a half), else one
+ * element per access; MB_FLAT_VECS loads in flight per thread, blocks that
+ * cover the data once. Output vector i sits at element i*VEC of y and, with
+ * row = i / (F/VEC), at element i*VEC + row*F of gu (the g half; u is F
+ * further): the strided view's offset, as a framework's indexer computes
+ * it. IDX is uint32_t when every offset fits (vec.cuh: mb_index32_fits). */
+
 /* Fallback step 1: silu of the g half, stored in the case dtype (the
  * rounding the tolerance's second u_d pays for). */
-template <typename T>
-__global__ void mb_swiglu_fallback_silu_kernel(const T *__restrict__ gu, T *__restrict__ s,
-	int64_t tokens, int64_t f)
+template <typename T, int VEC, typename IDX>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_swiglu_fallback_silu_kernel(const T *__restrict__ gu,
+	T *__restrict__ s, IDX nvec, IDX row_vecs, IDX f)
 {
-	for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
-		for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < f;
-		     j += (int64_t)gridDim.x * blockDim.x)
-			s[t * f + j] = mb_from_f32<T>(silu_f32(mb_to_f32<T>(gu[t * 2 * f + j])));
+	mb_packed<T, VEC> g[MB_FLAT_VECS];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k);
+		if (i < nvec)
+			g[k].load(gu + i * VEC + i / row_vecs * f);
+	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k);
+		if (i < nvec) {
+			float out[VEC];
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				out[e] = silu_f32(g[k].get(e));
+			mb_store_f32<T, VEC>(s + i * VEC, out);
+		}
 	}
 }
 
 /* Fallback step 2: y = s * u, in place over the stored silu. */
-template <typename T>
-__global__ void mb_swiglu_fallback_mul_kernel(const T *__restrict__ gu, T *y, int64_t tokens, int64_t f)
+template <typename T, int VEC, typename IDX>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_swiglu_fallback_mul_kernel(const T *__restrict__ gu,
+	T *__restrict__ y, IDX nvec, IDX row_vecs, IDX f)
 {
-	for (int64_t t = blockIdx.y; t < tokens; t += gridDim.y) {
-		for (int64_t j = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; j < f;
-		     j += (int64_t)gridDim.x * blockDim.x)
-			y[t * f + j] = mb_from_f32<T>(mb_to_f32<T>(y[t * f + j]) * mb_to_f32<T>(gu[t * 2 * f + f + j]));
+	mb_packed<T, VEC> a[MB_FLAT_VECS], u[MB_FLAT_VECS];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k);
+		if (i < nvec) {
+			a[k].load(y + i * VEC);
+			u[k].load(gu + i * VEC + i / row_vecs * f + f);
+		}
 	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const IDX i = mb_flat_index<IDX>(k);
+		if (i < nvec) {
+			float out[VEC];
+#pragma unroll
+			for (int e = 0; e < VEC; e++)
+				out[e] = a[k].get(e) * u[k].get(e);
+			mb_store_f32<T, VEC>(y + i * VEC, out);
+		}
+	}
+}
+
+template <typename T, int VEC, typename IDX>
+static int fallback_launch(cudaStream_t stream, const T *gu, T *y, int64_t tokens, int64_t f)
+{
+	const int64_t nvec = tokens * (f / VEC);
+	const unsigned blocks = mb_flat_blocks(nvec);
+	if (blocks == 0)
+		return (int)cudaErrorInvalidValue;
+	mb_swiglu_fallback_silu_kernel<T, VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>(gu, y, (IDX)nvec,
+		(IDX)(f / VEC), (IDX)f);
+	cudaError_t ce = cudaGetLastError();
+	if (ce != cudaSuccess)
+		return (int)ce;
+	mb_swiglu_fallback_mul_kernel<T, VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>(gu, y, (IDX)nvec,
+		(IDX)(f / VEC), (IDX)f);
+	return (int)cudaGetLastError();
+}
+
+template <typename T, int VEC>
+static int fallback_index(cudaStream_t stream, const T *gu, T *y, int64_t tokens, int64_t f)
+{
+	if (mb_index32_fits(tokens * 2 * f))
+		return fallback_launch<T, VEC, uint32_t>(stream, gu, y, tokens, f);
+	return fallback_launch<T, VEC, uint64_t>(stream, gu, y, tokens, f);
 }
 
 template <typename T>
 static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	const int64_t tokens = axis[AX_T], f = axis[AX_F];
+	constexpr int vec = mb_vec16_elems<T>();
 	const T *gu = (const T *)in[0];
 	T *y = (T *)out[0];
-	dim3 grid(mb_elemwise_blocks(f), tokens < FALLBACK_MAX_ROW_BLOCKS ? (unsigned)tokens : FALLBACK_MAX_ROW_BLOCKS);
-	mb_swiglu_fallback_silu_kernel<T><<<grid, MB_ELEMWISE_THREADS, 0, stream>>>(gu, y, tokens, f);
-	cudaError_t ce = cudaGetLastError();
-	if (ce != cudaSuccess)
-		return (int)ce;
-	mb_swiglu_fallback_mul_kernel<T><<<grid, MB_ELEMWISE_THREADS, 0, stream>>>(gu, y, tokens, f);
-	return (int)cudaGetLastError();
+	if (mb_aligned16(gu) && mb_aligned16(y) && axis[AX_F] % vec == 0)
+		return fallback_index<T, vec>(stream, gu, y, axis[AX_T], axis[AX_F]);
+	return fallback_index<T, 1>(stream, gu, y, axis[AX_T], axis[AX_F]);
 }
 
 /* The plain path a framework runs for silu(gu[:, :F]) * gu[:, F:]: a silu

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "kernels/row_common.h"
+#include "reference/traffic.h"
 
 enum { AX_B, AX_S, AX_N, AX_D };
 
@@ -85,6 +86,34 @@ static inline uint64_t gather_bytes_moved(const int64_t *a, mb_dtype dtype, uint
 	uint64_t picked = (uint64_t)a[AX_B] * (uint64_t)a[AX_N];
 
 	return 2 * n_src * picked * (uint64_t)a[AX_D] * mb_dtype_size(dtype) + picked * sizeof(int32_t);
+}
+
+/* By launch (mb_row.traffic), with p = B*N*D elements per source and the
+ * int32 index [B, N]. Fused: every source's gathered rows and the index
+ * read once, every output written once. Fallback, as a framework runs
+ * torch.gather with the index expanded, once per source: each launch
+ * reads its source's gathered rows and the index (however many threads
+ * read each index word, it crosses memory once) and writes its output.
+ * One source: the fused kernel's bytes, a model speedup of 1.0; two: the
+ * index read twice, 1.0 within B*N*4 / (4p bytes). */
+static inline int gather_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, mb_launch_traffic *out,
+	uint64_t n_src)
+{
+	const uint64_t picked = (uint64_t)a[AX_B] * (uint64_t)a[AX_N], index = picked * sizeof(int32_t);
+	const uint64_t rows = picked * (uint64_t)a[AX_D] * mb_dtype_size(dtype);
+	int n = 0;
+
+	switch (v->kind) {
+	case MB_VARIANT_FUSED:
+	case MB_VARIANT_REFERENCE:
+		return mb_traffic_one(v, n_src * rows + index, n_src * rows, out);
+	case MB_VARIANT_FALLBACK:
+		for (uint64_t t = 0; t < n_src; t++)
+			mb_traffic_add(out, &n, v->kernel_patterns[0], rows + index, rows);
+		return n;
+	default:
+		return -1;
+	}
 }
 
 static inline uint64_t gather_flops(const int64_t *a)

@@ -12,6 +12,7 @@
  * One body serves both precisions; REAL is the arithmetic type. */
 #include "kernels/row_common.h"
 #include "reference/reference.h"
+#include "reference/traffic.h"
 
 /* The GPU variants the descriptor names, defined in src/kernels/mla_partial_rope.cu:
  * in q [T,H,192], k_nope [T,H,128], k_pe [T,64], cos, sin [T,32];
@@ -98,6 +99,38 @@ static uint64_t mla_bytes(const int64_t *a, mb_dtype dtype)
 	return (uint64_t)a[AX_T] * per_token * mb_dtype_size(dtype);
 }
 
+/* By launch, per token, in elements: fused as mla_bytes. Fallback, as a
+ * framework runs it: q.split's contiguous copy of q_pe (H*Dr read and
+ * written), RoPE of q_pe (q_pe and cos/sin read, H*Dr written) and of k_pe
+ * (Dr and cos/sin read, Dr written), then torch.cat of q's nope part with
+ * the rotated q_pe (H*Dn + H*Dr read, H*W written) and of k_nope with the
+ * rotated k_pe expanded over the heads (H*Dn + Dr read, H*W written): five
+ * launches, 5H*Dr + 2H*Dn + 2H*W + 5Dr of traffic for the fused kernel's
+ * 3H*W + H*Dn + 2Dr, a model speedup of 1.38 at H 16, Dn 128, Dr 64. */
+static int mla_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, mb_launch_traffic *out)
+{
+	const uint64_t scale = (uint64_t)a[AX_T] * mb_dtype_size(dtype);
+	const uint64_t h = (uint64_t)a[AX_H], dn = (uint64_t)a[AX_DN], dr = (uint64_t)a[AX_DR];
+	const uint64_t pe = h * dr * scale, kpe = dr * scale, cs = dr * scale, nope = h * dn * scale;
+	const uint64_t row = h * (dn + dr) * scale;
+	int n = 0;
+
+	switch (v->kind) {
+	case MB_VARIANT_FUSED:
+	case MB_VARIANT_REFERENCE:
+		return mb_traffic_one(v, row + nope + kpe + cs, 2 * row, out);
+	case MB_VARIANT_FALLBACK:
+		mb_traffic_add(out, &n, v->kernel_patterns[0], pe, pe);          /* split: q -> q_pe */
+		mb_traffic_add(out, &n, v->kernel_patterns[1], pe + cs, pe);     /* rotate q_pe */
+		mb_traffic_add(out, &n, v->kernel_patterns[1], kpe + cs, kpe);   /* rotate k_pe */
+		mb_traffic_add(out, &n, v->kernel_patterns[2], nope + pe, row);  /* concat q_out */
+		mb_traffic_add(out, &n, v->kernel_patterns[2], nope + kpe, row); /* concat k_out */
+		return n;
+	default:
+		return -1;
+	}
+}
+
 static uint64_t mla_flops(const int64_t *a)
 {
 	/* two multiplies and one add per rotated element: H heads of q_pe and
@@ -117,6 +150,7 @@ const mb_row mb_row_mla_partial_rope = {
 	.check_shape = mla_check,
 	.tensors = mla_tensors,
 	.bytes = mla_bytes,
+	.traffic = mla_traffic,
 	.flops = mla_flops,
 	.reference = mb_ref_mla_partial_rope,
 	.oracle = mb_oracle_mla_partial_rope,
@@ -138,7 +172,9 @@ const mb_row mb_row_mla_partial_rope = {
 			"one launch: split, rotate and concatenate q and k into q_out and k_out, k_pe broadcast from cache",
 			1, {"mla_partial_rope_fused"}, GPU_LAUNCH(mb_mla_partial_rope_fused_launch), MB_DTYPE_ALL},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path: copy q_pe out, rotate q_pe and k_pe (a launch each), concatenate q_out and k_out (a launch each)",
+			"plain path: copy q_pe out, rotate q_pe and k_pe (a launch each), concatenate q_out and k_out (a "
+			"launch each); each a vectorized elementwise or copy kernel (16-byte accesses, 4 per thread, a grid "
+			"that covers its output once)",
 			5, {"mla_partial_rope_fallback_split", "mla_partial_rope_fallback_rotate",
 				"mla_partial_rope_fallback_concat"},
 			GPU_LAUNCH(mb_mla_partial_rope_fallback_launch), MB_DTYPE_ALL},

@@ -8,6 +8,7 @@
 #define MB_REFERENCE_ROPE_COMMON_H
 
 #include "kernels/row_common.h"
+#include "reference/traffic.h"
 
 /* sin_sign: the forward rotation, or its transpose (the gradient). */
 enum { MB_ROPE_FWD = 1, MB_ROPE_BWD = -1 };
@@ -30,6 +31,9 @@ int mb_rope_check_shape(const int64_t *axis, char *why, size_t len);
 /* Fills t[0..5] (x_q, x_k, cos, sin, out_q, out_k); returns 6. */
 int mb_rope_tensors(mb_tensor_spec *t, const int64_t *axis, const mb_rope_names *names);
 uint64_t mb_rope_bytes(const int64_t *axis, mb_dtype dtype);
+/* By launch (mb_row.traffic); the fallback's kernel_patterns are the
+ * rotate's, then the multiply-add's. */
+int mb_rope_traffic(const int64_t *axis, mb_dtype dtype, const mb_variant *v, mb_launch_traffic *out);
 uint64_t mb_rope_flops(const int64_t *axis);
 
 /* Both directions have two products and one sum per output, only the sign

@@ -8,8 +8,8 @@
  * rotation, so bwd(fwd(x)) = x (the unit test checks it); the harness draws
  * cos and sin independently, and the transpose is what the row computes
  * either way. The transpose is the forward with sin negated, so the
- * forward's body computes it (rope_common.h), as it does the shapes, bytes,
- * flops and tolerance numbers: the same two products and one sum per
+ * forward's body computes it (rope_common.h), as it does the shapes, bytes
+ * (whole and by launch), flops and tolerance numbers: the same two products and one sum per
  * output on the same tensors. */
 #include "reference/rope_common.h"
 
@@ -47,6 +47,7 @@ const mb_row mb_row_rope_qk_bwd = {
 	.check_shape = mb_rope_check_shape,
 	.tensors = rope_bwd_tensors,
 	.bytes = mb_rope_bytes,
+	.traffic = mb_rope_traffic,
 	.flops = mb_rope_flops,
 	.reference = mb_ref_rope_qk_bwd,
 	.oracle = mb_oracle_rope_qk_bwd,
@@ -66,7 +67,9 @@ const mb_row mb_row_rope_qk_bwd = {
 			"one launch applies the transposed rotation to dQ and dK, sharing the cos/sin loads",
 			1, {"rope_qk_bwd_fused"}, GPU_LAUNCH(mb_rope_qk_bwd_fused_launch), MB_DTYPE_ALL},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path: separate dQ and dK launches, transposed rotate-half into the output, then multiply-add",
+			"plain path: dQ then dK, each the transposed rotate-half into the output, then a multiply-add over "
+			"it; each a vectorized elementwise kernel (16-byte accesses, 4 per thread, a grid that covers the "
+			"tensor once)",
 			4, {"rope_qk_bwd_fallback_rotate_half_t", "rope_qk_bwd_fallback_mul_add"},
 			GPU_LAUNCH(mb_rope_qk_bwd_fallback_launch), MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,

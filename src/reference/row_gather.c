@@ -28,6 +28,11 @@ static uint64_t gather_bytes(const int64_t *a, mb_dtype dtype)
 	return gather_bytes_moved(a, dtype, 1);
 }
 
+static int gather_row_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, mb_launch_traffic *out)
+{
+	return gather_traffic(a, dtype, v, out, 1);
+}
+
 const mb_row mb_row_row_gather = {
 	.name = "row_gather",
 	.block = 'A',
@@ -38,6 +43,7 @@ const mb_row mb_row_row_gather = {
 	.check_shape = gather_check_shape,
 	.tensors = gather_tensors,
 	.bytes = gather_bytes,
+	.traffic = gather_row_traffic,
 	.flops = gather_flops,
 	.reference = mb_ref_row_gather,
 	.oracle = mb_oracle_row_gather,
@@ -54,8 +60,9 @@ const mb_row mb_row_row_gather = {
 			"one launch: a warp per output row reads its index once and copies the row with 16-byte accesses",
 			1, {"row_gather_fused"}, GPU_LAUNCH(mb_row_gather_fused_launch), MB_DTYPE_ALL},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path: an element-wise gather, one thread per output element reading its own index "
-			"(torch.gather with the index expanded to [B,N,D])",
+			"plain path: an element-wise gather, each output element reading its own index (torch.gather "
+			"with the index expanded to [B,N,D]), as a vectorized gather: a thread per 16-byte word of a row "
+			"where the row and addresses allow, 4 per thread, a grid that covers the output once",
 			1, {"row_gather_fallback"}, GPU_LAUNCH(mb_row_gather_fallback_launch), MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},

@@ -32,6 +32,11 @@ static uint64_t pair_bytes(const int64_t *a, mb_dtype dtype)
 	return gather_bytes_moved(a, dtype, 2);
 }
 
+static int pair_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, mb_launch_traffic *out)
+{
+	return gather_traffic(a, dtype, v, out, 2);
+}
+
 const mb_row mb_row_row_gather_pair = {
 	.name = "row_gather_pair",
 	.block = 'A',
@@ -42,6 +47,7 @@ const mb_row mb_row_row_gather_pair = {
 	.check_shape = gather_check_shape,
 	.tensors = pair_tensors,
 	.bytes = pair_bytes,
+	.traffic = pair_traffic,
 	.flops = gather_flops,
 	.reference = mb_ref_row_gather_pair,
 	.oracle = mb_oracle_row_gather_pair,
@@ -62,7 +68,7 @@ const mb_row mb_row_row_gather_pair = {
 			1, {"row_gather_pair_fused"}, GPU_LAUNCH(mb_row_gather_pair_fused_launch), MB_DTYPE_ALL},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"plain path: row_gather's element-wise gather launched once for K and once for V, "
-			"each thread reading its own index",
+			"each output word reading its own index",
 			2, {"row_gather_fallback"}, GPU_LAUNCH(mb_row_gather_pair_fallback_launch), MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},

@@ -13,6 +13,7 @@
 #include "harness/cli.h"
 #include "receipts/atomic_write.h"
 #include "receipts/diff.h"
+#include "receipts/noise_floor.h"
 #include "receipts/printer.h"
 #include "receipts/receipt_io.h"
 #include "receipts/verdict.h"
@@ -168,7 +169,12 @@ static void report_incomparable(const mb_diff *d, const char *hint)
 {
 	mb_error err;
 
-	mb_error_set(&err, MB_EINVAL, d->head_name, "not comparable with %s: %s%s", d->base_name, d->reasons, hint);
+	if (d->inconsistent)
+		mb_error_set(&err, MB_EINVAL, d->head_name, "not compared with %s: inconsistent receipt: %s",
+			d->base_name, d->reasons);
+	else
+		mb_error_set(&err, MB_EINVAL, d->head_name, "not comparable with %s: %s%s", d->base_name, d->reasons,
+			hint);
 	mb_cli_error(&err);
 }
 
@@ -176,12 +182,23 @@ static void diff_usage(FILE *f)
 {
 	fputs("usage: megabench diff [--format table|markdown|json|csv] [--policy policy.toml] [--force]\n"
 		"                      [--always-test] BASE.json HEAD.json\n"
-		"Compare two receipts case by case: SAME, FASTER, SLOWER or AMBIGUOUS per case (rank\n"
-		"test on raw samples), correctness, tolerance, launch and kernel drift, and row verdicts.\n"
+		"Compare two receipts case by case: SAME, FASTER, SLOWER or AMBIGUOUS per case (a rank\n"
+		"test and a Hodges-Lehmann shift on the raw samples, and the p90 of each side with an\n"
+		"order-statistic interval: a change only in the tail is SLOWER or FASTER \"tail: p90 ...\");\n"
+		"an AMBIGUOUS case says where its estimate points (\"AMBIGUOUS, faster\" or \", slower\").\n"
+		"A change must exceed the policy's min_effect and noise_floor and, when both receipts\n"
+		"carry repetitions, the spread between their repetitions' medians (a t test on them).\n"
+		"Also shown: correctness (new wrong answers and cases still wrong), tolerance, launch,\n"
+		"kernel, field (fields of the base case missing in the head) and status drift, and row\n"
+		"verdicts, then the gate's exit code with its reason.\n"
 		"Receipts from different devices, drivers, runtimes, backends, suites, timing modes or\n"
-		"warm-up are refused (exit 3) unless --force, which marks every output FORCED.\n"
-		"A row whose code is identical in both (every source file the receipts list) is SAME\n"
-		"without statistics; --always-test runs the statistics on it too.\n", f);
+		"warm-up are refused (exit 3, naming the fields) unless --force, which marks every\n"
+		"output FORCED. A receipt whose correctness.passed contradicts its own counts is refused\n"
+		"(exit 3), --force or not.\n"
+		"A row whose code is identical in both (its source files and the shared ones the\n"
+		"receipts list, the compilers, flags and device) is SAME without the tests unless its\n"
+		"time moved beyond identical_code_max_change (default 10%) and the noise floor: then\n"
+		"\"machine or harness changed\". --always-test runs the tests on it as on any row.\n", f);
 }
 
 static const struct option diff_long[] = {
@@ -213,7 +230,7 @@ int mb_cli_diff(int argc, char **argv)
 	diff_run_init(&r);
 	if (diff_run_print(&r, printer, &o, argv[optind], argv[optind + 1], &err))
 		mb_cli_error(&err);
-	else if (!r.d.comparable && !r.d.forced)
+	else if (mb_diff_refused(&r.d))
 		report_incomparable(&r.d, " (use --force to compare anyway)");
 	else
 		status = 0;
@@ -225,10 +242,16 @@ static void gate_usage(FILE *f)
 {
 	fputs("usage: megabench gate --baseline BASE.json [--policy policy.toml] [--junit out.xml]\n"
 		"                      [--format table|markdown|json|csv] [--force] [--always-test] HEAD.json\n"
-		"Exit 0 pass, 1 performance regression, 2 wrong answers or tolerance, launch, kernel or\n"
-		"case drift (2 wins over 1), 3 incomparable or inconclusive input, 64 usage error.\n"
-		"The policy's [gate] fail_on names the findings that fail. --always-test runs the\n"
-		"statistics on rows whose code is identical in both receipts too (see diff --help).\n", f);
+		"Exit 0 pass, 1 performance regression (median or tail), 2 drift: new wrong answers,\n"
+		"cases still wrong, tolerance, launch, kernel, missing field, ok -> skipped, missing case\n"
+		"or fallback (2 wins over 1), 3 incomparable, inconsistent or unreadable receipts, or\n"
+		"inconclusive timing: not converged, timing source changed, all samples excluded, too\n"
+		"noisy, an ambiguous slow-down, or a machine or harness change under identical code;\n"
+		"64 usage error. The output names the reason of the exit code. An ambiguous speed-up\n"
+		"does not fail. The policy's [gate] fail_on names the findings that fail;\n"
+		"noise_floor (see megabench noise-floor) raises the effect a change must exceed.\n"
+		"--always-test runs the statistics on rows whose code is identical in both receipts too\n"
+		"(see diff --help).\n", f);
 }
 
 static const struct option gate_long[] = {
@@ -274,12 +297,89 @@ int mb_cli_gate(int argc, char **argv)
 		status = MB_GATE_INCONCLUSIVE;
 	} else {
 		status = mb_diff_gate_exit(&r.d);
-		/* the exit code already says incomparable; say why */
-		if (!r.d.comparable && !r.d.forced)
+		/* the exit code already says refused; say why */
+		if (mb_diff_refused(&r.d))
 			report_incomparable(&r.d, "");
 	}
 	diff_run_free(&r);
 	return status;
+}
+
+/* ---- noise-floor ------------------------------------------------------------- */
+
+static void noise_floor_usage(FILE *f)
+{
+	fprintf(f, "usage: megabench noise-floor [-o policy.toml] RECEIPT.json...\n"
+		"Learn the between-run noise floor from A/A receipts: two or more runs of one revision\n"
+		"(same commit and sources, build, device model, backend, suite, timing modes and\n"
+		"warm-up; unlike receipts are refused, naming the fields). For every row, the relative\n"
+		"difference max(r, 1/r) - 1 of the case medians between every pair of receipts; the\n"
+		"row's floor is %.1f x the largest of them. Writes a policy TOML with\n"
+		"[rows.NAME] noise_floor per row and a top-level noise_floor (the largest) to -o\n"
+		"(replaced atomically) or standard output; give it to diff and gate with --policy.\n"
+		"Exit 0, 3 when a receipt cannot be read or the receipts are unlike, 64 usage error.\n",
+		MB_NOISE_FLOOR_SAFETY);
+}
+
+static const struct option noise_floor_long[] = {
+	{"output", required_argument, NULL, 'o'},
+	{"help", no_argument, NULL, 'h'},
+	{NULL, 0, NULL, 0},
+};
+
+static const command noise_floor_cmd = {"noise-floor", "o:h", noise_floor_long, noise_floor_usage};
+
+typedef struct noise_floor_ctx {
+	const mb_noise_floor *nf;
+	json_t *const *receipts;
+	const char *const *names;
+} noise_floor_ctx;
+
+static int render_noise_floor(FILE *out, const void *ctx, mb_error *err)
+{
+	const noise_floor_ctx *c = ctx;
+
+	return mb_noise_floor_print_toml(out, c->nf, c->receipts, c->names, err);
+}
+
+int mb_cli_noise_floor(int argc, char **argv)
+{
+	report_opts o;
+	json_t **receipts = NULL;
+	mb_noise_floor nf;
+	noise_floor_ctx ctx;
+	mb_error err;
+	size_t n;
+	int rc = 0, status;
+
+	if (parse_opts(&o, &status, &noise_floor_cmd, argc, argv))
+		return status;
+	if (argc - optind < 2)
+		return mb_cli_usage_error("noise-floor", "expected at least two receipts, got %d", argc - optind);
+	n = (size_t)(argc - optind);
+	memset(&nf, 0, sizeof(nf));
+	receipts = calloc(n, sizeof(*receipts));
+	ctx = (noise_floor_ctx){&nf, receipts, (const char *const *)(argv + optind)};
+	if (!receipts)
+		rc = mb_error_set(&err, MB_ENOMEM, "noise-floor", "no memory");
+	for (size_t i = 0; !rc && i < n; i++)
+		rc = mb_receipt_load(&receipts[i], ctx.names[i], &err);
+	if (!rc)
+		rc = mb_noise_floor_compute(&nf, receipts, ctx.names, n, &err);
+	if (!rc && o.outdir)
+		rc = write_rendered(o.outdir, render_noise_floor, &ctx, &err);
+	else if (!rc)
+		rc = render_noise_floor(stdout, &ctx, &err);
+	if (rc)
+		mb_cli_error(&err);
+	else if (o.outdir)
+		fprintf(stderr, "megabench: noise floor of %zu rows from %zu receipts written to %s\n", nf.n_rows, n,
+			o.outdir);
+	mb_noise_floor_free(&nf);
+	for (size_t i = 0; receipts && i < n; i++)
+		json_decref(receipts[i]);
+	free(receipts);
+	return rc ? MB_GATE_INCONCLUSIVE : 0;
 }
 
 /* ---- verdict ------------------------------------------------------------------ */

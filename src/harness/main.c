@@ -19,6 +19,7 @@ static const command commands[] = {
 	{"gate", mb_cli_gate, "pass or block a change: exit code from a receipt pair"},
 	{"verdict", mb_cli_verdict, "keep / conditional / drop per row within one receipt"},
 	{"report", mb_cli_report, "write an HTML and Markdown report of receipts"},
+	{"noise-floor", mb_cli_noise_floor, "learn the between-run noise floor from A/A receipts"},
 	{"version", mb_cli_version, "print the version and the features built in"},
 };
 
@@ -26,7 +27,7 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: megabench <command> [options]\n\ncommands:\n");
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+		fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\n'megabench <command> --help' describes each command.\n"
 		"exit codes: 0 ok, 1 a case failed or a document is invalid, 2 bad input,\n"
 		"3 incomparable receipts, 64 usage error, 130 interrupted.\n");

@@ -1,5 +1,6 @@
 #include "receipts/diff.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,14 +10,10 @@
 
 #define FINDINGS_INITIAL 16
 
-static int add_finding(mb_diff *d, mb_finding_kind kind, const char *subject, mb_error *err,
-	const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-
-static int add_finding(mb_diff *d, mb_finding_kind kind, const char *subject, mb_error *err,
-	const char *fmt, ...)
+static int vadd_finding(mb_diff *d, mb_finding_kind kind, mb_cmp_why why, const char *subject, mb_error *err,
+	const char *fmt, va_list ap)
 {
 	mb_finding *f;
-	va_list ap;
 
 	if (d->n_findings == d->cap_findings) {
 		size_t cap = d->cap_findings ? 2 * d->cap_findings : FINDINGS_INITIAL;
@@ -30,12 +27,42 @@ static int add_finding(mb_diff *d, mb_finding_kind kind, const char *subject, mb
 	f = &d->findings[d->n_findings++];
 	memset(f, 0, sizeof(*f));
 	f->kind = kind;
+	f->why = why;
 	f->fails = mb_policy_fails_on(d->policy, kind);
 	snprintf(f->subject, sizeof(f->subject), "%s", subject);
-	va_start(ap, fmt);
 	vsnprintf(f->message, sizeof(f->message), fmt, ap);
-	va_end(ap);
 	return 0;
+}
+
+static int add_finding(mb_diff *d, mb_finding_kind kind, const char *subject, mb_error *err,
+	const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static int add_finding(mb_diff *d, mb_finding_kind kind, const char *subject, mb_error *err,
+	const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vadd_finding(d, kind, MB_WHY_NONE, subject, err, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+/* A finding about a timing comparison, which keeps its reason's kind. */
+static int add_timing_finding(mb_diff *d, mb_finding_kind kind, mb_cmp_why why, const char *subject,
+	mb_error *err, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+static int add_timing_finding(mb_diff *d, mb_finding_kind kind, mb_cmp_why why, const char *subject,
+	mb_error *err, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = vadd_finding(d, kind, why, subject, err, fmt, ap);
+	va_end(ap);
+	return rc;
 }
 
 /* ---- comparability ------------------------------------------------------- */
@@ -71,14 +98,28 @@ static bool same_string_set(const json_t *a, const json_t *b)
 }
 
 static void check_versions(char *reasons, size_t len, const json_t *da, const json_t *db,
-	const char *key, const char *what)
+	const char *key)
 {
 	long ma = version_major(mb_text_get(da, key)), mb = version_major(mb_text_get(db, key));
 
 	if (ma >= 0 && mb >= 0 && ma != mb)
-		mb_text_appendf(reasons, len, "%s%s major %ld vs %ld", reasons[0] ? "; " : "", what, ma, mb);
+		mb_text_appendf(reasons, len, "%sdevice.%s major differs (%ld vs %ld)", reasons[0] ? "; " : "", key,
+			ma, mb);
 }
 
+/* "[hot, cold]" */
+static void string_list(char *buf, size_t len, const json_t *arr)
+{
+	size_t i;
+	json_t *v;
+
+	snprintf(buf, len, "[");
+	json_array_foreach(arr, i, v)
+		mb_text_appendf(buf, len, "%s%s", i ? ", " : "", json_string_value(v) ? json_string_value(v) : "?");
+	mb_text_appendf(buf, len, "]");
+}
+
+/* Every reason names the field that differs, with both values. */
 static void check_comparable(mb_diff *d)
 {
 	const json_t *da = json_object_get(d->base, "device"), *db = json_object_get(d->head, "device");
@@ -90,25 +131,83 @@ static void check_comparable(mb_diff *d)
 
 	r[0] = '\0';
 	if (strcmp(mb_text_get(d->base, "backend"), mb_text_get(d->head, "backend")))
-		mb_text_appendf(r, len, "%sbackends differ (%s vs %s)", r[0] ? "; " : "",
+		mb_text_appendf(r, len, "%sbackend differs (%s vs %s)", r[0] ? "; " : "",
 			mb_text_get(d->base, "backend"), mb_text_get(d->head, "backend"));
 	if (strcmp(mb_text_get(da, "name"), mb_text_get(db, "name")))
-		mb_text_appendf(r, len, "%sdevice models differ (%s vs %s)", r[0] ? "; " : "", mb_text_get(da, "name"),
+		mb_text_appendf(r, len, "%sdevice.name differs (%s vs %s)", r[0] ? "; " : "", mb_text_get(da, "name"),
 			mb_text_get(db, "name"));
-	check_versions(r, len, da, db, "driver_version", "driver");
-	check_versions(r, len, da, db, "runtime_version", "CUDA runtime");
+	check_versions(r, len, da, db, "driver_version");
+	check_versions(r, len, da, db, "runtime_version");
 	if (strcmp(suite_a, suite_b))
-		mb_text_appendf(r, len, "%ssuites differ (%s vs %s)", r[0] ? "; " : "", suite_a, suite_b);
+		mb_text_appendf(r, len, "%ssuite.name differs (%s vs %s)", r[0] ? "; " : "", suite_a, suite_b);
 	/* modes decide what a sample is (cold L2, hot, graph replay) and warm-up
-	 * decides the state it starts from; sample counts and time limits only
-	 * change how many samples there are, which the rank test absorbs */
-	if (!same_string_set(json_object_get(sa, "modes"), json_object_get(sb, "modes")))
-		mb_text_appendf(r, len, "%ssettings.modes differ", r[0] ? "; " : "");
+	 * decides the state it starts from; sample counts, time limits and
+	 * repetitions only change how many samples there are, which the tests
+	 * absorb */
+	if (!same_string_set(json_object_get(sa, "modes"), json_object_get(sb, "modes"))) {
+		char ma[MB_DIFF_TEXT_MAX / 4], mb[MB_DIFF_TEXT_MAX / 4];
+
+		string_list(ma, sizeof(ma), json_object_get(sa, "modes"));
+		string_list(mb, sizeof(mb), json_object_get(sb, "modes"));
+		mb_text_appendf(r, len, "%ssettings.modes differ (%s vs %s)", r[0] ? "; " : "", ma, mb);
+	}
 	if (!json_equal(json_object_get(sa, "warmup"), json_object_get(sb, "warmup")))
 		mb_text_appendf(r, len, "%ssettings.warmup differs (%" JSON_INTEGER_FORMAT " vs %" JSON_INTEGER_FORMAT
 			")", r[0] ? "; " : "", json_integer_value(json_object_get(sa, "warmup")),
 			json_integer_value(json_object_get(sb, "warmup")));
 	d->comparable = r[0] == '\0';
+}
+
+/* ---- consistency ----------------------------------------------------------- */
+
+/* How many inconsistent cases a refusal names before "and N more". */
+#define INCONSISTENT_NAMED 3
+/* README: a case passes when its output norm is within 1% of the
+ * reference's (and nothing is over tolerance, NaN or Inf). */
+#define NORM_RATIO_TOLERANCE 0.01
+
+/* Why `corr` contradicts itself, into buf; false when it does not. */
+static bool correctness_contradiction(char *buf, size_t len, const json_t *corr)
+{
+	json_int_t over = json_integer_value(json_object_get(corr, "over_tolerance"));
+	json_int_t nan = json_integer_value(json_object_get(corr, "nan_count"));
+	json_int_t inf = json_integer_value(json_object_get(corr, "inf_count"));
+	const json_t *norm = json_object_get(corr, "norm_ratio");
+	const json_t *passed = json_object_get(corr, "passed");
+
+	if (!json_is_object(corr) || !json_is_boolean(passed))
+		return false;
+	if (json_is_true(passed) && (over > 0 || nan > 0 || inf > 0)) {
+		snprintf(buf, len, "correctness.passed is true with over_tolerance %" JSON_INTEGER_FORMAT
+			", nan_count %" JSON_INTEGER_FORMAT ", inf_count %" JSON_INTEGER_FORMAT, over, nan, inf);
+		return true;
+	}
+	if (json_is_false(passed) && over == 0 && nan == 0 && inf == 0 && json_is_number(norm)
+		&& fabs(json_number_value(norm) - 1.0) <= NORM_RATIO_TOLERANCE) {
+		snprintf(buf, len, "correctness.passed is false with no element over tolerance, no NaN or Inf "
+			"and norm_ratio %.6g (within 1%%)", json_number_value(norm));
+		return true;
+	}
+	return false;
+}
+
+bool mb_diff_receipt_consistent(const json_t *receipt, const char *name, char *reasons, size_t len)
+{
+	size_t i, bad = 0;
+	json_t *c;
+
+	json_array_foreach(json_object_get(receipt, "cases"), i, c) {
+		char why[MB_DIFF_TEXT_MAX / 2];
+
+		if (!correctness_contradiction(why, sizeof(why), json_object_get(c, "correctness")))
+			continue;
+		if (bad++ < INCONSISTENT_NAMED)
+			mb_text_appendf(reasons, len, "%s%s is inconsistent: case %s: %s", reasons[0] ? "; " : "", name,
+				mb_text_get(c, "id"), why);
+	}
+	if (bad > INCONSISTENT_NAMED)
+		mb_text_appendf(reasons, len, " (and %zu more cases of %s)", bad - INCONSISTENT_NAMED, name);
+	return bad == 0;
 }
 
 /* ---- drift ----------------------------------------------------------------- */
@@ -239,6 +338,59 @@ static int missing_fallbacks(mb_diff *d, mb_error *err)
 	return rc;
 }
 
+/* ---- fields and status ------------------------------------------------------- */
+
+/* Fields of a case that may come and go without anything drifting: `error`
+ * is null exactly when the case is ok, and the repetitions follow
+ * settings.repetitions, which may differ like the sample counts. */
+static bool optional_field(const char *path)
+{
+	return !strcmp(path, "error") || !strcmp(path, "timing.repetitions")
+		|| !strcmp(path, "timing.between_run_noise");
+}
+
+/* Append to `buf` the path of every member of `b` (recursively through
+ * objects) that `h` lacks or has as null while `b` does not. */
+static void missing_fields(char *buf, size_t len, const json_t *b, const json_t *h, const char *prefix)
+{
+	const char *key;
+	json_t *bv;
+
+	json_object_foreach((json_t *)b, key, bv) {
+		const json_t *hv = json_object_get(h, key);
+		char path[MB_DIFF_TEXT_MAX / 4];
+
+		snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "." : "", key);
+		if (json_is_null(bv) || optional_field(path))
+			continue;
+		if (!hv || json_is_null(hv))
+			mb_text_appendf(buf, len, "%s%s", buf[0] ? ", " : "", path);
+		else if (json_is_object(bv) && json_is_object(hv))
+			missing_fields(buf, len, bv, hv, path);
+	}
+}
+
+static int field_drift(mb_diff *d, mb_case_diff *cd, mb_error *err)
+{
+	const char *bs = mb_text_get(cd->base, "status"), *hs = mb_text_get(cd->head, "status");
+	char gone[MB_DIFF_TEXT_MAX / 2] = "";
+
+	if (!strcmp(bs, "ok") && !strcmp(hs, "skipped")) {
+		cd->status_changed = true;
+		return add_finding(d, MB_FINDING_STATUS_CHANGE, cd->id, err, "status ok -> skipped: %s",
+			mb_text_get(cd->head, "error"));
+	}
+	/* a head that failed or crashed lacks timing for that reason, which
+	 * the wrong-answer findings say */
+	if (strcmp(hs, "ok") && strcmp(hs, bs))
+		return 0;
+	missing_fields(gone, sizeof(gone), cd->base, cd->head, "");
+	if (!gone[0])
+		return 0;
+	cd->fields_missing = true;
+	return add_finding(d, MB_FINDING_MISSING_FIELD, cd->id, err, "missing in head: %s", gone);
+}
+
 /* ---- cases ----------------------------------------------------------------- */
 
 static const json_t *find_case(const json_t *receipt, const char *id)
@@ -252,49 +404,80 @@ static const json_t *find_case(const json_t *receipt, const char *id)
 	return NULL;
 }
 
-static int compare_pair(mb_diff *d, mb_case_diff *cd, mb_error *err)
+/* The timing comparison's findings. A case without timing because of its
+ * status (skipped, crashed, failed before timing) has its status findings
+ * instead, and one skipped on both sides has nothing to say. */
+static int timing_findings(mb_diff *d, mb_case_diff *cd, mb_error *err)
 {
-	const char *row = mb_text_get(cd->head, "row");
-	char detail[MB_DIFF_TEXT_MAX / 2];
-	int rc = 0;
+	const mb_comparison *c = &cd->cmp;
+	bool status_explains = c->why == MB_WHY_NO_TIMING
+		&& (strcmp(mb_text_get(cd->base, "status"), "ok") || strcmp(mb_text_get(cd->head, "status"), "ok"));
 
-	cd->compared = true;
-	if (d->policy->identical_code_shortcut && mb_compare_identical_code(d->base, d->head, row)) {
-		memset(&cd->cmp, 0, sizeof(cd->cmp));
-		cd->cmp.cls = MB_CMP_SAME;
-		cd->cmp.identical_code = true;
-		snprintf(cd->cmp.reason, sizeof(cd->cmp.reason), "identical code");
-	} else {
-		rc = mb_compare_cases(&cd->cmp, cd->base, cd->head, mb_policy_for_row(d->policy, row), err);
-		if (rc) {
-			mb_error_prefix(err, cd->id);
-			return rc;
-		}
+	if (c->machine_changed) {
+		d->n_machine_changed++;
+		return add_timing_finding(d, MB_FINDING_MACHINE_CHANGED, c->why, cd->id, err,
+			"machine or harness changed: %s %+.1f%% [%+.1f%%, %+.1f%%] with identical code (bound %.0f%%)",
+			c->cls == MB_CMP_SLOWER ? "slower" : "faster", 100.0 * (c->shift.ratio - 1.0),
+			100.0 * (c->shift.ratio_lo - 1.0), 100.0 * (c->shift.ratio_hi - 1.0), 100.0 * c->effect);
 	}
-	switch (cd->cmp.cls) {
+	switch (c->cls) {
 	case MB_CMP_SAME: d->n_same++; break;
 	case MB_CMP_FASTER: d->n_faster++; break;
 	case MB_CMP_SLOWER:
 		d->n_slower++;
-		rc = add_finding(d, MB_FINDING_REGRESSION, cd->id, err, "slower: %+.1f%% [%+.1f%%, %+.1f%%], p = %.2g",
-			100.0 * (cd->cmp.shift.ratio - 1.0), 100.0 * (cd->cmp.shift.ratio_lo - 1.0),
-			100.0 * (cd->cmp.shift.ratio_hi - 1.0), cd->cmp.test.p_two_sided);
-		break;
+		if (c->why == MB_WHY_TAIL)
+			return add_timing_finding(d, MB_FINDING_REGRESSION, c->why, cd->id, err, "slower in the %s", c->reason);
+		return add_timing_finding(d, MB_FINDING_REGRESSION, c->why, cd->id, err,
+			"slower: %+.1f%% [%+.1f%%, %+.1f%%], p = %.2g", 100.0 * (c->shift.ratio - 1.0),
+			100.0 * (c->shift.ratio_lo - 1.0), 100.0 * (c->shift.ratio_hi - 1.0), c->test.p_two_sided);
 	case MB_CMP_AMBIGUOUS:
+		if (status_explains)
+			break; /* "NOT TIMED", counted by its status findings */
 		d->n_ambiguous++;
-		rc = add_finding(d, MB_FINDING_AMBIGUOUS, cd->id, err, "ambiguous: %s", cd->cmp.reason);
-		break;
+		if (c->direction == MB_DIR_FASTER)
+			return add_timing_finding(d, MB_FINDING_AMBIGUOUS_FASTER, c->why, cd->id, err,
+				"ambiguous, faster: %s", c->reason);
+		return add_timing_finding(d, MB_FINDING_AMBIGUOUS, c->why, cd->id, err, "ambiguous%s%s: %s",
+			c->direction == MB_DIR_SLOWER ? ", " : "", mb_cmp_direction_name(c->direction), c->reason);
 	}
-	if (rc)
+	return 0;
+}
+
+static int compare_pair(mb_diff *d, mb_case_diff *cd, mb_error *err)
+{
+	const char *row = mb_text_get(cd->head, "row");
+	const mb_thresholds *t = mb_policy_for_row(d->policy, row);
+	bool base_wrong = mb_verdict_case_wrong(cd->base), head_wrong = mb_verdict_case_wrong(cd->head);
+	char detail[MB_DIFF_TEXT_MAX / 2];
+	int rc = 0;
+
+	cd->compared = true;
+	if (d->policy->identical_code_shortcut && mb_compare_identical_code(d->base, d->head, row))
+		rc = mb_compare_under_identical_code(&cd->cmp, cd->base, cd->head, t, err);
+	else
+		rc = mb_compare_cases(&cd->cmp, cd->base, cd->head, t, err);
+	if (rc) {
+		mb_error_prefix(err, cd->id);
 		return rc;
-	if (!mb_verdict_case_wrong(cd->base) && mb_verdict_case_wrong(cd->head)) {
-		cd->wrong_answer = true;
-		d->n_wrong++;
+	}
+	if ((rc = timing_findings(d, cd, err)))
+		return rc;
+	if (head_wrong) {
 		wrong_detail(detail, sizeof(detail), cd->head);
-		if ((rc = add_finding(d, MB_FINDING_WRONG_ANSWER, cd->id, err, "new wrong answer: %s", detail)))
+		if (base_wrong) {
+			cd->still_wrong = true;
+			d->n_still_wrong++;
+			rc = add_finding(d, MB_FINDING_STILL_WRONG, cd->id, err, "still wrong: %s", detail);
+		} else {
+			cd->wrong_answer = true;
+			d->n_wrong++;
+			rc = add_finding(d, MB_FINDING_WRONG_ANSWER, cd->id, err, "new wrong answer: %s", detail);
+		}
+		if (rc)
 			return rc;
 	}
-	if ((rc = tolerance_drift(d, cd->id, cd->base, cd->head, err))
+	if ((rc = field_drift(d, cd, err))
+		|| (rc = tolerance_drift(d, cd->id, cd->base, cd->head, err))
 		|| (rc = launch_drift(d, cd->id, cd->base, cd->head, err))
 		|| (rc = kernel_drift(d, cd->id, cd->base, cd->head, err)))
 		return rc;
@@ -358,6 +541,13 @@ int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_
 	out->head_name = head_name;
 	out->policy = policy;
 	out->forced = force;
+	/* both checked, so that the refusal names every inconsistent side */
+	out->inconsistent = !mb_diff_receipt_consistent(base, base_name, out->reasons, sizeof(out->reasons));
+	out->inconsistent |= !mb_diff_receipt_consistent(head, head_name, out->reasons, sizeof(out->reasons));
+	if (out->inconsistent) {
+		out->comparable = false;
+		goto cleanup;
+	}
 	check_comparable(out);
 	if (!out->comparable && !force)
 		goto cleanup;
@@ -375,30 +565,112 @@ cleanup:
 	return rc;
 }
 
-static bool any_failing(const mb_diff *d, mb_finding_kind kind)
+bool mb_diff_refused(const mb_diff *d)
 {
+	return d->inconsistent || (!d->comparable && !d->forced);
+}
+
+/* Kinds that mean the head computes something else or lost something: exit
+ * 2, which wins over a regression. */
+static const mb_finding_kind drift_kinds[] = {MB_FINDING_WRONG_ANSWER, MB_FINDING_STILL_WRONG,
+	MB_FINDING_TOLERANCE_CHANGE, MB_FINDING_LAUNCH_CHANGE, MB_FINDING_KERNEL_CHANGE, MB_FINDING_MISSING_CASE,
+	MB_FINDING_MISSING_FALLBACK, MB_FINDING_NEW_CASE, MB_FINDING_MISSING_FIELD, MB_FINDING_STATUS_CHANGE};
+/* Kinds that say the timing cannot be judged: exit 3. */
+static const mb_finding_kind inconclusive_kinds[] = {MB_FINDING_AMBIGUOUS, MB_FINDING_MACHINE_CHANGED,
+	MB_FINDING_AMBIGUOUS_FASTER};
+
+#define N_KINDS(a) (sizeof(a) / sizeof((a)[0]))
+
+static size_t count_failing(const mb_diff *d, mb_finding_kind kind)
+{
+	size_t n = 0;
+
 	for (size_t i = 0; i < d->n_findings; i++)
-		if (d->findings[i].kind == kind && d->findings[i].fails)
-			return true;
-	return false;
+		n += d->findings[i].kind == kind && d->findings[i].fails;
+	return n;
 }
 
 int mb_diff_gate_exit(const mb_diff *d)
 {
-	static const mb_finding_kind drift[] = {MB_FINDING_WRONG_ANSWER, MB_FINDING_TOLERANCE_CHANGE,
-		MB_FINDING_LAUNCH_CHANGE, MB_FINDING_KERNEL_CHANGE, MB_FINDING_MISSING_CASE,
-		MB_FINDING_MISSING_FALLBACK, MB_FINDING_NEW_CASE};
-
-	if (!d->comparable && !d->forced)
+	if (mb_diff_refused(d))
 		return MB_GATE_INCONCLUSIVE;
-	for (size_t k = 0; k < sizeof(drift) / sizeof(drift[0]); k++)
-		if (any_failing(d, drift[k]))
+	for (size_t k = 0; k < N_KINDS(drift_kinds); k++)
+		if (count_failing(d, drift_kinds[k]))
 			return MB_GATE_DRIFT;
-	if (any_failing(d, MB_FINDING_REGRESSION))
+	if (count_failing(d, MB_FINDING_REGRESSION))
 		return MB_GATE_REGRESSION;
-	if (any_failing(d, MB_FINDING_AMBIGUOUS))
-		return MB_GATE_INCONCLUSIVE;
+	for (size_t k = 0; k < N_KINDS(inconclusive_kinds); k++)
+		if (count_failing(d, inconclusive_kinds[k]))
+			return MB_GATE_INCONCLUSIVE;
 	return MB_GATE_PASS;
+}
+
+/* The failing findings of `kinds`, grouped by reason: ambiguous ones by
+ * why they are ambiguous ("not converged (2)"), the others by kind. */
+static void list_failing(char *buf, size_t len, const mb_diff *d, const mb_finding_kind *kinds, size_t n_kinds)
+{
+	for (size_t k = 0; k < n_kinds; k++) {
+		bool by_why = kinds[k] == MB_FINDING_AMBIGUOUS || kinds[k] == MB_FINDING_AMBIGUOUS_FASTER;
+
+		for (int why = 0; why < (by_why ? MB_WHY_COUNT : 1); why++) {
+			size_t n = 0;
+
+			for (size_t i = 0; i < d->n_findings; i++)
+				n += d->findings[i].kind == kinds[k] && d->findings[i].fails
+					&& (!by_why || d->findings[i].why == (mb_cmp_why)why);
+			if (!n)
+				continue;
+			if (kinds[k] == MB_FINDING_MACHINE_CHANGED)
+				mb_text_appendf(buf, len, "%smachine or harness changed (%zu)", buf[0] ? ", " : "", n);
+			else if (by_why)
+				mb_text_appendf(buf, len, "%s%s%s (%zu)", buf[0] ? ", " : "",
+					kinds[k] == MB_FINDING_AMBIGUOUS_FASTER ? "ambiguous speed-up, " : "",
+					mb_cmp_why_name((mb_cmp_why)why), n);
+			else
+				mb_text_appendf(buf, len, "%s%s (%zu)", buf[0] ? ", " : "", mb_finding_kind_name(kinds[k]), n);
+		}
+	}
+}
+
+void mb_diff_gate_reason(const mb_diff *d, char *buf, size_t len)
+{
+	char list[MB_DIFF_TEXT_MAX] = "";
+	size_t n, tail = 0;
+
+	buf[0] = '\0';
+	switch (mb_diff_gate_exit(d)) {
+	case MB_GATE_PASS:
+		n = 0;
+		for (size_t i = 0; i < d->n_findings; i++)
+			n += d->findings[i].kind == MB_FINDING_AMBIGUOUS_FASTER;
+		mb_text_appendf(buf, len, "pass");
+		if (n)
+			mb_text_appendf(buf, len, " (%zu ambiguous speed-up%s, not failing)", n, n == 1 ? "" : "s");
+		break;
+	case MB_GATE_DRIFT:
+		list_failing(list, sizeof(list), d, drift_kinds, N_KINDS(drift_kinds));
+		mb_text_appendf(buf, len, "drift: %s", list);
+		break;
+	case MB_GATE_REGRESSION:
+		n = count_failing(d, MB_FINDING_REGRESSION);
+		for (size_t i = 0; i < d->n_findings; i++)
+			tail += d->findings[i].kind == MB_FINDING_REGRESSION && d->findings[i].fails
+				&& d->findings[i].why == MB_WHY_TAIL;
+		mb_text_appendf(buf, len, "regression: %zu case%s slower", n, n == 1 ? "" : "s");
+		if (tail)
+			mb_text_appendf(buf, len, " (%zu in the tail only)", tail);
+		break;
+	default:
+		if (d->inconsistent)
+			mb_text_appendf(buf, len, "inconclusive: inconsistent receipt: %s", d->reasons);
+		else if (mb_diff_refused(d))
+			mb_text_appendf(buf, len, "inconclusive: not comparable: %s", d->reasons);
+		else {
+			list_failing(list, sizeof(list), d, inconclusive_kinds, N_KINDS(inconclusive_kinds));
+			mb_text_appendf(buf, len, "inconclusive: %s", list);
+		}
+		break;
+	}
 }
 
 static size_t count_kind(const mb_diff *d, mb_finding_kind kind)
@@ -422,18 +694,34 @@ void mb_diff_headline(const mb_diff *d, char *buf, size_t len)
 		{MB_FINDING_MISSING_CASE, "missing case", "missing cases"},
 		{MB_FINDING_NEW_CASE, "new case", "new cases"},
 		{MB_FINDING_MISSING_FALLBACK, "missing fallback", "missing fallbacks"},
+		{MB_FINDING_MISSING_FIELD, "case with missing fields", "cases with missing fields"},
+		{MB_FINDING_STATUS_CHANGE, "case now skipped", "cases now skipped"},
 	};
 
 	buf[0] = '\0';
-	if (d->forced)
+	if (d->forced && !d->inconsistent)
 		mb_text_appendf(buf, len, "FORCED: ");
-	if (!d->comparable && !d->forced) {
+	if (d->inconsistent) {
+		mb_text_appendf(buf, len, "not compared: inconsistent receipt: %s", d->reasons);
+		return;
+	}
+	if (mb_diff_refused(d)) {
 		mb_text_appendf(buf, len, "not compared: %s", d->reasons);
 		return;
 	}
-	mb_text_appendf(buf, len, "%zu slower, %zu faster, %zu same, %zu ambiguous; %zu wrong answer%s",
-		d->n_slower, d->n_faster, d->n_same, d->n_ambiguous, d->n_wrong, d->n_wrong == 1 ? "" : "s");
-	for (size_t k = 0; k < sizeof(extra) / sizeof(extra[0]); k++) {
+	mb_text_appendf(buf, len, "%zu slower, %zu faster, %zu same, %zu ambiguous",
+		d->n_slower, d->n_faster, d->n_same, d->n_ambiguous);
+	if (d->n_machine_changed)
+		mb_text_appendf(buf, len, ", %zu machine or harness change%s", d->n_machine_changed,
+			d->n_machine_changed == 1 ? "" : "s");
+	/* "wrong answers" are new ones; cases wrong on both sides are counted
+	 * apart, so that "0 wrong answers" never hides one */
+	if (d->n_still_wrong)
+		mb_text_appendf(buf, len, "; %zu new wrong answer%s, %zu still wrong", d->n_wrong,
+			d->n_wrong == 1 ? "" : "s", d->n_still_wrong);
+	else
+		mb_text_appendf(buf, len, "; %zu wrong answer%s", d->n_wrong, d->n_wrong == 1 ? "" : "s");
+	for (size_t k = 0; k < N_KINDS(extra); k++) {
 		size_t n = count_kind(d, extra[k].kind);
 
 		if (n)

@@ -17,10 +17,18 @@ static const char *const finding_names[MB_FINDING_KIND_COUNT] = {
 	[MB_FINDING_MISSING_FALLBACK] = "missing_fallback",
 	[MB_FINDING_AMBIGUOUS] = "ambiguous",
 	[MB_FINDING_NEW_CASE] = "new_case",
+	[MB_FINDING_STILL_WRONG] = "still_wrong",
+	[MB_FINDING_MISSING_FIELD] = "missing_field",
+	[MB_FINDING_STATUS_CHANGE] = "status_change",
+	[MB_FINDING_MACHINE_CHANGED] = "machine_changed",
+	[MB_FINDING_AMBIGUOUS_FASTER] = "ambiguous_faster",
 };
 
-/* A new case is information, not a failure: adding shapes must not break CI. */
-#define DEFAULT_FAIL_ON (((1u << MB_FINDING_KIND_COUNT) - 1u) & ~(1u << MB_FINDING_NEW_CASE))
+/* A new case is information, not a failure: adding shapes must not break CI.
+ * An ambiguous speed-up is not a failure either: whatever the truth, the
+ * code did not get slower by any measure the data supports. */
+#define DEFAULT_FAIL_ON (((1u << MB_FINDING_KIND_COUNT) - 1u) & ~(1u << MB_FINDING_NEW_CASE) \
+	& ~(1u << MB_FINDING_AMBIGUOUS_FASTER))
 
 const char *mb_finding_kind_name(mb_finding_kind kind)
 {
@@ -35,12 +43,20 @@ mb_finding_kind mb_finding_kind_parse(const char *name)
 	return MB_FINDING_KIND_COUNT;
 }
 
+void mb_thresholds_defaults(mb_thresholds *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->alpha = MB_POLICY_DEFAULT_ALPHA;
+	out->min_effect = MB_POLICY_DEFAULT_MIN_EFFECT;
+	out->noise_ceiling = MB_POLICY_DEFAULT_NOISE_CEILING;
+	out->noise_floor = MB_POLICY_DEFAULT_NOISE_FLOOR;
+	out->identical_code_max_change = MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE;
+}
+
 void mb_policy_defaults(mb_policy *out)
 {
 	memset(out, 0, sizeof(*out));
-	out->t.alpha = MB_POLICY_DEFAULT_ALPHA;
-	out->t.min_effect = MB_POLICY_DEFAULT_MIN_EFFECT;
-	out->t.noise_ceiling = MB_POLICY_DEFAULT_NOISE_CEILING;
+	mb_thresholds_defaults(&out->t);
 	out->fail_on = DEFAULT_FAIL_ON;
 	out->identical_code_shortcut = true;
 	snprintf(out->source, sizeof(out->source), "built-in defaults");
@@ -69,6 +85,10 @@ static void merge_thresholds(mb_thresholds *t, const json_t *obj)
 		t->min_effect = json_number_value(v);
 	if ((v = json_object_get(obj, "noise_ceiling")))
 		t->noise_ceiling = json_number_value(v);
+	if ((v = json_object_get(obj, "noise_floor")))
+		t->noise_floor = json_number_value(v);
+	if ((v = json_object_get(obj, "identical_code_max_change")))
+		t->identical_code_max_change = json_number_value(v);
 }
 
 int mb_policy_from_json(mb_policy *out, const json_t *doc, const char *where, mb_error *err)
@@ -174,8 +194,9 @@ bool mb_policy_fails_on(const mb_policy *policy, mb_finding_kind kind)
 
 static json_t *thresholds_json(const mb_thresholds *t)
 {
-	return json_pack("{s:f, s:f, s:f}", "alpha", t->alpha, "min_effect", t->min_effect,
-		"noise_ceiling", t->noise_ceiling);
+	return json_pack("{s:f, s:f, s:f, s:f, s:f}", "alpha", t->alpha, "min_effect", t->min_effect,
+		"noise_ceiling", t->noise_ceiling, "noise_floor", t->noise_floor,
+		"identical_code_max_change", t->identical_code_max_change);
 }
 
 json_t *mb_policy_to_json(const mb_policy *policy)
@@ -222,6 +243,14 @@ static void describe_thresholds(char *buf, size_t len, size_t *used, const char 
 	if (t->noise_ceiling != ref->noise_ceiling) {
 		snprintf(name, sizeof(name), "%snoise_ceiling", prefix);
 		append(buf, len, used, "%s = %g\n", t->noise_ceiling, name);
+	}
+	if (t->noise_floor != ref->noise_floor) {
+		snprintf(name, sizeof(name), "%snoise_floor", prefix);
+		append(buf, len, used, "%s = %g\n", t->noise_floor, name);
+	}
+	if (t->identical_code_max_change != ref->identical_code_max_change) {
+		snprintf(name, sizeof(name), "%sidentical_code_max_change", prefix);
+		append(buf, len, used, "%s = %g\n", t->identical_code_max_change, name);
 	}
 }
 

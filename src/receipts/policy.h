@@ -17,6 +17,14 @@
 #define MB_POLICY_DEFAULT_ALPHA 0.01
 #define MB_POLICY_DEFAULT_MIN_EFFECT 0.02
 #define MB_POLICY_DEFAULT_NOISE_CEILING 0.05
+/* No between-run floor unless a policy (or `megabench noise-floor`) sets
+ * one: today's behaviour. */
+#define MB_POLICY_DEFAULT_NOISE_FLOOR 0.0
+/* Under identical code only a change this large fails (as
+ * machine_changed): far above the 2% minimum effect, so that ordinary
+ * drift of a machine between runs passes, yet a case made 1.5x slower by
+ * something outside the code does not. */
+#define MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE 0.10
 #define MB_POLICY_SOURCE_MAX 512
 
 /* Kinds of finding a diff can produce; the policy's [gate] fail_on names
@@ -31,6 +39,11 @@ typedef enum mb_finding_kind {
 	MB_FINDING_MISSING_FALLBACK,
 	MB_FINDING_AMBIGUOUS,
 	MB_FINDING_NEW_CASE,
+	MB_FINDING_STILL_WRONG,      /* wrong in base and still wrong in head */
+	MB_FINDING_MISSING_FIELD,    /* a field of the base case is gone from the head case */
+	MB_FINDING_STATUS_CHANGE,    /* status ok in base, skipped in head */
+	MB_FINDING_MACHINE_CHANGED,  /* identical code, yet the time moved beyond the loose bound */
+	MB_FINDING_AMBIGUOUS_FASTER, /* ambiguous, but the estimate is a speed-up */
 	MB_FINDING_KIND_COUNT
 } mb_finding_kind;
 
@@ -42,6 +55,8 @@ typedef struct mb_thresholds {
 	double alpha;         /* significance level of the rank test */
 	double min_effect;    /* smallest relative change that counts */
 	double noise_ceiling; /* relative noise above which a side is too noisy */
+	double noise_floor;   /* between-run noise, relative: a change must exceed it too */
+	double identical_code_max_change; /* identical code: a larger change is machine_changed */
 } mb_thresholds;
 
 typedef struct mb_policy_row {
@@ -79,6 +94,9 @@ bool mb_policy_fails_on(const mb_policy *policy, mb_finding_kind kind);
 
 /* The effective policy as JSON, every value spelled out (new reference). */
 json_t *mb_policy_to_json(const mb_policy *policy);
+
+/* The policy's thresholds with their built-in values (no rows). */
+void mb_thresholds_defaults(mb_thresholds *out);
 
 /* One line per value that differs from the defaults ("min_effect = 0.05",
  * "rows.rmsnorm.alpha = 0.05", "gate.fail_on = [...]"), into `buf`; empty

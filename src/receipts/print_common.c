@@ -83,16 +83,21 @@ const json_t *mb_print_case_of(const mb_case_diff *cd)
 
 void mb_print_case_verdict(char *buf, size_t len, const mb_case_diff *cd)
 {
-	const char *word = !cd->head ? "MISSING" : !cd->base ? "NEW" : mb_cmp_class_name(cd->cmp.cls);
+	const char *word = !cd->head ? "MISSING" : !cd->base ? "NEW"
+		: cd->cmp.why == MB_WHY_NO_TIMING ? "NOT TIMED" : mb_cmp_class_name(cd->cmp.cls);
+	const char *dir = cd->compared && cd->cmp.cls == MB_CMP_AMBIGUOUS ? mb_cmp_direction_name(cd->cmp.direction) : "";
+	const char *how = cd->compared && cd->cmp.machine_changed ? " (machine or harness changed)" : "";
 
-	snprintf(buf, len, "%s%s", word, cd->wrong_answer ? ", wrong answer" : "");
+	snprintf(buf, len, "%s%s%s%s%s%s%s%s", word, dir[0] ? ", " : "", dir, how,
+		cd->wrong_answer ? ", wrong answer" : "", cd->still_wrong ? ", still wrong" : "",
+		cd->status_changed ? ", now skipped" : "", cd->fields_missing ? ", fields missing" : "");
 }
 
 int mb_print_case_rank(const mb_case_diff *cd)
 {
-	if (cd->wrong_answer)
+	if (cd->wrong_answer || cd->still_wrong || cd->status_changed || cd->fields_missing)
 		return 0;
-	if (cd->compared && cd->cmp.cls == MB_CMP_SLOWER)
+	if (cd->compared && (cd->cmp.cls == MB_CMP_SLOWER || cd->cmp.machine_changed))
 		return 1;
 	if (!cd->head)
 		return 2;
@@ -103,6 +108,12 @@ int mb_print_case_rank(const mb_case_diff *cd)
 	if (!cd->base)
 		return 5;
 	return 6;
+}
+
+bool mb_print_case_reason_shown(const mb_case_diff *cd)
+{
+	return cd->compared && cd->cmp.reason[0] && (cd->cmp.cls == MB_CMP_AMBIGUOUS || cd->cmp.why == MB_WHY_TAIL
+		|| cd->cmp.why == MB_WHY_BETWEEN_RUNS);
 }
 
 void mb_print_case_order(size_t *order, const mb_diff *diff)

@@ -33,15 +33,16 @@ static int csv_diff(FILE *out, const mb_diff *d, mb_error *err)
 {
 	(void)err;
 	fprintf(out, "id,row,variant,dtype,mode,shape,base_median_ns,head_median_ns,ratio,ratio_lo,ratio_hi,p,"
-		"verdict,identical_code,reason,forced\n");
-	if (!d->comparable && !d->forced)
+		"p90_ratio,p90_ratio_lo,p90_ratio_hi,effect,verdict,identical_code,machine_changed,why,reason,forced\n");
+	if (mb_diff_refused(d))
 		return 0;
 	for (size_t i = 0; i < d->n_cases; i++) {
 		const mb_case_diff *cd = &d->cases[i];
 		const json_t *c = mb_print_case_of(cd);
 		bool stats = cd->compared && cd->cmp.have_stats;
 		bool ci = stats && cd->cmp.shift.ci_available;
-		char shape[256], verdict[64];
+		bool tail_ci = stats && cd->cmp.tail.ci_available;
+		char shape[256], verdict[MB_PRINT_VERDICT_MAX];
 
 		mb_verdict_shape_label(shape, sizeof(shape), c);
 		mb_print_case_verdict(verdict, sizeof(verdict), cd);
@@ -57,8 +58,14 @@ static int csv_diff(FILE *out, const mb_diff *d, mb_error *err)
 		number(out, ci ? cd->cmp.shift.ratio_lo : NAN, false);
 		number(out, ci ? cd->cmp.shift.ratio_hi : NAN, false);
 		number(out, stats ? cd->cmp.test.p_two_sided : NAN, false);
+		number(out, stats ? cd->cmp.tail.ratio : NAN, false);
+		number(out, tail_ci ? cd->cmp.tail.ratio_lo : NAN, false);
+		number(out, tail_ci ? cd->cmp.tail.ratio_hi : NAN, false);
+		number(out, stats ? cd->cmp.effect : NAN, false);
 		field(out, verdict, false);
 		field(out, cd->compared && cd->cmp.identical_code ? "true" : "false", false);
+		field(out, cd->compared && cd->cmp.machine_changed ? "true" : "false", false);
+		field(out, cd->compared ? mb_cmp_why_name(cd->cmp.why) : "", false);
 		field(out, cd->compared ? cd->cmp.reason : "", false);
 		field(out, d->forced ? "FORCED" : "", true);
 	}
@@ -72,17 +79,36 @@ static int csv_verdicts(FILE *out, const mb_verdict_set *set, const json_t *rece
 	(void)name;
 	(void)policy;
 	(void)err;
-	fprintf(out, "row,block,verdict,families_won,saved_ns_per_step,saved_mode,saved_dtype,reason\n");
+	fprintf(out, "row,block,verdict,evidence,label,condition,families_won,saved_basis,saved_ns_per_step,"
+		"saved_ns_per_call,saved_mode,saved_dtype,saved_shape,largest_shape,speedup,model_speedup,model_basis,"
+		"reason\n");
 	for (size_t i = 0; i < set->n_rows; i++) {
 		const mb_row_verdict *v = &set->rows[i];
+		const mb_verdict_pair *big = v->largest;
+		char label[MB_VERDICT_TEXT_MAX + 32], shape[MB_VERDICT_SHAPE_MAX] = "";
+		bool saved = v->saved_basis != MB_SAVED_NONE;
 
+		mb_verdict_label(label, sizeof(label), v);
+		if (big)
+			mb_verdict_shape_label(shape, sizeof(shape), big->fused);
 		field(out, v->row, false);
 		field(out, v->block, false);
 		field(out, mb_verdict_kind_name(v->kind), false);
+		field(out, mb_verdict_evidence_name(v->evidence), false);
+		field(out, label, false);
+		field(out, v->kind == MB_VERDICT_CONDITIONAL ? v->condition : "", false);
 		field(out, v->families, false);
-		number(out, v->saved_known ? v->saved_ns_per_step : NAN, false);
-		field(out, v->saved_known ? v->saved_mode : "", false);
-		field(out, v->saved_known ? v->saved_dtype : "", false);
+		field(out, saved ? mb_verdict_saved_basis_name(v->saved_basis) : "", false);
+		number(out, v->saved_basis == MB_SAVED_PER_STEP ? v->saved_ns : NAN, false);
+		number(out, v->saved_basis == MB_SAVED_PER_CALL ? v->saved_ns : NAN, false);
+		field(out, v->saved_mode, false);
+		field(out, v->saved_dtype, false);
+		field(out, saved ? v->saved_shape : "", false);
+		field(out, shape, false);
+		number(out, big ? big->speedup : NAN, false);
+		number(out, big && big->model_basis != MB_MODEL_NONE ? big->model_speedup : NAN, false);
+		field(out, big && big->model_basis != MB_MODEL_NONE ? mb_verdict_model_basis_name(big->model_basis) : "",
+			false);
 		field(out, v->reason, true);
 	}
 	return 0;

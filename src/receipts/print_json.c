@@ -25,8 +25,10 @@ static json_t *side(const json_t *receipt, const char *name)
 
 static json_t *comparison_json(const mb_comparison *c)
 {
-	json_t *o = json_pack("{s:s, s:b, s:b}", "class", mb_cmp_class_name(c->cls),
-		"identical_code", c->identical_code, "statistics", c->have_stats);
+	json_t *o = json_pack("{s:s, s:s?, s:s?, s:b, s:b, s:b}", "class", mb_cmp_class_name(c->cls),
+		"why", c->why == MB_WHY_NONE ? NULL : mb_cmp_why_name(c->why),
+		"direction", c->direction == MB_DIR_NONE ? NULL : mb_cmp_direction_name(c->direction),
+		"identical_code", c->identical_code, "machine_changed", c->machine_changed, "statistics", c->have_stats);
 
 	if (c->have_stats) {
 		json_object_set_new(o, "ratio", num(c->shift.ratio));
@@ -41,23 +43,83 @@ static json_t *comparison_json(const mb_comparison *c)
 		json_object_set_new(o, "head_rel_noise", num(c->head.rel_noise));
 		json_object_set_new(o, "base_cv", num(c->base.cv));
 		json_object_set_new(o, "head_cv", num(c->head.cv));
+		json_object_set_new(o, "effect", num(c->effect));
+		json_object_set_new(o, "tail", json_pack("{s:f, s:o, s:o, s:o, s:o, s:o}", "quantile", c->tail.x.p,
+			"base_ns", num(c->tail.x.value), "head_ns", num(c->tail.y.value), "ratio", num(c->tail.ratio),
+			"ratio_lo", c->tail.ci_available ? num(c->tail.ratio_lo) : json_null(),
+			"ratio_hi", c->tail.ci_available ? num(c->tail.ratio_hi) : json_null()));
+		json_object_set_new(o, "repetitions", !c->reps.used ? json_null()
+			: json_pack("{s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "base_n", (json_int_t)c->reps.n_base,
+				"head_n", (json_int_t)c->reps.n_head, "ratio", num(c->reps.ratio),
+				"base_noise", num(c->reps.base_noise), "head_noise", num(c->reps.head_noise),
+				"pooled_noise", num(c->reps.pooled_noise), "threshold", num(c->reps.threshold)));
 	}
 	json_object_set_new(o, "reason", json_string(c->reason));
 	return o;
 }
 
+static json_t *str_or_null(bool present, const char *s)
+{
+	return present ? json_string(s) : json_null();
+}
+
+/* One fused/fallback pair: its class, measured and model speedups, and what
+ * it saves per call. */
+static json_t *pair_json(const mb_verdict_pair *p)
+{
+	char shape[MB_VERDICT_SHAPE_MAX];
+	bool model = p->model_basis != MB_MODEL_NONE;
+	json_t *o;
+
+	mb_verdict_shape_label(shape, sizeof(shape), p->fused);
+	o = json_pack("{s:s?, s:s?, s:s?, s:s, s:s}", "fused", json_string_value(json_object_get(p->fused, "id")),
+		"dtype", json_string_value(json_object_get(p->fused, "dtype")),
+		"mode", json_string_value(json_object_get(p->fused, "mode")), "shape", shape,
+		"class", mb_cmp_class_name(p->cmp.cls));
+	json_object_set_new(o, "speedup", num(p->speedup));
+	json_object_set_new(o, "model_speedup", model ? num(p->model_speedup) : json_null());
+	json_object_set_new(o, "model_basis", str_or_null(model, mb_verdict_model_basis_name(p->model_basis)));
+	json_object_set_new(o, "saved_ns_per_call", num(p->saved_ns_per_call));
+	json_object_set_new(o, "weight", num(p->weight));
+	json_object_set_new(o, "weight_explicit", json_boolean(p->weight_explicit));
+	return o;
+}
+
+/* A row verdict. "verdict" is the kind word; "evidence" says what it rests
+ * on ("isolated" until receipts carry lanes) and "label" is the verdict as
+ * the other printers show it ("keep (isolated evidence only)"). The saving
+ * is in saved_ns_per_step or saved_ns_per_call (saved_basis says which; both
+ * null for rows that save nothing), in saved_mode and saved_dtype. */
 static json_t *row_json(const mb_row_verdict *v)
 {
-	json_t *o;
+	char label[MB_VERDICT_TEXT_MAX + 32];
+	bool saved = v && v->saved_basis != MB_SAVED_NONE;
+	bool picked = v && v->saved_mode[0];
+	json_t *o, *pairs;
 
 	if (!v)
 		return json_null();
+	mb_verdict_label(label, sizeof(label), v);
 	o = json_pack("{s:s, s:s, s:s, s:s, s:s}", "row", v->row, "block", v->block,
-		"verdict", mb_verdict_kind_name(v->kind), "reason", v->reason, "families_won", v->families);
+		"verdict", mb_verdict_kind_name(v->kind), "evidence", mb_verdict_evidence_name(v->evidence),
+		"label", label);
+	json_object_set_new(o, "condition", str_or_null(v->kind == MB_VERDICT_CONDITIONAL, v->condition));
+	json_object_set_new(o, "reason", json_string(v->reason));
+	json_object_set_new(o, "families_won", json_string(v->families));
 	json_object_set_new(o, "pairs", json_integer((json_int_t)v->n_pairs));
-	json_object_set_new(o, "saved_ns_per_step", v->saved_known ? num(v->saved_ns_per_step) : json_null());
-	json_object_set_new(o, "saved_mode", v->saved_known ? json_string(v->saved_mode) : json_null());
-	json_object_set_new(o, "saved_dtype", v->saved_known ? json_string(v->saved_dtype) : json_null());
+	json_object_set_new(o, "saved_basis", str_or_null(saved, mb_verdict_saved_basis_name(v->saved_basis)));
+	json_object_set_new(o, "saved_ns_per_step", v->saved_basis == MB_SAVED_PER_STEP ? num(v->saved_ns) : json_null());
+	json_object_set_new(o, "saved_ns_per_call", v->saved_basis == MB_SAVED_PER_CALL ? num(v->saved_ns) : json_null());
+	json_object_set_new(o, "saved_mode", str_or_null(picked, v->saved_mode));
+	json_object_set_new(o, "saved_dtype", str_or_null(picked, v->saved_dtype));
+	json_object_set_new(o, "saved_shape", str_or_null(saved && v->saved_shape[0], v->saved_shape));
+	json_object_set_new(o, "saved_unweighted_pairs", saved ? json_integer((json_int_t)v->saved_unweighted)
+		: json_null());
+	json_object_set_new(o, "largest", v->largest ? pair_json(v->largest) : json_null());
+	pairs = json_array();
+	for (size_t i = 0; i < v->n_pairs; i++)
+		json_array_append_new(pairs, pair_json(&v->pairs[i]));
+	json_object_set_new(o, "pair_results", pairs);
 	return o;
 }
 
@@ -76,22 +138,26 @@ static int dump(FILE *out, json_t *doc, mb_error *err)
 
 static int json_diff(FILE *out, const mb_diff *d, mb_error *err)
 {
-	char headline[MB_DIFF_TEXT_MAX];
+	char headline[MB_DIFF_TEXT_MAX], gate[MB_DIFF_TEXT_MAX];
 	json_t *doc, *cases = json_array(), *findings = json_array(), *rows = json_array();
 
 	mb_diff_headline(d, headline, sizeof(headline));
+	mb_diff_gate_reason(d, gate, sizeof(gate));
 	doc = json_pack("{s:s, s:b, s:b, s:s, s:s, s:o, s:o, s:o}", "kind", "megabench.diff",
 		"comparable", d->comparable, "forced", d->forced, "reasons", d->reasons, "headline", headline,
 		"base", side(d->base, d->base_name), "head", side(d->head, d->head_name),
 		"policy", mb_policy_to_json(d->policy));
+	json_object_set_new(doc, "inconsistent", json_boolean(d->inconsistent));
 	json_object_set_new(doc, "gate_exit", json_integer(mb_diff_gate_exit(d)));
-	json_object_set_new(doc, "counts", json_pack("{s:I, s:I, s:I, s:I, s:I}", "slower", (json_int_t)d->n_slower,
-		"faster", (json_int_t)d->n_faster, "same", (json_int_t)d->n_same,
-		"ambiguous", (json_int_t)d->n_ambiguous, "wrong_answers", (json_int_t)d->n_wrong));
+	json_object_set_new(doc, "gate_reason", json_string(gate));
+	json_object_set_new(doc, "counts", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "slower",
+		(json_int_t)d->n_slower, "faster", (json_int_t)d->n_faster, "same", (json_int_t)d->n_same,
+		"ambiguous", (json_int_t)d->n_ambiguous, "machine_changed", (json_int_t)d->n_machine_changed,
+		"wrong_answers", (json_int_t)d->n_wrong, "still_wrong", (json_int_t)d->n_still_wrong));
 	for (size_t i = 0; i < d->n_cases; i++) {
 		const mb_case_diff *cd = &d->cases[i];
 		const json_t *c = mb_print_case_of(cd);
-		char verdict[64];
+		char verdict[MB_PRINT_VERDICT_MAX];
 		json_t *o;
 
 		mb_print_case_verdict(verdict, sizeof(verdict), cd);
@@ -102,6 +168,9 @@ static int json_diff(FILE *out, const mb_diff *d, mb_error *err)
 			"mode", json_string_value(json_object_get(c, "mode")),
 			"family", json_string_value(json_object_get(c, "family")),
 			"shape", json_object_get(c, "shape"), "verdict", verdict, "wrong_answer", cd->wrong_answer);
+		json_object_set_new(o, "still_wrong", json_boolean(cd->still_wrong));
+		json_object_set_new(o, "status_changed", json_boolean(cd->status_changed));
+		json_object_set_new(o, "fields_missing", json_boolean(cd->fields_missing));
 		json_object_set_new(o, "base_median_ns", cd->base ? num(mb_print_median_ns(cd->base)) : json_null());
 		json_object_set_new(o, "head_median_ns", cd->head ? num(mb_print_median_ns(cd->head)) : json_null());
 		json_object_set_new(o, "comparison", cd->compared ? comparison_json(&cd->cmp) : json_null());

@@ -33,14 +33,15 @@ static void failures(FILE *out, const mb_diff *d, const char *subject, const cha
 
 int mb_print_junit(FILE *out, const mb_diff *d, mb_error *err)
 {
-	char headline[MB_DIFF_TEXT_MAX];
+	char headline[MB_DIFF_TEXT_MAX], gate[MB_DIFF_TEXT_MAX];
 	size_t total_fail = 0;
-	bool refused = !d->comparable && !d->forced;
+	bool refused = mb_diff_refused(d);
 
 	(void)err;
 	for (size_t i = 0; i < d->n_findings; i++)
 		total_fail += d->findings[i].fails;
 	mb_diff_headline(d, headline, sizeof(headline));
+	mb_diff_gate_reason(d, gate, sizeof(gate));
 	fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", out);
 	fprintf(out, "<testsuites name=\"megabench gate\" tests=\"%zu\" failures=\"%zu\">\n",
 		d->n_cases + 1, total_fail + (refused ? 1 : 0));
@@ -49,13 +50,16 @@ int mb_print_junit(FILE *out, const mb_diff *d, mb_error *err)
 	fprintf(out, "\" tests=\"%zu\" failures=\"%zu\">\n", d->n_cases + 1, total_fail + (refused ? 1 : 0));
 	fputs("    <properties>\n      <property name=\"headline\" value=\"", out);
 	mb_print_xml_escaped(out, headline);
+	fprintf(out, "\"/>\n      <property name=\"gate_exit\" value=\"%d\"/>\n", mb_diff_gate_exit(d));
+	fputs("      <property name=\"gate_reason\" value=\"", out);
+	mb_print_xml_escaped(out, gate);
 	fputs("\"/>\n      <property name=\"base\" value=\"", out);
 	mb_print_xml_escaped(out, mb_print_revision(d->base, d->base_name));
 	fprintf(out, "\"/>\n      <property name=\"forced\" value=\"%s\"/>\n    </properties>\n",
 		d->forced ? "FORCED" : "no");
 	fputs("    <testcase classname=\"megabench\" name=\"comparable\">\n", out);
 	if (refused) {
-		fputs("      <failure type=\"incomparable\" message=\"", out);
+		fprintf(out, "      <failure type=\"%s\" message=\"", d->inconsistent ? "inconsistent" : "incomparable");
 		mb_print_xml_escaped(out, d->reasons);
 		fputs("\"/>\n", out);
 	}

@@ -10,7 +10,6 @@
 #define POLICY_TEXT_MAX 2048
 /* Rank of the first unchanged case in mb_print_case_rank. */
 #define RANK_SAME 6
-#define DURATION_TEXT_MAX 96
 
 /* Pipes would break a table cell. */
 static void cell(FILE *out, const char *s)
@@ -41,7 +40,7 @@ static void policy_note(FILE *out, const mb_policy *policy)
 static void case_line(FILE *out, const mb_case_diff *cd)
 {
 	const json_t *c = mb_print_case_of(cd);
-	char shape[320], base[32], head[32], change[96], verdict[64], row[160];
+	char shape[320], base[32], head[32], change[96], verdict[MB_PRINT_VERDICT_MAX], row[160];
 
 	snprintf(row, sizeof(row), "%s/%s", json_string_value(json_object_get(c, "row")),
 		json_string_value(json_object_get(c, "variant")));
@@ -50,7 +49,7 @@ static void case_line(FILE *out, const mb_case_diff *cd)
 	mb_print_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
 	if (!cd->compared)
 		snprintf(change, sizeof(change), "%s", cd->head ? "new" : "missing");
-	else if (cd->cmp.identical_code)
+	else if (cd->cmp.identical_code && !cd->cmp.machine_changed)
 		snprintf(change, sizeof(change), "identical code");
 	else if (!cd->cmp.have_stats)
 		snprintf(change, sizeof(change), "-");
@@ -61,8 +60,14 @@ static void case_line(FILE *out, const mb_case_diff *cd)
 	cell(out, row);
 	fputs(" | ", out);
 	cell(out, shape);
-	fprintf(out, " | %s | %s | %s | %s | %s |\n", json_string_value(json_object_get(c, "dtype")),
+	fprintf(out, " | %s | %s | %s | %s | %s", json_string_value(json_object_get(c, "dtype")),
 		base, head, change, verdict);
+	/* why, where the word alone does not say */
+	if (mb_print_case_reason_shown(cd)) {
+		fputs(": ", out);
+		cell(out, cd->cmp.reason);
+	}
+	fputs(" |\n", out);
 }
 
 static void table_header(FILE *out)
@@ -73,28 +78,28 @@ static void table_header(FILE *out)
 
 static void verdict_cell(FILE *out, const mb_row_verdict *v)
 {
-	if (!v) {
-		fputs("-", out);
-		return;
-	}
-	fputs(mb_verdict_kind_name(v->kind), out);
-	if (v->kind == MB_VERDICT_CONDITIONAL) {
-		fputs(" (", out);
-		cell(out, v->families);
-		fputs(")", out);
-	}
+	char label[MB_VERDICT_TEXT_MAX + 32];
+
+	mb_verdict_label(label, sizeof(label), v);
+	cell(out, label);
 }
 
-/* The last three cells of a row verdict line: verdict, time saved per step
- * ("-" when unknown) and why. The diff's row section and the verdict table
- * share them so that a row reads the same in both. */
+/* The last four cells of a row verdict line: verdict, time saved (per step
+ * or per call, "-" when none), speedup at the largest shape and why. The
+ * diff's row section and the verdict table share them so that a row reads
+ * the same in both. */
 static void verdict_cells(FILE *out, const mb_row_verdict *v)
 {
-	char saved[DURATION_TEXT_MAX];
+	char saved[MB_VERDICT_TEXT_MAX], speedup[MB_VERDICT_TEXT_MAX];
 
-	mb_print_saved(saved, sizeof(saved), v);
+	mb_verdict_saved_text(saved, sizeof(saved), v);
+	mb_verdict_speedup_text(speedup, sizeof(speedup), v);
 	verdict_cell(out, v);
-	fprintf(out, " | %s | ", saved);
+	fputs(" | ", out);
+	cell(out, saved);
+	fputs(" | ", out);
+	cell(out, speedup);
+	fputs(" | ", out);
 	cell(out, v->reason);
 	fputs(" |\n", out);
 }
@@ -113,7 +118,8 @@ static void rows_section(FILE *out, const mb_diff *d)
 		fputs("Not enough evidence for any row: no fused/fallback pair in either receipt.\n", out);
 		return;
 	}
-	fputs("| row | base | head | saved per step (head) | why |\n|---|---|---|---:|---|\n", out);
+	fputs("| row | base | head | saved (head) | speedup at the largest shape (head) | why |\n"
+		"|---|---|---|---:|---|---|\n", out);
 	for (size_t i = 0; i < h->n_rows; i++) {
 		const mb_row_verdict *v = &h->rows[i];
 
@@ -126,7 +132,7 @@ static void rows_section(FILE *out, const mb_diff *d)
 
 static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
 {
-	char headline[MB_DIFF_TEXT_MAX];
+	char headline[MB_DIFF_TEXT_MAX], gate[MB_DIFF_TEXT_MAX];
 	size_t *order = NULL, n_same = 0;
 	bool any_finding = false;
 
@@ -134,6 +140,22 @@ static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
 		mb_print_revision(d->head, d->head_name), d->forced ? " (FORCED)" : "");
 	mb_diff_headline(d, headline, sizeof(headline));
 	fprintf(out, "**%s**\n", headline);
+	/* a refusal's reasons follow in full below */
+	if (mb_diff_refused(d))
+		snprintf(gate, sizeof(gate), "inconclusive: %s", d->inconsistent ? "inconsistent receipt" : "not comparable");
+	else
+		mb_diff_gate_reason(d, gate, sizeof(gate));
+	fputs("\nGate: exit ", out);
+	fprintf(out, "%d, ", mb_diff_gate_exit(d));
+	cell(out, gate);
+	fputs(".\n", out);
+	if (d->inconsistent) {
+		fputs("\nRefused (--force does not override this): ", out);
+		cell(out, d->reasons);
+		fputs(".\n", out);
+		policy_note(out, d->policy);
+		return 0;
+	}
 	if (!d->comparable) {
 		fprintf(out, "\n%s: %s.\n", d->forced ? "FORCED comparison of incomparable receipts"
 			: "The receipts are not comparable", d->reasons);
@@ -168,7 +190,8 @@ static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
 	for (size_t i = 0; i < d->n_findings; i++) {
 		const mb_finding *f = &d->findings[i];
 
-		if (f->kind == MB_FINDING_REGRESSION || f->kind == MB_FINDING_AMBIGUOUS || f->kind == MB_FINDING_NEW_CASE)
+		if (f->kind == MB_FINDING_REGRESSION || f->kind == MB_FINDING_AMBIGUOUS
+			|| f->kind == MB_FINDING_AMBIGUOUS_FASTER || f->kind == MB_FINDING_NEW_CASE)
 			continue; /* already in the table */
 		if (!any_finding)
 			fputs("\n### Findings\n\n", out);
@@ -191,7 +214,8 @@ static int md_verdicts(FILE *out, const mb_verdict_set *set, const json_t *recei
 		json_string_value(json_object_get(json_object_get(receipt, "device"), "name")));
 	if (set->lanes_present)
 		fprintf(out, "Note: %s.\n\n", set->lanes_note);
-	fputs("| row | block | verdict | saved per step | why |\n|---|---|---|---:|---|\n", out);
+	fputs("| row | block | verdict | saved | speedup at the largest shape | why |\n"
+		"|---|---|---|---:|---|---|\n", out);
 	for (size_t i = 0; i < set->n_rows; i++) {
 		fprintf(out, "| %s | %s | ", set->rows[i].row, set->rows[i].block);
 		verdict_cells(out, &set->rows[i]);

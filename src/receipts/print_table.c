@@ -50,9 +50,24 @@ static void table_print(FILE *out, const table *t)
 	}
 }
 
+/* The row verdicts under a diff: base -> head, with the head's saving. */
+static void diff_row_verdicts(FILE *out, const mb_diff *d)
+{
+	for (size_t i = 0; i < d->head_verdicts.n_rows; i++) {
+		const mb_row_verdict *h = &d->head_verdicts.rows[i];
+		char base[MB_VERDICT_TEXT_MAX + 32], head[MB_VERDICT_TEXT_MAX + 32], saved[MB_VERDICT_TEXT_MAX];
+
+		mb_verdict_label(base, sizeof(base), mb_verdict_find(&d->base_verdicts, h->row));
+		mb_verdict_label(head, sizeof(head), h);
+		mb_verdict_saved_text(saved, sizeof(saved), h);
+		fprintf(out, "row %s: %s -> %s (%s%s%s)\n", h->row, base, head, h->reason,
+			h->saved_basis == MB_SAVED_NONE ? "" : "; saved ", h->saved_basis == MB_SAVED_NONE ? "" : saved);
+	}
+}
+
 static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 {
-	char headline[MB_DIFF_TEXT_MAX];
+	char headline[MB_DIFF_TEXT_MAX], gate[MB_DIFF_TEXT_MAX];
 	table t = {.ncols = COLS};
 	size_t *order = NULL;
 	int rc = 0;
@@ -60,8 +75,9 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 	fprintf(out, "base %s  head %s%s\n", mb_print_revision(d->base, d->base_name),
 		mb_print_revision(d->head, d->head_name), d->forced ? "  FORCED" : "");
 	mb_diff_headline(d, headline, sizeof(headline));
-	if (!d->comparable && !d->forced) {
-		fprintf(out, "%s\n", headline);
+	mb_diff_gate_reason(d, gate, sizeof(gate));
+	if (mb_diff_refused(d)) {
+		fprintf(out, "%s\ngate: exit %d, %s\n", headline, mb_diff_gate_exit(d), gate);
 		return 0;
 	}
 	order = malloc((d->n_cases ? d->n_cases : 1) * sizeof(*order));
@@ -79,7 +95,8 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 	for (size_t i = 0; i < d->n_cases; i++) {
 		const mb_case_diff *cd = &d->cases[order[i]];
 		const json_t *c = mb_print_case_of(cd);
-		char name[2 * CELL_MAX], shape[CELL_MAX], base[32], head[32], change[64] = "-", ci[64] = "", verdict[64];
+		char name[2 * CELL_MAX], shape[CELL_MAX], base[32], head[32], change[64] = "-", ci[64] = "";
+		char verdict[MB_PRINT_VERDICT_MAX + 64];
 		const char *vals[COLS];
 
 		mb_print_shape(shape, sizeof(shape), c);
@@ -87,7 +104,7 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 			json_string_value(json_object_get(c, "variant")), shape);
 		mb_print_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
 		mb_print_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
-		if (cd->compared && cd->cmp.identical_code)
+		if (cd->compared && cd->cmp.identical_code && !cd->cmp.machine_changed)
 			snprintf(change, sizeof(change), "identical code");
 		else if (cd->compared && cd->cmp.have_stats) {
 			mb_print_change(change, sizeof(change), cd->cmp.shift.ratio);
@@ -96,10 +113,10 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 					100.0 * (cd->cmp.shift.ratio_hi - 1.0));
 		}
 		mb_print_case_verdict(verdict, sizeof(verdict), cd);
-		if (cd->compared && cd->cmp.cls == MB_CMP_AMBIGUOUS && cd->cmp.reason[0]) {
+		if (mb_print_case_reason_shown(cd)) {
 			size_t used = strlen(verdict);
 
-			snprintf(verdict + used, sizeof(verdict) - used, " (%.40s)", cd->cmp.reason);
+			snprintf(verdict + used, sizeof(verdict) - used, ": %.60s", cd->cmp.reason);
 		}
 		vals[0] = name;
 		vals[1] = json_string_value(json_object_get(c, "dtype"));
@@ -115,18 +132,14 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 	for (size_t i = 0; i < d->n_findings; i++) {
 		const mb_finding *f = &d->findings[i];
 
-		if (f->kind == MB_FINDING_REGRESSION || f->kind == MB_FINDING_AMBIGUOUS)
-			continue;
+		if (f->kind == MB_FINDING_REGRESSION || f->kind == MB_FINDING_AMBIGUOUS
+			|| f->kind == MB_FINDING_AMBIGUOUS_FASTER)
+			continue; /* in the table */
 		fprintf(out, "%s %s: %s: %s\n", f->fails ? "FAIL" : "note", mb_finding_kind_name(f->kind),
 			f->subject, f->message);
 	}
-	for (size_t i = 0; i < d->head_verdicts.n_rows; i++) {
-		const mb_row_verdict *h = &d->head_verdicts.rows[i];
-		const mb_row_verdict *b = mb_verdict_find(&d->base_verdicts, h->row);
-
-		fprintf(out, "row %s: %s -> %s (%s)\n", h->row, b ? mb_verdict_kind_name(b->kind) : "-",
-			mb_verdict_kind_name(h->kind), h->reason);
-	}
+	diff_row_verdicts(out, d);
+	fprintf(out, "gate: exit %d, %s\n", mb_diff_gate_exit(d), gate);
 	fprintf(out, "%s\n", headline);
 	goto cleanup;
 nomem:
@@ -140,8 +153,9 @@ cleanup:
 static int table_verdicts(FILE *out, const mb_verdict_set *set, const json_t *receipt, const char *name,
 	const mb_policy *policy, mb_error *err)
 {
-	table t = {.ncols = 5};
-	const char *hdr[] = {"row", "block", "verdict", "saved/step", "why"};
+	enum { VERDICT_COLS = 6 };
+	table t = {.ncols = VERDICT_COLS};
+	const char *hdr[VERDICT_COLS] = {"row", "block", "verdict", "saved", "speedup at the largest shape", "why"};
 	int rc;
 
 	(void)policy;
@@ -153,18 +167,18 @@ static int table_verdicts(FILE *out, const mb_verdict_set *set, const json_t *re
 		goto cleanup;
 	for (size_t i = 0; i < set->n_rows; i++) {
 		const mb_row_verdict *v = &set->rows[i];
-		char saved[96], verdict[2 * CELL_MAX];
-		const char *vals[5];
+		char saved[CELL_MAX], verdict[CELL_MAX], speedup[CELL_MAX];
+		const char *vals[VERDICT_COLS];
 
-		mb_print_saved(saved, sizeof(saved), v);
-		snprintf(verdict, sizeof(verdict), "%s%s%s%s", mb_verdict_kind_name(v->kind),
-			v->kind == MB_VERDICT_CONDITIONAL ? " (" : "", v->kind == MB_VERDICT_CONDITIONAL ? v->families : "",
-			v->kind == MB_VERDICT_CONDITIONAL ? ")" : "");
+		mb_verdict_label(verdict, sizeof(verdict), v);
+		mb_verdict_saved_text(saved, sizeof(saved), v);
+		mb_verdict_speedup_text(speedup, sizeof(speedup), v);
 		vals[0] = v->row;
 		vals[1] = v->block;
 		vals[2] = verdict;
 		vals[3] = saved;
-		vals[4] = v->reason;
+		vals[4] = speedup;
+		vals[5] = v->reason;
 		if ((rc = table_row(&t, vals)))
 			goto cleanup;
 	}

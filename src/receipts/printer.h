@@ -57,11 +57,21 @@ const char *mb_print_revision(const json_t *receipt, const char *fallback);
 double mb_print_median_ns(const json_t *kase);
 /* The case's shape label with its mode: "family/A=1,B=2 (hot)". */
 void mb_print_shape(char *buf, size_t len, const json_t *kase);
-/* Word shown for a case of a diff: SLOWER, FASTER, SAME, AMBIGUOUS, MISSING,
- * NEW, with ", wrong answer" appended when it is one. */
+/* Word shown for a case of a diff: SLOWER, FASTER, SAME, AMBIGUOUS (with
+ * ", faster" or ", slower" where its estimate points), NOT TIMED (a side
+ * without timing, its status says why), MISSING, NEW; then
+ * " (machine or harness changed)" when that decided it, and
+ * ", wrong answer", ", still wrong", ", now skipped", ", fields missing"
+ * when they apply. 128 bytes hold any of them. */
 void mb_print_case_verdict(char *buf, size_t len, const mb_case_diff *cd);
-/* Display order of a diff's cases: regressions and wrong answers first, then
- * ambiguous, missing, faster, new, same. `order` has n_cases entries. */
+#define MB_PRINT_VERDICT_MAX 128
+/* Whether the table printers show the comparison's reason after that word:
+ * for every AMBIGUOUS, a change decided by the tail ("tail: p90 ...") and a
+ * SAME that only the between-run noise made so. */
+bool mb_print_case_reason_shown(const mb_case_diff *cd);
+/* Display order of a diff's cases: drift (wrong answers, still wrong, now
+ * skipped, fields missing), regressions and machine changes first, then
+ * missing, ambiguous, faster, new, same. `order` has n_cases entries. */
 void mb_print_case_order(size_t *order, const mb_diff *diff);
 /* A case diff's rank in that order (0 first). */
 int mb_print_case_rank(const mb_case_diff *cd);

@@ -82,18 +82,25 @@ static const char *verdict_class(mb_verdict_kind k)
 static void verdict_table(FILE *out, const mb_verdict_set *set)
 {
 	fputs("<table id=\"verdicts\"><tr><th>row</th><th>block</th><th>verdict</th><th>families won</th>"
-		"<th>saved per step</th><th>why</th></tr>\n", out);
+		"<th>saved</th><th>speedup at the largest shape</th><th>why</th></tr>\n", out);
 	for (size_t i = 0; i < set->n_rows; i++) {
 		const mb_row_verdict *v = &set->rows[i];
-		char saved[96];
+		char label[MB_VERDICT_TEXT_MAX + 32], saved[MB_VERDICT_TEXT_MAX], speedup[MB_VERDICT_TEXT_MAX];
 
-		mb_print_saved(saved, sizeof(saved), v);
+		mb_verdict_label(label, sizeof(label), v);
+		mb_verdict_saved_text(saved, sizeof(saved), v);
+		mb_verdict_speedup_text(speedup, sizeof(speedup), v);
 		fprintf(out, "<tr class=\"%s\"><td>", verdict_class(v->kind));
 		mb_print_xml_escaped(out, v->row);
-		fprintf(out, "</td><td>%s</td><td>%s</td><td>", v->block, mb_verdict_kind_name(v->kind));
+		fprintf(out, "</td><td>%s</td><td>", v->block);
+		mb_print_xml_escaped(out, label);
+		fputs("</td><td>", out);
 		mb_print_xml_escaped(out, v->families);
-		fprintf(out, "</td><td class=\"num\">%s%s%s</td><td>", saved, v->saved_known ? " " : "",
-			v->saved_known ? v->saved_mode : "");
+		fputs("</td><td class=\"num\">", out);
+		mb_print_xml_escaped(out, saved);
+		fputs("</td><td>", out);
+		mb_print_xml_escaped(out, speedup);
+		fputs("</td><td>", out);
 		mb_print_xml_escaped(out, v->reason);
 		fputs("</td></tr>\n", out);
 	}

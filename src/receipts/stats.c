@@ -10,6 +10,15 @@
 #define QUANTILE_BOUND 40.0
 /* Bisection steps over pairwise differences; stops early once adjacent. */
 #define SELECT_STEPS 2000
+/* The incomplete beta's continued fraction (Lentz): terms until a factor is
+ * within BETA_EPS of 1; BETA_TINY stands in for a zero denominator. */
+#define BETA_MAX_TERMS 500
+#define BETA_EPS 1e-15
+#define BETA_TINY 1e-300
+/* t quantile: bisection on [-T_BOUND_START grown by doubling, ...]. */
+#define T_QUANTILE_STEPS 200
+#define T_BOUND_START 16.0
+#define T_BOUND_MAX 1e12
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -417,4 +426,204 @@ cleanup:
 	free(lx);
 	free(ly);
 	return rc;
+}
+
+/* ---- quantiles ---------------------------------------------------------- */
+
+double mb_stats_binomial_cdf(size_t k, size_t n, double p)
+{
+	double sum = 0.0, log_n1 = lgamma((double)n + 1.0), lp, lq;
+
+	if (k >= n || p <= 0.0)
+		return 1.0;
+	if (p >= 1.0)
+		return 0.0;
+	lp = log(p);
+	lq = log1p(-p);
+	/* term by term in logs: the terms of a large n underflow one by one,
+	 * never the sum as a whole */
+	for (size_t i = 0; i <= k; i++)
+		sum += exp(log_n1 - lgamma((double)i + 1.0) - lgamma((double)(n - i) + 1.0)
+			+ (double)i * lp + (double)(n - i) * lq);
+	return fmin(1.0, sum);
+}
+
+/* Ranks (1-based) of the interval: l the largest with P(B <= l - 1) <=
+ * alpha / 2, u the smallest with P(B >= u) <= alpha / 2; 0 when none. The
+ * binomial mass is summed once from each end. */
+static void quantile_ranks(size_t *out_l, size_t *out_u, size_t n, double p, double alpha)
+{
+	double log_n1 = lgamma((double)n + 1.0), lp = log(p), lq = log1p(-p), below = 0.0, above = 0.0;
+
+	*out_l = 0;
+	*out_u = 0;
+	/* below = P(B <= l - 1) as l grows from 1 */
+	for (size_t l = 1; l <= n; l++) {
+		size_t i = l - 1;
+
+		below += exp(log_n1 - lgamma((double)i + 1.0) - lgamma((double)(n - i) + 1.0)
+			+ (double)i * lp + (double)(n - i) * lq);
+		if (below > alpha / 2.0)
+			break;
+		*out_l = l;
+	}
+	/* above = P(B >= u) as u falls from n */
+	for (size_t u = n; u >= 1; u--) {
+		above += exp(log_n1 - lgamma((double)u + 1.0) - lgamma((double)(n - u) + 1.0)
+			+ (double)u * lp + (double)(n - u) * lq);
+		if (above > alpha / 2.0)
+			break;
+		*out_u = u;
+	}
+}
+
+int mb_stats_quantile(mb_quantile *out, const double *x, size_t n, double p, double alpha, mb_error *err)
+{
+	double *s = NULL, h;
+	size_t below;
+	int rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	out->p = p;
+	out->value = NAN;
+	out->lo = -INFINITY;
+	out->hi = INFINITY;
+	if (!(p > 0.0 && p < 1.0))
+		return mb_error_set(err, MB_EINVAL, "stats", "quantile %g is not inside (0, 1)", p);
+	if (!n)
+		goto cleanup;
+	s = sorted_copy(x, n);
+	if (!s) {
+		rc = mb_error_set(err, MB_ENOMEM, "stats", "no memory for %zu samples", n);
+		goto cleanup;
+	}
+	h = (double)(n - 1) * p;
+	below = (size_t)floor(h);
+	out->value = below + 1 < n ? s[below] + (h - (double)below) * (s[below + 1] - s[below]) : s[n - 1];
+	quantile_ranks(&out->lo_rank, &out->hi_rank, n, p, alpha);
+	if (out->lo_rank >= 1 && out->hi_rank >= 1 && out->lo_rank < out->hi_rank) {
+		out->ci_available = true;
+		out->lo = s[out->lo_rank - 1];
+		out->hi = s[out->hi_rank - 1];
+	} else {
+		out->lo_rank = out->hi_rank = 0;
+	}
+cleanup:
+	free(s);
+	return rc;
+}
+
+int mb_stats_quantile_ratio(mb_quantile_ratio *out, const double *x, size_t n1, const double *y, size_t n2,
+	double p, double alpha, mb_error *err)
+{
+	/* (1 - a)^2 = 1 - alpha */
+	double alpha_side = 1.0 - sqrt(1.0 - alpha);
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	out->ratio = NAN;
+	out->ratio_hi = INFINITY;
+	for (size_t i = 0; i < n1; i++)
+		if (!(x[i] > 0.0))
+			return mb_error_set(err, MB_EINVAL, "stats", "sample %zu of the first side is not positive", i);
+	for (size_t j = 0; j < n2; j++)
+		if (!(y[j] > 0.0))
+			return mb_error_set(err, MB_EINVAL, "stats", "sample %zu of the second side is not positive", j);
+	if ((rc = mb_stats_quantile(&out->x, x, n1, p, alpha_side, err))
+		|| (rc = mb_stats_quantile(&out->y, y, n2, p, alpha_side, err)))
+		return rc;
+	if (!n1 || !n2)
+		return 0;
+	out->ratio = out->y.value / out->x.value;
+	if (out->x.ci_available && out->y.ci_available) {
+		out->ci_available = true;
+		out->ratio_lo = out->y.lo / out->x.hi;
+		out->ratio_hi = out->y.hi / out->x.lo;
+	}
+	return 0;
+}
+
+/* ---- Student's t ---------------------------------------------------------- */
+
+/* The continued fraction of the regularized incomplete beta function
+ * (modified Lentz), good for x < (a + 1) / (a + b + 2). */
+static double beta_fraction(double a, double b, double x)
+{
+	double c = 1.0, d = 1.0 - (a + b) * x / (a + 1.0), h;
+
+	if (fabs(d) < BETA_TINY)
+		d = BETA_TINY;
+	d = 1.0 / d;
+	h = d;
+	for (int m = 1; m <= BETA_MAX_TERMS; m++) {
+		double m2 = 2.0 * m, aa, del;
+
+		aa = m * (b - m) * x / ((a - 1.0 + m2) * (a + m2));
+		d = 1.0 + aa * d;
+		d = fabs(d) < BETA_TINY ? BETA_TINY : d;
+		c = 1.0 + aa / c;
+		c = fabs(c) < BETA_TINY ? BETA_TINY : c;
+		d = 1.0 / d;
+		h *= d * c;
+		aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + 1.0 + m2));
+		d = 1.0 + aa * d;
+		d = fabs(d) < BETA_TINY ? BETA_TINY : d;
+		c = 1.0 + aa / c;
+		c = fabs(c) < BETA_TINY ? BETA_TINY : c;
+		d = 1.0 / d;
+		del = d * c;
+		h *= del;
+		if (fabs(del - 1.0) < BETA_EPS)
+			break;
+	}
+	return h;
+}
+
+/* I_x(a, b), the regularized incomplete beta function. */
+static double incomplete_beta(double a, double b, double x)
+{
+	double front;
+
+	if (x <= 0.0)
+		return 0.0;
+	if (x >= 1.0)
+		return 1.0;
+	front = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x));
+	/* the fraction converges fast on one side of the mean only; use the
+	 * symmetry I_x(a, b) = 1 - I_{1-x}(b, a) on the other */
+	if (x < (a + 1.0) / (a + b + 2.0))
+		return front * beta_fraction(a, b, x) / a;
+	return 1.0 - front * beta_fraction(b, a, 1.0 - x) / b;
+}
+
+double mb_stats_t_cdf(double t, double df)
+{
+	double tail;
+
+	if (!(df > 0.0) || isnan(t))
+		return NAN;
+	/* P(|T| > |t|) = I_{df / (df + t^2)}(df / 2, 1 / 2) */
+	tail = 0.5 * incomplete_beta(df / 2.0, 0.5, df / (df + t * t));
+	return t >= 0.0 ? 1.0 - tail : tail;
+}
+
+double mb_stats_t_quantile(double p, double df)
+{
+	double lo = -T_BOUND_START, hi = T_BOUND_START;
+
+	if (!(p > 0.0 && p < 1.0) || !(df > 0.0))
+		return NAN;
+	while (mb_stats_t_cdf(hi, df) < p && hi < T_BOUND_MAX)
+		hi *= 2.0;
+	while (mb_stats_t_cdf(lo, df) > p && lo > -T_BOUND_MAX)
+		lo *= 2.0;
+	for (int i = 0; i < T_QUANTILE_STEPS; i++) {
+		double mid = 0.5 * (lo + hi);
+
+		if (mb_stats_t_cdf(mid, df) < p)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return 0.5 * (lo + hi);
 }

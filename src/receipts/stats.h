@@ -68,6 +68,45 @@ int mb_stats_summarize(mb_summary *out, const double *x, size_t n, mb_error *err
 /* The median of `x` (copied and sorted; x is untouched). 0 for n == 0. */
 double mb_stats_median(const double *x, size_t n);
 
+typedef struct mb_quantile {
+	double p;          /* which quantile: 0.9 is p90 */
+	double value;      /* linear interpolation between order statistics (x[(n-1)p]) */
+	double lo, hi;     /* distribution-free interval at level 1 - alpha: order statistics */
+	size_t lo_rank, hi_rank; /* their 1-based ranks; 0 when there is no interval */
+	bool ci_available; /* false: too few samples for an interval at that level */
+} mb_quantile;
+
+/* The p-quantile of `x` with its order-statistic confidence interval: the
+ * count of samples below the true quantile is Binomial(n, p), so
+ * [x_(l), x_(u)] covers it with probability P(l <= B <= u - 1); l and u are
+ * the innermost ranks with at most alpha / 2 in each tail (exact binomial
+ * sums). Without such ranks (n too small) lo = -inf, hi = +inf. */
+int mb_stats_quantile(mb_quantile *out, const double *x, size_t n, double p, double alpha, mb_error *err);
+
+typedef struct mb_quantile_ratio {
+	mb_quantile x, y;  /* each side at level 1 - alpha_side (below) */
+	double ratio;      /* y.value / x.value */
+	double ratio_lo;   /* y.lo / x.hi and y.hi / x.lo: covers the true ratio */
+	double ratio_hi;   /* with probability >= 1 - alpha (both intervals cover) */
+	bool ci_available;
+} mb_quantile_ratio;
+
+/* The ratio of the p-quantiles of y and x with a joint interval at level
+ * 1 - alpha: each side's interval at 1 - alpha_side with
+ * (1 - alpha_side)^2 = 1 - alpha, so that both cover at once (the samples
+ * are independent) with probability 1 - alpha. Deterministic: no
+ * resampling. Every sample must be positive. */
+int mb_stats_quantile_ratio(mb_quantile_ratio *out, const double *x, size_t n1, const double *y, size_t n2,
+	double p, double alpha, mb_error *err);
+
+/* P(B <= k) for B ~ Binomial(n, p). */
+double mb_stats_binomial_cdf(size_t k, size_t n, double p);
+
+/* Student's t distribution with `df` degrees of freedom: P(T <= t), and
+ * the t with P(T <= t) = p, 0 < p < 1. */
+double mb_stats_t_cdf(double t, double df);
+double mb_stats_t_quantile(double p, double df);
+
 /* Upper tail of the standard normal: P(Z > z). */
 double mb_stats_normal_sf(double z);
 

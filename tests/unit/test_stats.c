@@ -8,8 +8,14 @@
  *  - Hodges-Lehmann estimates and intervals against sorting all n1*n2
  *    pairwise log differences here, with the interval ranks c computed in
  *    Python by enumerating itertools.combinations (exact) or with
- *    scipy.stats.norm.ppf (normal), as noted at each use. */
+ *    scipy.stats.norm.ppf (normal), as noted at each use;
+ *  - quantile interval ranks against binomial sums by a multiplicative
+ *    recurrence written here, and the p90-ratio interval's coverage on
+ *    seeded A/A samples; Student's t against its closed forms at 1 and 2
+ *    degrees of freedom and printed tables. */
 #include <math.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -254,10 +260,136 @@ static void test_summary(void)
 	CHECK(isnan(mb_stats_normal_quantile(0.0)));
 }
 
+/* ---- quantiles, the binomial and Student's t ---------------------------------- */
+
+/* C(n, k) p^k (1-p)^(n-k) by the multiplicative recurrence in long double:
+ * a different route from stats.c's log-gamma terms. */
+static long double binom_pmf(int n, int k, long double p)
+{
+	long double v = 1.0L;
+
+	for (int i = 1; i <= k; i++)
+		v = v * (long double)(n - k + i) / (long double)i;
+	return v * powl(p, k) * powl(1.0L - p, n - k);
+}
+
+/* The interval ranks by definition: l the largest with P(B <= l-1) <= a/2,
+ * u the smallest with P(B >= u) <= a/2. */
+static void brute_ranks(int n, double p, double alpha, int *l, int *u)
+{
+	long double below = 0.0L, above = 0.0L;
+
+	*l = 0;
+	*u = 0;
+	for (int cand = 1; cand <= n; cand++) {
+		below += binom_pmf(n, cand - 1, p);
+		if (below > alpha / 2.0)
+			break;
+		*l = cand;
+	}
+	for (int cand = n; cand >= 1; cand--) {
+		above += binom_pmf(n, cand, p);
+		if (above > alpha / 2.0)
+			break;
+		*u = cand;
+	}
+}
+
+/* splitmix64, for the coverage check */
+static uint64_t mix64(uint64_t *s)
+{
+	uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static double lognormal(uint64_t *s)
+{
+	double u1 = ((double)(mix64(s) >> 11) + 0.5) / 9007199254740992.0;
+	double u2 = ((double)(mix64(s) >> 11) + 0.5) / 9007199254740992.0;
+
+	return exp(0.01 * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+}
+
+#define COVERAGE_TRIALS 2000
+#define COVERAGE_N 200
+/* the joint interval is built for >= 99%; binomial(2000, 0.01) has sd 4.4 */
+#define COVERAGE_MAX_MISSES 35
+
+static void test_quantiles(void)
+{
+	static const int ns[] = {30, 100, 500};
+	double x[500];
+	mb_quantile q;
+	mb_quantile_ratio r;
+	uint64_t s = 20261123;
+	long double cdf = 0.0L;
+	int misses = 0;
+
+	/* P(B <= 22), B ~ Binomial(30, 0.9), and the tails of a large n */
+	for (int k = 0; k <= 22; k++)
+		cdf += binom_pmf(30, k, 0.9L);
+	CHECK(close_rel(mb_stats_binomial_cdf(22, 30, 0.9), (double)cdf, 1e-10));
+	CHECK(mb_stats_binomial_cdf(30, 30, 0.9) == 1.0);
+	/* interpolation as numpy's default: 1..10 at p = 0.9 is 9.1 */
+	for (int i = 0; i < 10; i++)
+		x[i] = 10 - i;
+	CHECK(mb_stats_quantile(&q, x, 10, 0.9, 0.01, NULL) == 0 && close_rel(q.value, 9.1, 1e-15));
+	CHECK(!q.ci_available && isinf(q.hi));
+	for (size_t k = 0; k < N_ELEMS(ns); k++) {
+		int n = ns[k], l, u;
+
+		for (int i = 0; i < n; i++)
+			x[i] = (double)(n - i); /* sorted: rank i holds i */
+		brute_ranks(n, 0.9, 0.01, &l, &u);
+		CHECK(mb_stats_quantile(&q, x, (size_t)n, 0.9, 0.01, NULL) == 0);
+		if (l >= 1 && u >= 1) {
+			CHECK_MSG(q.ci_available && (int)q.lo_rank == l && (int)q.hi_rank == u && q.lo == l && q.hi == u,
+				"n = %d: ranks %zu..%zu, want %d..%d", n, q.lo_rank, q.hi_rank, l, u);
+		} else {
+			CHECK_MSG(!q.ci_available, "n = %d: an interval where none exists", n);
+		}
+	}
+	/* the joint interval of a ratio of p90s covers 1 for two samples of one
+	 * distribution at least 99% of the time */
+	for (int t = 0; t < COVERAGE_TRIALS; t++) {
+		double a[COVERAGE_N], b[COVERAGE_N];
+
+		for (int i = 0; i < COVERAGE_N; i++) {
+			a[i] = lognormal(&s);
+			b[i] = lognormal(&s);
+		}
+		CHECK(mb_stats_quantile_ratio(&r, a, COVERAGE_N, b, COVERAGE_N, 0.9, 0.01, NULL) == 0);
+		CHECK(r.ci_available && r.ratio_lo <= r.ratio && r.ratio <= r.ratio_hi);
+		misses += !(r.ratio_lo <= 1.0 && 1.0 <= r.ratio_hi);
+	}
+	printf("p90 ratio interval: %d of %d A/A pairs outside (limit %d)\n", misses, COVERAGE_TRIALS,
+		COVERAGE_MAX_MISSES);
+	CHECK(misses <= COVERAGE_MAX_MISSES);
+	CHECK(mb_stats_quantile_ratio(&r, (double[]){0.0}, 1, x, 1, 0.9, 0.01, NULL) == MB_EINVAL);
+
+	/* t with 1 and 2 degrees of freedom has a closed form */
+	for (double t = -30.0; t <= 30.0; t += 0.75) {
+		CHECK(close_rel(mb_stats_t_cdf(t, 1.0), 0.5 + atan(t) / M_PI, 1e-12));
+		CHECK(close_rel(mb_stats_t_cdf(t, 2.0), 0.5 + t / (2.0 * sqrt(2.0 + t * t)), 1e-12));
+	}
+	/* printed tables (e.g. NIST/SEMATECH e-Handbook 1.3.6.7.2) */
+	CHECK(fabs(mb_stats_t_quantile(0.975, 1.0) - 12.706) < 1e-3);
+	CHECK(fabs(mb_stats_t_quantile(0.995, 2.0) - 9.925) < 1e-3);
+	CHECK(fabs(mb_stats_t_quantile(0.995, 4.0) - 4.604) < 1e-3);
+	CHECK(fabs(mb_stats_t_quantile(0.975, 10.0) - 2.228) < 1e-3);
+	CHECK(fabs(mb_stats_t_quantile(0.95, 30.0) - 1.697) < 1e-3);
+	CHECK(fabs(mb_stats_t_quantile(0.005, 8.0) + 3.355) < 1e-3);
+	CHECK(isnan(mb_stats_t_quantile(1.0, 3.0)));
+}
+
 int main(void)
 {
 	test_mann_whitney();
 	test_hodges_lehmann();
 	test_summary();
+	test_quantiles();
 	return mb_test_finish("test_stats");
 }

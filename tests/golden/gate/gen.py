@@ -3,7 +3,10 @@
 
 Each scenario folder gets base.json, head.json (valid against
 schemas/receipt.schema.json), expected_exit (the gate exit code the scenario
-is built to produce) and, for some, policy.toml. expected.md is the exact
+is built to produce) and, for some, policy.toml and expected_diff_exit
+(diff's own exit code where it differs from the rule in run_gate.sh).
+noise_floor_learned/ also gets aa/ (the A/A receipts `megabench noise-floor`
+learns from) and expected_exit_default (the gate without that policy). expected.md is the exact
 `megabench diff --format markdown base.json head.json` output; it is written
 by run_gate.sh --bless and reviewed by hand.
 
@@ -20,6 +23,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 SAMPLES = 30
 REL_NOISE = 0.005
+# the standard normal's 80th percentile: above it, a call is among the slowest 20%
+Z_SLOWEST_20 = 0.8416
 
 ROWS = [
     # row, block, families -> shapes, launches (fused, fallback), kernels
@@ -35,23 +40,57 @@ def oid(rng):
     return "".join(rng.choice("0123456789abcdef") for _ in range(40))
 
 
-def timing(rng, median, launches, factor=1.0, converged=True):
-    s = sorted(median * factor * math.exp(rng.gauss(0.0, REL_NOISE)) for _ in range(SAMPLES))
+def timing(rng, median, launches, factor=1.0, converged=True, samples=SAMPLES, noise=REL_NOISE, tail=None):
+    """Samples around median * factor at `noise`; `tail` reshapes them:
+    "slowest" makes the slowest 20% of calls 20% slower, "mixture" 30% of
+    the calls 10% slower."""
+    if tail is None:
+        s = sorted(median * factor * math.exp(rng.gauss(0.0, noise)) for _ in range(samples))
+    else:
+        s = []
+        for _ in range(samples):
+            z = rng.gauss(0.0, 1.0)
+            x = median * factor * math.exp(noise * z)
+            if tail == "slowest" and z > Z_SLOWEST_20:
+                x *= 1.2
+            if tail == "mixture" and rng.random() < 0.3:
+                x *= 1.1
+            s.append(x)
+        s.sort()
     raw = [round(x, 1) for x in s]
     rng.shuffle(raw)
+    return stats(raw, launches, converged)
+
+
+def stats(raw, launches, converged=True):
+    n = len(raw)
     srt = sorted(raw)
-    med = (srt[SAMPLES // 2 - 1] + srt[SAMPLES // 2]) / 2
-    mean = sum(raw) / SAMPLES
-    sd = math.sqrt(sum((x - mean) ** 2 for x in raw) / (SAMPLES - 1))
+    med = (srt[n // 2 - 1] + srt[n // 2]) / 2 if n % 2 == 0 else srt[n // 2]
+    mean = sum(raw) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in raw) / (n - 1))
     mad = sorted(abs(x - med) for x in raw)
-    mad = (mad[SAMPLES // 2 - 1] + mad[SAMPLES // 2]) / 2
+    mad = (mad[n // 2 - 1] + mad[n // 2]) / 2 if n % 2 == 0 else mad[n // 2]
     return {
         "source": "cupti", "samples_ns": raw, "excluded": [], "median_ns": med, "mean_ns": mean,
-        "stddev_ns": sd, "min_ns": srt[0], "max_ns": srt[-1], "p10_ns": srt[SAMPLES // 10],
-        "p90_ns": srt[SAMPLES * 9 // 10], "rel_noise": 1.2533 * 1.4826 * mad / math.sqrt(SAMPLES) / med,
+        "stddev_ns": sd, "min_ns": srt[0], "max_ns": srt[-1], "p10_ns": srt[n // 10],
+        "p90_ns": srt[n * 9 // 10], "rel_noise": 1.2533 * 1.4826 * mad / math.sqrt(n) / med,
         "converged": converged, "warmup_calls": 10, "sampling_ns": int(sum(raw) * 3),
         "span_median_ns": med, "events_median_ns": med * 1.01, "launches_per_call": launches,
     }
+
+
+def timing_reps(rng, median, launches, levels):
+    """One pass per entry of `levels` (its level relative to median), 30
+    samples each; samples_ns is their concatenation, as the runner writes."""
+    passes = [timing(rng, median * level, launches) for level in levels]
+    raw = [x for p in passes for x in p["samples_ns"]]
+    t = stats(raw, launches)
+    meds = [p["median_ns"] for p in passes]
+    mean = sum(meds) / len(meds)
+    t["repetitions"] = [{"samples_ns": p["samples_ns"], "excluded": [], "median_ns": p["median_ns"],
+                         "rel_noise": p["rel_noise"], "converged": True} for p in passes]
+    t["between_run_noise"] = math.sqrt(sum((m - mean) ** 2 for m in meds) / (len(meds) - 1)) / mean
+    return t
 
 
 def case(rng, row, block, variant, family, shape, launches, kernels, median):
@@ -186,7 +225,158 @@ def scenarios():
     for i, c in enumerate(find(h, "rope/")):
         retime(c, 300 + i, 1.04)
     out["identical_code"] = (b, h, 0, None)
+
+    # ---- identical code, and what identity covers ----
+    b, h = pair(same_code=True)
+    # nothing in the code changed, yet one case is 1.5x slower: the machine
+    # or the harness changed, and the gate must not pass it
+    retime(find(h, "rmsnorm/fused/bf16/hot/llama7b")[0], 400, 1.5)
+    out["identical_code_machine_changed"] = (b, h, 3, None)
+    # the same pair under a policy whose loose bound is above the change
+    out["identical_code_bound_policy"] = (b, h, 0, "# this machine drifts a lot between runs\n"
+                                                   "[rows.rmsnorm]\nidentical_code_max_change = 0.6\n")
+
+    def drift_rope(h):
+        for i, c in enumerate(find(h, "rope/")):
+            retime(c, 300 + i, 1.04)
+
+    b, h = pair(same_code=True)
+    # a header named after no row belongs to every row: no row is identical
+    h["provenance"]["sources"][4]["blob_id"] = "e" * 40
+    drift_rope(h)
+    out["shared_file_changed"] = (b, h, 1, None)
+
+    b, h = pair(same_code=True)
+    # a source listed on one side only is a difference
+    h["provenance"]["sources"].append({"path": "src/kernels/rows.def", "blob_id": "d" * 40, "modified": False})
+    drift_rope(h)
+    out["source_only_in_head"] = (b, h, 1, None)
+
+    b, h = pair(same_code=True)
+    # a new compiler is new code
+    h["build"]["c_compiler"] = "gcc 13.2.0"
+    drift_rope(h)
+    out["compiler_changed"] = (b, h, 1, None)
+
+    b, h = pair(same_code=True)
+    # rope's kernel changed: rope is compared by the tests (and is slower);
+    # rmsnorm's files did not, so its 4% drift is SAME by identical code
+    h["provenance"]["sources"][2]["blob_id"] = "c" * 40
+    drift_rope(h)
+    for i, c in enumerate(find(h, "rmsnorm/")):
+        retime(c, 310 + i, 1.04)
+    out["other_row_changed"] = (b, h, 1, None)
+
+    # ---- drift the gate must see ----
+    b, h = pair()
+    del find(h, "rmsnorm/fused/bf16/hot/llama7b")[0]["timing"]["launches_per_call"]
+    del find(h, "rmsnorm/fallback/bf16/hot/llama7b")[0]["signature"]
+    del find(h, "rope/fused/bf16/hot/llama7b")[0]["kernels"]
+    out["missing_fields"] = (b, h, 2, None)
+
+    b, h = pair()
+    c = find(h, "rope/fallback/bf16/hot/mixtral")[0]
+    c.update({"status": "skipped", "error": "bf16 is not supported on this device",
+              "correctness": None, "timing": None, "throughput": None})
+    del c["signature"]
+    del c["kernels"]
+    h["summary"]["ok"] -= 1
+    h["summary"]["skipped"] += 1
+    out["ok_to_skipped"] = (b, h, 2, None)
+
+    b, h = pair()
+    fail(b, find(b, "rope/fused/bf16/hot/mixtral")[0])
+    fail(h, find(h, "rope/fused/bf16/hot/mixtral")[0])
+    out["still_wrong"] = (b, h, 2, None)
+
+    b, h = pair()
+    # passed although 5 elements are over tolerance (head), and failed with
+    # nothing wrong and the norm within 1% (base): both refused
+    find(h, "rmsnorm/fused/bf16/hot/llama7b")[0]["correctness"]["over_tolerance"] = 5
+    c = find(b, "rope/fused/bf16/hot/mixtral")[0]
+    fail(b, c)
+    c["correctness"].update({"max_abs": 0.0031, "max_rel": 0.0042, "over_tolerance": 0})
+    out["inconsistent_receipt"] = (b, h, 3, None)
+
+    # ---- inconclusive, each reason named ----
+    b, h = pair()
+    c = find(h, "rmsnorm/fused/bf16/hot/llama7b")[0]
+    c["timing"] = timing(random.Random(500), c["timing"]["median_ns"], 1, 1.01, converged=False)
+    c = find(h, "rmsnorm/fused/bf16/hot/llama70b")[0]
+    c["timing"]["source"] = "events"
+    c = find(h, "rmsnorm/fallback/bf16/hot/llama7b")[0]
+    c["timing"]["excluded"] = list(range(len(c["timing"]["samples_ns"])))
+    c = find(h, "rmsnorm/fallback/bf16/hot/llama70b")[0]
+    c["timing"] = timing(random.Random(501), c["timing"]["median_ns"], 3, 1.3, noise=0.4)
+    out["inconclusive_reasons"] = (b, h, 3, None)
+
+    b, h = pair(device="NVIDIA H100 80GB HBM3")
+    h["settings"]["modes"] = ["cold"]
+    h["settings"]["warmup"] = 3
+    out["incomparable_settings"] = (b, h, 3, None)
+
+    # ---- ambiguous, with a direction ----
+    b, h = pair()
+    c = find(h, "rope/fused/bf16/hot/llama7b")[0]
+    c["timing"] = timing(random.Random(600), c["timing"]["median_ns"], 1, 0.98, noise=0.01)
+    out["ambiguous_faster"] = (b, h, 0, None)
+
+    b, h = pair()
+    c = find(h, "rope/fused/bf16/hot/llama7b")[0]
+    c["timing"] = timing(random.Random(601), c["timing"]["median_ns"], 1, 1.02, noise=0.01)
+    out["ambiguous_slower"] = (b, h, 3, None)
+
+    # ---- tails: 500 calls a side, medians unchanged ----
+    b, h = pair()
+    for cid, seed, tail in (("rmsnorm/fused/bf16/hot/llama7b", 700, "slowest"),
+                            ("rmsnorm/fused/bf16/hot/llama70b", 710, "mixture")):
+        cb, ch = find(b, cid)[0], find(h, cid)[0]
+        med = cb["timing"]["median_ns"]
+        cb["timing"] = timing(random.Random(seed), med, 1, samples=500)
+        ch["timing"] = timing(random.Random(seed + 1), med, 1, samples=500, tail=tail)
+    out["tail_regression"] = (b, h, 1, None)
+
+    # ---- between-run noise: three passes a case, each at a level of its own ----
+    def with_repetitions(r, seed, factor_of=lambda c: 1.0):
+        rng = random.Random(seed)
+        r["settings"]["repetitions"] = 3
+        for c in r["cases"]:
+            levels = [math.exp(rng.gauss(0.0, 0.03)) for _ in range(3)]
+            c["timing"] = timing_reps(rng, c["timing"]["median_ns"] * factor_of(c), c["timing"]["launches_per_call"],
+                                      levels)
+
+    b, h = pair()
+    with_repetitions(b, 800)
+    with_repetitions(h, 801)
+    out["repetitions_aa"] = (b, h, 0, None)
+
+    b, h = pair()
+    with_repetitions(b, 800)
+    with_repetitions(h, 801, lambda c: 1.25 if c["id"].startswith("rmsnorm/fused/bf16/hot/llama7b") else 1.0)
+    out["repetitions_regression"] = (b, h, 1, None)
     return out
+
+
+def aa_runs(n, seed):
+    """n runs of one revision on a machine whose level moves by about 8%
+    from run to run, case by case (a busy CPU)."""
+    rng = random.Random(seed)
+    runs = []
+    for k in range(n):
+        r = receipt(900 + k, 1735725600, sources(1))
+        for i, c in enumerate(r["cases"]):
+            retime(c, 1000 * k + i, math.exp(rng.gauss(0.0, 0.08)))
+        runs.append(r)
+    return runs
+
+
+INCONCLUSIVE_COMPARED = ("identical_code_machine_changed", "inconclusive_reasons", "ambiguous_slower")
+
+
+def write(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
 
 
 def main():
@@ -194,18 +384,36 @@ def main():
     for name, (b, h, code, policy) in scenarios().items():
         d = os.path.join(outdir, name)
         os.makedirs(d, exist_ok=True)
-        for fname, doc in (("base.json", b), ("head.json", h)):
-            with open(os.path.join(d, fname), "w") as f:
-                json.dump(doc, f, indent=1)
-                f.write("\n")
+        write(os.path.join(d, "base.json"), b)
+        write(os.path.join(d, "head.json"), h)
         with open(os.path.join(d, "expected_exit"), "w") as f:
             f.write("%d\n" % code)
+        # diff exits 3 only when it refuses the pair; a gate's 3 for
+        # inconclusive timing is a 0 for diff
+        if name in INCONCLUSIVE_COMPARED:
+            with open(os.path.join(d, "expected_diff_exit"), "w") as f:
+                f.write("0\n")
         pol = os.path.join(d, "policy.toml")
         if policy:
             with open(pol, "w") as f:
                 f.write(policy)
         elif os.path.exists(pol):
             os.remove(pol)
+    # noise-floor: four A/A runs to learn from (aa/), and two more of the
+    # same revision as base and head; policy.toml is what `megabench
+    # noise-floor aa/*.json` writes (run_gate.sh checks it and --bless
+    # writes it). Without it the pair fails (expected_exit_default).
+    d = os.path.join(outdir, "noise_floor_learned")
+    os.makedirs(os.path.join(d, "aa"), exist_ok=True)
+    runs = aa_runs(6, 950)
+    for k in range(4):
+        write(os.path.join(d, "aa", "r%d.json" % (k + 1)), runs[k])
+    write(os.path.join(d, "base.json"), runs[4])
+    write(os.path.join(d, "head.json"), runs[5])
+    with open(os.path.join(d, "expected_exit"), "w") as f:
+        f.write("0\n")
+    with open(os.path.join(d, "expected_exit_default"), "w") as f:
+        f.write("3\n")
 
 
 if __name__ == "__main__":

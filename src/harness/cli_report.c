@@ -388,7 +388,11 @@ static void verdict_usage(FILE *f)
 {
 	fputs("usage: megabench verdict [--format table|markdown|json|csv] [--policy policy.toml] RECEIPT.json\n"
 		"Per catalog row, the fused variant against its fallback: keep, conditional, drop,\n"
-		"ambiguous or not enough evidence, with the time saved per training step.\n", f);
+		"ambiguous or not enough evidence. keep without run-level (lane) evidence reads\n"
+		"\"keep (isolated evidence only)\"; conditional names what the win depends on (mode,\n"
+		"dtype, family or a shape axis threshold). Time saved is per training step where the\n"
+		"suite's families set weight (calls per step), else per call; pairs that are not\n"
+		"significantly faster save nothing. Speedups are shown beside the bytes model's.\n", f);
 }
 
 /* diff's long options: verdict's short options leave --force out */

@@ -15,6 +15,13 @@
 #             then every dtype with this one; the gate of the old receipt
 #             against the new with statistics on every row; and the wall
 #             time, goodput and medians side by side (compare_runs.py).
+#   repeat    suites/nam56r.toml in bf16 with --repetitions 3 (between-run
+#             noise); run it in two device sessions and gate one against the
+#             other for an A/A across machines.
+#   planted   relu2 in bf16, --repetitions 3, with this binary twice and with
+#             each bin/megabench-plant* (relu2's fused kernel slowed on
+#             purpose), each gated against the first run.
+#   full      suites/nam56r.toml, every dtype, one pass (per-launch fractions).
 #   accuracy  rope_qk fused at the largest nam56r shape and the copy probe,
 #             against ncu and CUDA events.
 #   memcheck  compute-sanitizer memcheck over every variant at smoke shapes.
@@ -74,6 +81,28 @@ for phase in "${@:-checks}"; do
 			--format markdown --junit "$out/gate.xml"
 		python3 tests/gpu/compare_runs.py "$out/old-bf16.json" "$out/new-bf16.json" "$out/new-all.json" |
 			tee "$out/driver.txt"
+		;;
+	repeat)
+		step rep3-bf16 300 "$mb" run suites/nam56r.toml --backend cuda --dtypes bf16 --repetitions 3 \
+			-o "$out/rep3-bf16.json"
+		;;
+	planted)
+		for who in base again "$bundle"/bin/megabench-plant*; do
+			name=$(basename "$who")
+			bin=$mb
+			[ -x "$who" ] && bin=$who
+			step "relu2-$name" 120 "$bin" run suites/nam56r.toml --backend cuda --rows relu2 --dtypes bf16 \
+				--repetitions 3 -o "$out/relu2-$name.json"
+			if [ "$name" != base ]; then
+				"$mb" gate --always-test --baseline "$out/relu2-base.json" "$out/relu2-$name.json" --format markdown \
+					>"$out/gate-relu2-$name.md" 2>&1
+				echo "== gate relu2 base -> $name: exit $?"
+				grep -E "^\*\*|relu2/fused" "$out/gate-relu2-$name.md" | head -n 4
+			fi
+		done
+		;;
+	full)
+		step full 400 "$mb" run suites/nam56r.toml --backend cuda -o "$out/full.json"
 		;;
 	accuracy)
 		step accuracy 90 "$mb" run tests/gpu/accuracy.toml --backend cuda -o "$out/accuracy.json"

@@ -425,6 +425,7 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 		calls[i].busy_ns = 0;
 		calls[i].span_ns = 0;
 		calls[i].launches = 0;
+		calls[i].memcpy_ns = calls[i].memset_ns = 0;
 		memset(calls[i].launch_ns, 0, sizeof calls[i].launch_ns);
 	}
 	/* API records inside a call's window map their correlation id to the
@@ -461,6 +462,10 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 		size_t c = (size_t)(ext - first_id);
 		calls[c].busy_ns += (int64_t)(op->end - op->start);
 		calls[c].launches++;
+		if (strcmp(op->name, MEMCPY_NAME) == 0)
+			calls[c].memcpy_ns += (int64_t)(op->end - op->start);
+		else if (strcmp(op->name, MEMSET_NAME) == 0)
+			calls[c].memset_ns += (int64_t)(op->end - op->start);
 		ordered[n_ordered++] = (timed_op){c, op->start, op->end};
 		if (first_start[c] == 0 || op->start < first_start[c])
 			first_start[c] = op->start;

@@ -34,6 +34,7 @@ typedef struct mb_cupti_call {
 	int64_t busy_ns;  /* sum of kernel, memcpy and memset durations */
 	int64_t span_ns;  /* first start to last end */
 	int launches;     /* kernels, memcpys and memsets seen */
+	int64_t memcpy_ns, memset_ns; /* the part of busy_ns that copies and sets took */
 	/* the first MB_CUPTI_MAX_LAUNCHES of them, in the order they started */
 	int64_t launch_ns[MB_CUPTI_MAX_LAUNCHES];
 } mb_cupti_call;

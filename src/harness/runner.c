@@ -14,6 +14,7 @@
 #include "harness/case_driver.h"
 #include "harness/hostinfo.h"
 #include "harness/isolate.h"
+#include "harness/lane.h"
 #include "harness/repetitions.h"
 #include "receipts/provenance.h"
 
@@ -158,6 +159,7 @@ typedef struct run_state {
 	const mb_run_options *opts;
 	json_t *results;      /* per plan case, an array of its finished passes */
 	json_t *cases;        /* the receipt's cases: passes merged, plan order */
+	json_t *lanes;        /* the lanes' objects, suite order */
 	json_t *notices;
 	json_t *device, *ceilings;
 	mb_phase_ns phases;
@@ -191,6 +193,78 @@ static double case_budget_s(const mb_case_plan *c, const mb_settings *s)
 static int64_t case_deadline(const mb_run_options *o, size_t index)
 {
 	return mb_now_ns() + (int64_t)(case_budget_s(&o->plan->cases[index], &o->suite->settings) * NS_PER_S);
+}
+
+/* ---- lanes ------------------------------------------------------------- */
+
+/* A lane can run for minutes (every configuration, mode and round). */
+#define LANE_TIMEOUT_S 1200.0
+
+typedef struct lane_job {
+	const mb_lane_spec *spec;
+} lane_job;
+
+static int lane_main(int fd, void *arg)
+{
+	const lane_job *job = arg;
+	json_t *lane = NULL, *msg;
+	mb_error err;
+	int rc;
+
+	mb_error_clear(&err);
+	rc = mb_lane_run(&lane, job->spec, &err);
+	if (rc)
+		return send_error(fd, &err, -1);
+	msg = json_pack("{s:o}", "lane", lane);
+	rc = mb_child_send(fd, msg);
+	json_decref(msg);
+	return rc ? CHILD_EXIT_HARNESS : 0;
+}
+
+/* Every lane of the suite, each in a child of its own, after the rows. A
+ * lane that fails is recorded with its error; the run goes on. */
+static int run_lanes(run_state *st, mb_error *err)
+{
+	mb_lane_spec *specs = NULL;
+	size_t n = 0;
+	int rc = mb_lanes_from_suite(&specs, &n, st->opts->suite, err);
+
+	if (rc || n == 0)
+		goto cleanup;
+	if (strcmp(st->opts->backend->name, "cuda") != 0) {
+		notice(st, "%zu lane%s skipped: lanes run on the CUDA backend only", n, n == 1 ? "" : "s");
+		goto cleanup;
+	}
+	for (size_t i = 0; i < n && !st->interrupted; i++) {
+		lane_job job = {&specs[i]};
+		mb_child child;
+		json_t *msg = NULL;
+		char how[128];
+
+		notice(st, "lane %s (%s): running", specs[i].name, specs[i].pattern);
+		if ((rc = mb_child_spawn(&child, lane_main, &job, err)))
+			break;
+		rc = mb_child_next(&child, &msg, mb_now_ns() + (int64_t)(LANE_TIMEOUT_S * NS_PER_S), st->opts->interrupted,
+			err);
+		mb_child_finish(&child, rc != MB_CHILD_MESSAGE, how, sizeof(how));
+		if (rc == MB_CHILD_STOPPED) {
+			st->interrupted = true;
+			rc = 0;
+			break;
+		}
+		if (rc == MB_CHILD_MESSAGE && json_object_get(msg, "lane")) {
+			json_array_append(st->lanes, json_object_get(msg, "lane"));
+		} else {
+			notice(st, "lane %s: %s", specs[i].name, rc == MB_CHILD_MESSAGE
+				? json_string_value(json_object_get(msg, "error"))
+				: rc == MB_CHILD_TIMEOUT ? "no result in time; the child was killed" : how);
+		}
+		json_decref(msg);
+		rc = 0;
+	}
+cleanup:
+	free(specs);
+	return rc;
 }
 
 static int run_probe(run_state *st, mb_error *err)
@@ -545,6 +619,7 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	iso_now(started, sizeof(started));
 	new_run_id(run_id);
 	st.cases = json_array();
+	st.lanes = json_array();
 	st.results = json_array();
 	for (size_t i = 0; i < o->plan->n_cases; i++)
 		json_array_append_new(st.results, json_array());
@@ -586,6 +661,8 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	}
 	if (merge_passes(&st, rc ? NULL : &run_err) && !rc)
 		rc = run_err.code;
+	if (rc == 0 && !st.interrupted)
+		rc = run_lanes(&st, &run_err);
 	if (st.interrupted) {
 		status = "interrupted";
 		rc = MB_EINTERRUPTED;
@@ -632,6 +709,8 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	}
 	json_object_set(r, "notices", st.notices);
 	json_object_set(r, "cases", st.cases);
+	if (json_array_size(st.lanes))
+		json_object_set(r, "lanes", st.lanes);
 	*out = r;
 cleanup:
 	json_decref(command);
@@ -640,6 +719,7 @@ cleanup:
 	json_decref(settings);
 	json_decref(st.cases);
 	json_decref(st.results);
+	json_decref(st.lanes);
 	json_decref(st.notices);
 	json_decref(st.device);
 	json_decref(st.ceilings);

@@ -42,6 +42,11 @@ int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *
 int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
 	const mb_policy *policy, mb_error *err);
 
+/* The lanes of a receipt, if any: each lane's step time and goodput per
+ * configuration and mode, then its rows ranked by what their fused kernel
+ * saves per step (print_lanes.c). Text, or a markdown section. */
+void mb_print_lanes(FILE *out, const json_t *receipt, bool markdown);
+
 /* ---- helpers shared by the printers (print_common.c) ---- */
 
 /* "12.34 us", "1.234 ms", "950 ns"; "-" for NaN. */

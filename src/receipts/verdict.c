@@ -565,11 +565,17 @@ static int decide(mb_row_verdict *v, const json_t *const *cases, size_t n, size_
 		pts[n_pts].win = p && p->cmp.cls == MB_CMP_FASTER;
 		n_win += pts[n_pts++].win;
 	}
-	if (n_win == n_pts) {
+	if (n_win == n_pts && v->evidence == MB_EVIDENCE_LANES && !v->lane_win) {
+		/* wins in isolation, not in the step it sits in */
+		v->kind = MB_VERDICT_CONDITIONAL;
+		snprintf(v->condition, sizeof(v->condition), "wins in isolated cases, not in every lane step");
+		snprintf(v->reason, sizeof(v->reason), "significant win on each of %zu pairs in isolation; ", v->n_pairs);
+		mb_text_appendf(v->reason, sizeof(v->reason), "%s", v->lane_text);
+	} else if (n_win == n_pts) {
 		v->kind = MB_VERDICT_KEEP;
-		mb_text_appendf(v->reason, sizeof(v->reason), "significant win on each of %zu pairs, every family (%s)%s",
-			v->n_pairs, v->families, v->evidence == MB_EVIDENCE_LANES ? ""
-			: "; no lane (run-level) evidence yet");
+		mb_text_appendf(v->reason, sizeof(v->reason), "significant win on each of %zu pairs, every family (%s)%s%s",
+			v->n_pairs, v->families, v->evidence == MB_EVIDENCE_LANES ? "; " : "; no lane (run-level) evidence yet",
+			v->evidence == MB_EVIDENCE_LANES ? v->lane_text : "");
 	} else if (n_win) {
 		v->kind = MB_VERDICT_CONDITIONAL;
 		find_condition(v, pts, n_pts, n_win);
@@ -681,17 +687,84 @@ static void time_saved(mb_row_verdict *v)
 	}
 }
 
-/* HOOK(lanes): keep needs run-level evidence: a lane that swaps the row
- * between fused and fallback inside a training-step slice (src/README.md,
- * Verdicts). Receipts have no lanes yet (a later change adds `lanes`), so
- * every row with pairs rests on isolated cases. When lanes exist, read the
- * row's lanes here: MB_EVIDENCE_LANES when they agree with the cases; a
- * keep without them stays "keep (isolated evidence only)". */
-static mb_verdict_evidence row_evidence(const json_t *receipt, const char *row)
+/* A lane's run of one configuration in one mode, or NULL. */
+static const json_t *lane_run(const json_t *lane, const char *config, const char *mode)
 {
-	(void)receipt;
-	(void)row;
-	return MB_EVIDENCE_ISOLATED;
+	size_t i;
+	json_t *run;
+
+	json_array_foreach(json_object_get(lane, "runs"), i, run)
+		if (!strcmp(mb_text_get(run, "config"), config) && !strcmp(mb_text_get(run, "mode"), mode))
+			return run;
+	return NULL;
+}
+
+/* An array of numbers as doubles (caller frees); *n its length. */
+static double *numbers(const json_t *a, size_t *n)
+{
+	double *v = malloc((json_array_size(a) + 1) * sizeof(*v));
+	size_t i;
+	json_t *x;
+
+	*n = 0;
+	json_array_foreach(a, i, x)
+		if (v && json_is_number(x))
+			v[(*n)++] = json_number_value(x);
+	return v;
+}
+
+/* Keep needs run-level evidence (src/README.md, Verdicts): for every lane
+ * and mode whose step holds the row, the step with the row alone on its
+ * fallback against the all-fused step, with the policy's statistics (the
+ * rounds' medians carry the spread between rounds). The row has lane
+ * evidence when some lane holds it; it wins when every such step is
+ * significantly slower on the fallback. */
+static int lane_evidence(mb_row_verdict *v, const json_t *receipt, const mb_thresholds *t, mb_error *err)
+{
+	size_t i, j;
+	json_t *lane, *delta;
+	int found = 0, rc = 0;
+
+	v->lane_win = true;
+	json_array_foreach(json_object_get(receipt, "lanes"), i, lane) {
+		json_array_foreach(json_object_get(lane, "deltas"), j, delta) {
+			const char *mode = mb_text_get(delta, "mode");
+			const json_t *base = lane_run(lane, "fused", mode), *head = lane_run(lane, mb_text_get(delta, "config"), mode);
+			double *b = NULL, *h = NULL, *bm = NULL, *hm = NULL, fb, fh;
+			size_t nb, nh, nbm, nhm;
+			mb_comparison cmp;
+
+			if (strcmp(mb_text_get(delta, "row"), v->row) || !base || !head)
+				continue;
+			b = numbers(json_object_get(base, "step_ns"), &nb);
+			h = numbers(json_object_get(head, "step_ns"), &nh);
+			bm = numbers(json_object_get(base, "round_medians_ns"), &nbm);
+			hm = numbers(json_object_get(head, "round_medians_ns"), &nhm);
+			if (!b || !h || !bm || !hm)
+				rc = mb_error_set(err, MB_ENOMEM, v->row, "no memory for the lane's steps");
+			else
+				rc = mb_compare_samples_reps(&cmp, b, nb, true, h, nh, true, bm, nbm >= 2 ? nbm : 0, hm,
+					nhm >= 2 ? nhm : 0, t, err);
+			fb = json_number_value(json_object_get(base, "median_step_ns"));
+			fh = json_number_value(json_object_get(head, "median_step_ns"));
+			free(b), free(h), free(bm), free(hm);
+			if (rc)
+				return rc;
+			found++;
+			/* the fallback slower is the fused row winning in the step */
+			if (cmp.cls == MB_CMP_SLOWER && fh - fb > v->lane_saved_ns) {
+				v->lane_saved_ns = fh - fb;
+				v->lane_saved_fraction = fb > 0 ? (fh - fb) / fb : 0;
+			}
+			v->lane_win = v->lane_win && cmp.cls == MB_CMP_SLOWER;
+			mb_text_appendf(v->lane_text, sizeof(v->lane_text), "%slane %s (%s): the fallback makes the step %+.2f%% (%s)",
+				v->lane_text[0] ? "; " : "", mb_text_get(lane, "name"), mode, fb > 0 ? 100.0 * (fh - fb) / fb : 0.0,
+				mb_cmp_class_name(cmp.cls));
+		}
+	}
+	v->lane_win = v->lane_win && found > 0;
+	v->evidence = found ? MB_EVIDENCE_LANES : MB_EVIDENCE_ISOLATED;
+	return 0;
 }
 
 static int row_verdict(mb_row_verdict *v, const json_t *receipt, const char *row,
@@ -715,7 +788,9 @@ static int row_verdict(mb_row_verdict *v, const json_t *receipt, const char *row
 	rc = make_pairs(v, mine, n, mb_policy_for_row(policy, row), &unmatched, err);
 	if (rc)
 		goto cleanup;
-	v->evidence = v->n_pairs ? row_evidence(receipt, row) : MB_EVIDENCE_NONE;
+	v->evidence = MB_EVIDENCE_NONE;
+	if (v->n_pairs && (rc = lane_evidence(v, receipt, mb_policy_for_row(policy, row), err)))
+		goto cleanup;
 	if ((rc = decide(v, mine, n, unmatched, err)))
 		goto cleanup;
 	time_saved(v);
@@ -724,16 +799,21 @@ cleanup:
 	return rc;
 }
 
-/* Lanes are noted at the level of the set too (see HOOK(lanes) above). */
+/* Lanes are noted at the level of the set too: which rows they hold. */
 static void note_lanes(mb_verdict_set *set, const json_t *receipt)
 {
 	const json_t *lanes = json_object_get(receipt, "lanes");
+	size_t i;
+	json_t *lane;
 
 	set->lanes_present = json_array_size(lanes) > 0;
-	if (set->lanes_present)
-		snprintf(set->lanes_note, sizeof(set->lanes_note),
-			"receipt has %zu lanes; lane-level evidence is not evaluated yet, verdicts are case-level",
-			json_array_size(lanes));
+	if (!set->lanes_present)
+		return;
+	snprintf(set->lanes_note, sizeof(set->lanes_note), "run-level evidence from %zu lane%s:", json_array_size(lanes),
+		json_array_size(lanes) == 1 ? "" : "s");
+	json_array_foreach(lanes, i, lane)
+		mb_text_appendf(set->lanes_note, sizeof(set->lanes_note), "%s %s (%s, %zu rows)", i ? "," : "",
+			mb_text_get(lane, "name"), mb_text_get(lane, "pattern"), json_array_size(json_object_get(lane, "rows")));
 }
 
 int mb_verdict_compute(mb_verdict_set *out, const json_t *receipt, const mb_policy *policy, mb_error *err)

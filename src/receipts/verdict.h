@@ -5,8 +5,9 @@
  *
  *   keep         correct everywhere, fallback present and correct, and a
  *                significant win on every pair (every mode, dtype and
- *                shape). Keep needs run-level (lane) evidence; receipts
- *                have no lanes yet, so every keep today carries evidence
+ *                shape), and in every lane step that holds the row the
+ *                row on its fallback significantly slower (run-level
+ *                evidence, MB_EVIDENCE_LANES). A row in no lane keeps
  *                MB_EVIDENCE_ISOLATED and is shown as
  *                "keep (isolated evidence only)" by every printer: table,
  *                Markdown, CSV and HTML print that label; JSON writes
@@ -73,8 +74,8 @@ typedef enum mb_verdict_kind {
 	MB_VERDICT_NOT_ENOUGH_EVIDENCE
 } mb_verdict_kind;
 
-/* What a verdict rests on. LANES is for the lane change (see HOOK(lanes) in
- * verdict.c); nothing sets it yet. */
+/* What a verdict rests on: a row that runs in a lane of the receipt has
+ * run-level evidence (see lane_evidence in verdict.c). */
 typedef enum mb_verdict_evidence {
 	MB_EVIDENCE_NONE,      /* no fused/fallback pair */
 	MB_EVIDENCE_ISOLATED,  /* isolated cases only */
@@ -142,6 +143,13 @@ typedef struct mb_row_verdict {
 	/* The pair at the row's largest shape in saved_mode and saved_dtype (the
 	 * most fallback bytes), or NULL; borrowed from `pairs`. */
 	const mb_verdict_pair *largest;
+	/* Run-level evidence (evidence == MB_EVIDENCE_LANES): does the step of
+	 * every lane and mode that holds the row get significantly slower with
+	 * the row on its fallback, and by how much per step at most. */
+	bool lane_win;
+	double lane_saved_ns;                /* the largest significant delta per step */
+	double lane_saved_fraction;          /* of that lane's fused step */
+	char lane_text[MB_VERDICT_TEXT_MAX]; /* one line per lane and mode, "; "-joined */
 } mb_row_verdict;
 
 typedef struct mb_verdict_set {

@@ -24,7 +24,11 @@
 #   full      suites/nam56r.toml, every dtype, one pass (per-launch fractions).
 #   accuracy  rope_qk fused at the largest nam56r shape and the copy probe,
 #             against ncu and CUDA events.
-#   memcheck  compute-sanitizer memcheck over every variant at smoke shapes.
+#   memcheck, racecheck, initcheck
+#             compute-sanitizer's tool of that name over every variant at
+#             smoke shapes (tests/gpu/memcheck.toml).
+#   lanes     suites/nam56r.toml's lanes after residual_rmsnorm and rope_qk in
+#             bf16, and the verdicts; LANES_TAG names the receipt (a, b).
 #   smoke     every row of suites/smoke.toml on the GPU.
 #   sass      16-byte load and store counts of every fused kernel.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
@@ -40,7 +44,9 @@ source "$bundle/env.sh"
 mb=$bundle/bin/megabench
 here=$(pwd)
 if [ -f "$bundle/repo.bundle" ]; then
-	tests/gpu/host-checkout.sh "$bundle" /tmp/mb-src && export MEGABENCH_SOURCE_DIR=/tmp/mb-src
+	# COMMIT_ONLY=1: the bundle was built from a clean export of its commit
+	tests/gpu/host-checkout.sh "$bundle" /tmp/mb-src ${COMMIT_ONLY:+--commit-only} &&
+		export MEGABENCH_SOURCE_DIR=/tmp/mb-src
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,ecc.mode.current \
 	--format=csv >"$out/nvidia-smi.csv" 2>&1
@@ -111,10 +117,19 @@ for phase in "${@:-checks}"; do
 			"$mb" run tests/gpu/accuracy.toml --backend cuda --min-time 0 -o "$out/accuracy-under-ncu.json"
 		python3 tests/gpu/accuracy.py "$out/accuracy.json" "$out/ncu.csv" | tee "$out/accuracy.txt"
 		;;
-	memcheck)
-		MEGABENCH_SKIP_CEILINGS=1 step memcheck 300 compute-sanitizer --tool memcheck --target-processes all \
-			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda -o "$out/memcheck.json"
-		grep -E "ERROR SUMMARY" "$out/memcheck.log" | sort | uniq -c
+	memcheck | racecheck | initcheck)
+		MEGABENCH_SKIP_CEILINGS=1 step "$phase" 300 compute-sanitizer --tool "$phase" --target-processes all \
+			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda -o "$out/$phase.json"
+		grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/$phase.log" | sort | uniq -c
+		;;
+	lanes)
+		# the nam56r and dense lanes after the two rows they hold; run it in
+		# two device calls (LANES_TAG a, b) to see the deltas repeat
+		tag=${LANES_TAG:-a}
+		step "lanes-$tag" 540 "$mb" run suites/nam56r.toml --backend cuda --rows residual_rmsnorm,rope_qk \
+			--dtypes bf16 -o "$out/lanes-$tag.json"
+		"$mb" verdict "$out/lanes-$tag.json" >"$out/lanes-$tag-verdict.txt" 2>&1
+		cat "$out/lanes-$tag-verdict.txt"
 		;;
 	smoke)
 		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda -o "$out/smoke-gpu.json"

@@ -304,12 +304,66 @@ static void test_not_enough_evidence_and_lanes(void)
 	json_object_set_new(r, "cases", kept);
 	CHECK(verdict_of(r, "rope", NULL) == MB_VERDICT_NOT_ENOUGH_EVIDENCE);
 	CHECK(verdict_of(r, "rmsnorm", NULL) == MB_VERDICT_KEEP);
-	/* lanes are noted, not evaluated */
-	json_object_set_new(r, "lanes", json_pack("[{}]"));
+	/* a lane that does not hold the row leaves it on isolated evidence */
+	json_object_set_new(r, "lanes", json_pack("[{s:s, s:s, s:[], s:[], s:[]}]", "name", "l", "pattern", "A",
+		"rows", "runs", "deltas"));
 	verdict_of(r, "rmsnorm", &set);
-	CHECK(set.lanes_present && strstr(set.lanes_note, "not evaluated"));
+	CHECK(set.lanes_present && strstr(set.lanes_note, "run-level evidence from 1 lane"));
+	CHECK(mb_verdict_find(&set, "rmsnorm")->evidence == MB_EVIDENCE_ISOLATED);
 	mb_verdict_set_free(&set);
 	json_decref(r);
+}
+
+/* A lane run: `steps` step times around `median` (a fixed, seeded spread),
+ * three rounds. */
+static json_t *lane_run_json(const char *config, const char *mode, double median, int steps)
+{
+	json_t *step = json_array(), *rounds = json_array();
+	double spread[] = {-0.002, 0.001, 0.0, 0.002, -0.001};
+
+	for (int i = 0; i < steps; i++)
+		json_array_append_new(step, json_real(median * (1 + spread[i % 5])));
+	for (int k = 0; k < 3; k++)
+		json_array_append_new(rounds, json_real(median * (1 + spread[k])));
+	return json_pack("{s:s, s:s, s:o, s:o, s:f}", "config", config, "mode", mode, "step_ns", step,
+		"round_medians_ns", rounds, "median_step_ns", median);
+}
+
+/* keep needs a significant lane win: a row whose fallback makes the step
+ * 5% slower in every mode keeps with lane evidence; one whose fallback
+ * costs the step nothing is conditional, winning in isolation only. */
+static void test_lane_evidence(void)
+{
+	for (int win = 1; win >= 0; win--) {
+		json_t *r = load();
+		mb_verdict_set set;
+		const mb_row_verdict *v;
+		double fallback = win ? 1.05e6 : 1.0e6;
+
+		if (!r)
+			return;
+		json_object_set_new(r, "lanes", json_pack("[{s:s, s:s, s:[{s:s, s:i}], s:[o, o, o, o], s:[{s:s, s:s, s:s}, {s:s, s:s, s:s}]}]",
+			"name", "dense", "pattern", "AA", "rows", "row", "rmsnorm", "calls_per_step", 2,
+			"runs", lane_run_json("fused", "eager", 1.0e6, 30), lane_run_json("fallback:rmsnorm", "eager", fallback, 30),
+			lane_run_json("fused", "graph", 0.98e6, 30), lane_run_json("fallback:rmsnorm", "graph", 0.98 * fallback, 30),
+			"deltas", "row", "rmsnorm", "config", "fallback:rmsnorm", "mode", "eager",
+			"row", "rmsnorm", "config", "fallback:rmsnorm", "mode", "graph"));
+		verdict_of(r, "rmsnorm", &set);
+		v = mb_verdict_find(&set, "rmsnorm");
+		CHECK(v && v->evidence == MB_EVIDENCE_LANES);
+		if (win) {
+			char label[TEXT_MAX];
+			CHECK_MSG(v && v->kind == MB_VERDICT_KEEP && v->lane_win, "%s", v ? v->reason : "");
+			CHECK(v && fabs(v->lane_saved_ns - 0.05e6) < 1e3 && fabs(v->lane_saved_fraction - 0.05) < 1e-3);
+			mb_verdict_label(label, sizeof(label), v);
+			CHECK_MSG(!strcmp(label, "keep"), "%s", label);
+		} else {
+			CHECK_MSG(v && v->kind == MB_VERDICT_CONDITIONAL && !v->lane_win, "%s", v ? v->reason : "");
+			CHECK(v && strstr(v->condition, "not in every lane step") && strstr(v->reason, "lane dense (eager)"));
+		}
+		mb_verdict_set_free(&set);
+		json_decref(r);
+	}
 }
 
 static void test_policy(void)
@@ -615,6 +669,7 @@ int main(void)
 	test_model_speedup();
 	test_drop_conditional_ambiguous();
 	test_not_enough_evidence_and_lanes();
+	test_lane_evidence();
 	test_policy();
 	return mb_test_finish("test_verdict");
 }

@@ -210,10 +210,12 @@ void mb_lane_recipe_free(mb_lane_recipe *r)
 
 /* ---- configurations ------------------------------------------------------- */
 
+/* The catalog's variant kinds, not whether this build links their launches:
+ * a build without CUDA must plan the same configurations as one with it. */
 static bool has_kind(const mb_row *row, mb_variant_kind kind)
 {
 	for (int v = 0; v < row->n_variants; v++)
-		if (row->variants[v].kind == kind && row->variants[v].launch)
+		if (row->variants[v].kind == kind)
 			return true;
 	return false;
 }

@@ -26,9 +26,11 @@
 #             against ncu and CUDA events.
 #   memcheck, racecheck, initcheck
 #             compute-sanitizer's tool of that name over every variant at
-#             smoke shapes (tests/gpu/memcheck.toml).
+#             smoke shapes (tests/gpu/memcheck.toml); SANITIZER_LIMIT_S
+#             bounds each (default 300 s).
 #   lanes     suites/nam56r.toml's lanes after residual_rmsnorm and rope_qk in
-#             bf16, and the verdicts; LANES_TAG names the receipt (a, b).
+#             bf16, and the verdicts; LANES_TAG names the receipt (a, b),
+#             LANES_LIMIT_S bounds the run (default 540 s).
 #   smoke     every row of suites/smoke.toml on the GPU.
 #   sass      16-byte load and store counts of every fused kernel.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
@@ -118,7 +120,7 @@ for phase in "${@:-checks}"; do
 		python3 tests/gpu/accuracy.py "$out/accuracy.json" "$out/ncu.csv" | tee "$out/accuracy.txt"
 		;;
 	memcheck | racecheck | initcheck)
-		MEGABENCH_SKIP_CEILINGS=1 step "$phase" 300 compute-sanitizer --tool "$phase" --target-processes all \
+		MEGABENCH_SKIP_CEILINGS=1 step "$phase" "${SANITIZER_LIMIT_S:-300}" compute-sanitizer --tool "$phase" --target-processes all \
 			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda -o "$out/$phase.json"
 		grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/$phase.log" | sort | uniq -c
 		;;
@@ -126,7 +128,7 @@ for phase in "${@:-checks}"; do
 		# the nam56r and dense lanes after the two rows they hold; run it in
 		# two device calls (LANES_TAG a, b) to see the deltas repeat
 		tag=${LANES_TAG:-a}
-		step "lanes-$tag" 540 "$mb" run suites/nam56r.toml --backend cuda --rows residual_rmsnorm,rope_qk \
+		step "lanes-$tag" "${LANES_LIMIT_S:-540}" "$mb" run suites/nam56r.toml --backend cuda --rows residual_rmsnorm,rope_qk \
 			--dtypes bf16 -o "$out/lanes-$tag.json"
 		"$mb" verdict "$out/lanes-$tag.json" >"$out/lanes-$tag-verdict.txt" 2>&1
 		cat "$out/lanes-$tag-verdict.txt"

@@ -3,9 +3,15 @@
 #ifndef MB_HARNESS_CLI_H
 #define MB_HARNESS_CLI_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "receipts/error.h"
+#include "receipts/policy.h"
+
+/* The largest policy file read: a policy is a few dozen lines of TOML. */
+#define MB_POLICY_MAX_BYTES ((size_t)16 << 20)
 
 /* Exit codes shared by every subcommand. */
 enum {
@@ -29,5 +35,20 @@ void mb_cli_error(const mb_error *err);
 /* "megabench <cmd>: message" plus a hint to --help, on stderr; returns
  * MB_EXIT_USAGE. */
 int mb_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Read (at most `max_bytes`; `what` names the kind in the error) and parse
+ * the TOML file at `path`; `*out` belongs to the caller. */
+int mb_cli_read_toml(json_t **out, const char *path, size_t max_bytes, const char *what, mb_error *err);
+
+/* The first row of a parsed policy (`doc`) that this megabench's catalog
+ * does not know, as an error about "PATH: rows.NAME"; 0 when every row is
+ * known. A policy row the catalog lacks is a typo whose thresholds would
+ * apply to nothing. */
+int mb_cli_policy_rows_known(const json_t *doc, const char *path, mb_error *err);
+
+/* Load the policy at `path` (read capped at MB_POLICY_MAX_BYTES) over the
+ * defaults. An unknown row is an error when `strict`, else a warning on
+ * stderr. */
+int mb_cli_policy_load(mb_policy *out, const char *path, bool strict, mb_error *err);
 
 #endif

@@ -124,10 +124,22 @@ int mb_cli_catalog(int argc, char **argv)
 	return MB_EXIT_OK;
 }
 
+static void version_usage(FILE *f)
+{
+	fprintf(f, "usage: megabench version\n"
+		"Print megabench's version, the compilers and build type, and the features built in\n"
+		"(CUDA, CUPTI, NCCL, cuBLAS; with CUDA, the compiler and the SM architectures).\n"
+		"Also 'megabench --version'. Exit 0; 64 usage error.\n");
+}
+
 int mb_cli_version(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
+	if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		version_usage(stdout);
+		return MB_EXIT_OK;
+	}
+	if (argc > 1)
+		return mb_cli_usage_error("version", "unexpected argument \"%s\"", argv[1]);
 	printf("megabench %s\n", MB_VERSION);
 	printf("built with %s, %s (%s)\n", MB_C_COMPILER, MB_CXX_COMPILER, MB_BUILDTYPE);
 	printf("features: cuda %s, cupti %s, nccl %s, cublas %s\n", MB_HAVE_CUDA ? "yes" : "no",

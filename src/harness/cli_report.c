@@ -107,17 +107,31 @@ static int write_rendered(const char *path, render_fn render, const void *ctx, m
 	return rc;
 }
 
+/* The exit code of a file that failed to load: one that cannot be read
+ * (missing, unreadable, too large) is bad input, 2, as in run and validate;
+ * a receipt that reads but is not a valid receipt leaves the comparison
+ * inconclusive, 3. */
+static int load_exit(int rc)
+{
+	return rc == MB_EIO || rc == MB_ENOTFOUND ? MB_EXIT_INPUT : MB_GATE_INCONCLUSIVE;
+}
+
 /* The policy at `policy_path` (defaults when NULL), then the receipt at each
- * of `paths` into `receipts`, stopping at the first failure. `policy` must
+ * of `paths` into `receipts`, stopping at the first failure, with the exit
+ * code it means in *out_exit (a bad policy is bad input: 2). `policy` must
  * hold defaults already and `receipts` NULLs, so that the caller frees both
  * the same way whether this failed or not. */
 static int load_inputs(mb_policy *policy, json_t **receipts, const char *policy_path,
-	const char *const *paths, size_t n, mb_error *err)
+	const char *const *paths, size_t n, int *out_exit, mb_error *err)
 {
-	int rc = policy_path ? mb_policy_load(policy, policy_path, err) : 0;
+	int rc = policy_path ? mb_cli_policy_load(policy, policy_path, false, err) : 0;
 
-	for (size_t i = 0; !rc && i < n; i++)
+	*out_exit = rc ? MB_EXIT_INPUT : 0;
+	for (size_t i = 0; !rc && i < n; i++) {
 		rc = mb_receipt_load(&receipts[i], paths[i], err);
+		if (rc)
+			*out_exit = load_exit(rc);
+	}
 	return rc;
 }
 
@@ -148,15 +162,17 @@ static void diff_run_free(diff_run *r)
  * Incomparable receipts are no error here; each command decides what they
  * mean for its exit code. */
 static int diff_run_print(diff_run *r, const mb_printer *printer, const report_opts *o, const char *base_path,
-	const char *head_path, mb_error *err)
+	const char *head_path, int *out_exit, mb_error *err)
 {
 	const char *paths[2] = {base_path, head_path};
-	int rc = load_inputs(&r->policy, r->pair, o->policy_path, paths, 2, err);
+	int rc = load_inputs(&r->policy, r->pair, o->policy_path, paths, 2, out_exit, err);
 
 	if (o->always_test)
 		r->policy.identical_code_shortcut = false;
-	if (!rc)
+	if (!rc) {
 		rc = mb_diff_receipts(&r->d, r->pair[0], r->pair[1], base_path, head_path, &r->policy, o->force, err);
+		*out_exit = MB_GATE_INCONCLUSIVE;
+	}
 	if (!rc)
 		rc = printer->diff(stdout, &r->d, err);
 	if (!rc)
@@ -197,8 +213,22 @@ static void diff_usage(FILE *f)
 		"(exit 3), --force or not.\n"
 		"A row whose code is identical in both (its source files and the shared ones the\n"
 		"receipts list, the compilers, flags and device) is SAME without the tests unless its\n"
-		"time moved beyond identical_code_max_change (default 10%) and the noise floor: then\n"
-		"\"machine or harness changed\". --always-test runs the tests on it as on any row.\n", f);
+		"time moved beyond identical_code_max_change and the noise floor: then \"machine or\n"
+		"harness changed\". --always-test runs the tests on it as on any row.\n", f);
+	fprintf(f, "\nthresholds (built-in defaults; a --policy file, schemas/policy.schema.json, sets any of them,\n"
+		"also per row under [rows.NAME]):\n"
+		"  alpha                      %-6g significance level of the rank test (p < alpha)\n"
+		"  min_effect                 %-6g smallest relative change that counts (%g%%)\n"
+		"  noise_ceiling              %-6g a side whose relative noise is above this is AMBIGUOUS\n"
+		"  noise_floor                %-6g between-run noise a change must exceed too (megabench\n"
+		"                                    noise-floor learns it from A/A receipts)\n"
+		"  identical_code_max_change  %-6g under identical code, a larger change is \"machine or\n"
+		"                                    harness changed\" (%g%%)\n"
+		"exit codes: 0 compared; 2 a receipt or the policy cannot be read; 3 refused or an invalid\n"
+		"receipt; 64 usage error.\n",
+		MB_POLICY_DEFAULT_ALPHA, MB_POLICY_DEFAULT_MIN_EFFECT, 100.0 * MB_POLICY_DEFAULT_MIN_EFFECT,
+		MB_POLICY_DEFAULT_NOISE_CEILING, MB_POLICY_DEFAULT_NOISE_FLOOR,
+		MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE, 100.0 * MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE);
 }
 
 static const struct option diff_long[] = {
@@ -226,14 +256,15 @@ int mb_cli_diff(int argc, char **argv)
 		return mb_cli_usage_error("diff", "expected two receipts, got %d", argc - optind);
 	if ((status = find_printer(&printer, &diff_cmd, o.format)))
 		return status;
-	status = MB_GATE_INCONCLUSIVE;
 	diff_run_init(&r);
-	if (diff_run_print(&r, printer, &o, argv[optind], argv[optind + 1], &err))
+	if (diff_run_print(&r, printer, &o, argv[optind], argv[optind + 1], &status, &err)) {
 		mb_cli_error(&err);
-	else if (mb_diff_refused(&r.d))
+	} else if (mb_diff_refused(&r.d)) {
 		report_incomparable(&r.d, " (use --force to compare anyway)");
-	else
+		status = MB_GATE_INCONCLUSIVE;
+	} else {
 		status = 0;
+	}
 	diff_run_free(&r);
 	return status;
 }
@@ -244,14 +275,18 @@ static void gate_usage(FILE *f)
 		"                      [--format table|markdown|json|csv] [--force] [--always-test] HEAD.json\n"
 		"Exit 0 pass, 1 performance regression (median or tail), 2 drift: new wrong answers,\n"
 		"cases still wrong, tolerance, launch, kernel, missing field, ok -> skipped, missing case\n"
-		"or fallback (2 wins over 1), 3 incomparable, inconsistent or unreadable receipts, or\n"
-		"inconclusive timing: not converged, timing source changed, all samples excluded, too\n"
-		"noisy, an ambiguous slow-down, or a machine or harness change under identical code;\n"
+		"or fallback (2 wins over 1), and also a receipt, policy or --junit path that cannot be\n"
+		"read or written; 3 incomparable, inconsistent or invalid receipts, or inconclusive\n"
+		"timing: not converged, timing source changed, all samples excluded, too noisy, an\n"
+		"ambiguous slow-down, or a machine or harness change under identical code;\n"
 		"64 usage error. The output names the reason of the exit code. An ambiguous speed-up\n"
 		"does not fail. The policy's [gate] fail_on names the findings that fail;\n"
 		"noise_floor (see megabench noise-floor) raises the effect a change must exceed.\n"
 		"--always-test runs the statistics on rows whose code is identical in both receipts too\n"
-		"(see diff --help).\n", f);
+		"(see diff --help, which lists the thresholds).\n"
+		"--junit FILE writes JUnit XML (replaced atomically; its directory must exist): one\n"
+		"testcase per case with time, failures for failing findings, skipped for cases not\n"
+		"compared, and comparability as a property.\n", f);
 }
 
 static const struct option gate_long[] = {
@@ -288,13 +323,20 @@ int mb_cli_gate(int argc, char **argv)
 		return mb_cli_usage_error("gate", "expected one head receipt, got %d", argc - optind);
 	if ((status = find_printer(&printer, &gate_cmd, o.format)))
 		return status;
+	/* an unwritable --junit path is found before the comparison, and is bad
+	 * input (2), never "incomparable" */
+	if (o.junit && mb_atomic_write_probe(o.junit, 0, &err)) {
+		mb_cli_error(&err);
+		return MB_EXIT_INPUT;
+	}
 	diff_run_init(&r);
-	rc = diff_run_print(&r, printer, &o, o.baseline, argv[optind], &err);
-	if (!rc && o.junit)
+	rc = diff_run_print(&r, printer, &o, o.baseline, argv[optind], &status, &err);
+	if (!rc && o.junit) {
 		rc = write_rendered(o.junit, render_junit, &r.d, &err);
+		status = MB_EXIT_INPUT;
+	}
 	if (rc) {
 		mb_cli_error(&err);
-		status = MB_GATE_INCONCLUSIVE;
 	} else {
 		status = mb_diff_gate_exit(&r.d);
 		/* the exit code already says refused; say why */
@@ -317,7 +359,8 @@ static void noise_floor_usage(FILE *f)
 		"row's floor is %.1f x the largest of them. Writes a policy TOML with\n"
 		"[rows.NAME] noise_floor per row and a top-level noise_floor (the largest) to -o\n"
 		"(replaced atomically) or standard output; give it to diff and gate with --policy.\n"
-		"Exit 0, 3 when a receipt cannot be read or the receipts are unlike, 64 usage error.\n",
+		"Exit 0; 2 when a receipt cannot be read or -o cannot be written; 3 when a receipt is\n"
+		"invalid or the receipts are unlike; 64 usage error.\n",
 		MB_NOISE_FLOOR_SAFETY);
 }
 
@@ -360,16 +403,22 @@ int mb_cli_noise_floor(int argc, char **argv)
 	memset(&nf, 0, sizeof(nf));
 	receipts = calloc(n, sizeof(*receipts));
 	ctx = (noise_floor_ctx){&nf, receipts, (const char *const *)(argv + optind)};
+	status = MB_GATE_INCONCLUSIVE;
 	if (!receipts)
 		rc = mb_error_set(&err, MB_ENOMEM, "noise-floor", "no memory");
-	for (size_t i = 0; !rc && i < n; i++)
+	for (size_t i = 0; !rc && i < n; i++) {
 		rc = mb_receipt_load(&receipts[i], ctx.names[i], &err);
+		if (rc)
+			status = load_exit(rc);
+	}
 	if (!rc)
 		rc = mb_noise_floor_compute(&nf, receipts, ctx.names, n, &err);
-	if (!rc && o.outdir)
+	if (!rc && o.outdir) {
 		rc = write_rendered(o.outdir, render_noise_floor, &ctx, &err);
-	else if (!rc)
+		status = MB_EXIT_INPUT;
+	} else if (!rc) {
 		rc = render_noise_floor(stdout, &ctx, &err);
+	}
 	if (rc)
 		mb_cli_error(&err);
 	else if (o.outdir)
@@ -379,7 +428,7 @@ int mb_cli_noise_floor(int argc, char **argv)
 	for (size_t i = 0; receipts && i < n; i++)
 		json_decref(receipts[i]);
 	free(receipts);
-	return rc ? MB_GATE_INCONCLUSIVE : 0;
+	return rc ? status : 0;
 }
 
 /* ---- verdict ------------------------------------------------------------------ */
@@ -392,7 +441,9 @@ static void verdict_usage(FILE *f)
 		"\"keep (isolated evidence only)\"; conditional names what the win depends on (mode,\n"
 		"dtype, family or a shape axis threshold). Time saved is per training step where the\n"
 		"suite's families set weight (calls per step), else per call; pairs that are not\n"
-		"significantly faster save nothing. Speedups are shown beside the bytes model's.\n", f);
+		"significantly faster save nothing. Speedups are shown beside the bytes model's.\n"
+		"Exit 0; 2 when the receipt or the policy cannot be read; 3 when the receipt is invalid;\n"
+		"64 usage error.\n", f);
 }
 
 /* diff's long options: verdict's short options leave --force out */
@@ -418,11 +469,12 @@ int mb_cli_verdict(int argc, char **argv)
 	path = argv[optind];
 	memset(&set, 0, sizeof(set));
 	mb_policy_defaults(&policy);
-	if (load_inputs(&policy, &receipt, o.policy_path, &path, 1, &err)
-		|| mb_verdict_compute(&set, receipt, &policy, &err)
+	if (load_inputs(&policy, &receipt, o.policy_path, &path, 1, &status, &err)
+		|| (status = MB_GATE_INCONCLUSIVE, mb_verdict_compute(&set, receipt, &policy, &err))
 		|| printer->verdicts(stdout, &set, receipt, path, &policy, &err)) {
 		mb_cli_error(&err);
-		status = MB_GATE_INCONCLUSIVE;
+	} else {
+		status = 0;
 	}
 	mb_verdict_set_free(&set);
 	json_decref(receipt);
@@ -434,20 +486,27 @@ int mb_cli_verdict(int argc, char **argv)
 
 static void report_usage(FILE *f)
 {
-	fputs("usage: megabench report [--policy policy.toml] -o DIR RECEIPT.json...\n"
-		"Write DIR/index.html (self-contained: inline CSS and SVG, no scripts) and DIR/summary.md:\n"
-		"the catalog verdict table, time by shape per variant against the ceiling, and the\n"
-		"history across revisions when several receipts of one suite are given.\n", f);
+	fputs("usage: megabench report [--policy policy.toml] [--always-test] -o DIR RECEIPT.json...\n"
+		"Write DIR/index.html (self-contained: inline CSS and SVG, no scripts) and DIR/summary.md.\n"
+		"Receipts are grouped by device, backend and suite (receipts of unlike groups are never\n"
+		"compared, and none is left out); per group, from its newest receipt: the catalog\n"
+		"verdict table, per row the median time per call by shape with its p10-p90 interval\n"
+		"(fused, fallback and vendor as distinct series), box plots of the raw samples (the\n"
+		"noise), and, with several receipts, the history across revisions (commit and date)\n"
+		"with the first regression marked (--always-test: as in diff, no identical-code shortcut).\n"
+		"Exit 0; 2 when a receipt or the policy cannot be read or DIR cannot be written; 3 when\n"
+		"a receipt is invalid; 64 usage error.\n", f);
 }
 
 static const struct option report_long[] = {
 	{"output", required_argument, NULL, 'o'},
 	{"policy", required_argument, NULL, 'p'},
+	{"always-test", no_argument, NULL, 'T'},
 	{"help", no_argument, NULL, 'h'},
 	{NULL, 0, NULL, 0},
 };
 
-static const command report_cmd = {"report", "o:p:h", report_long, report_usage};
+static const command report_cmd = {"report", "o:p:Th", report_long, report_usage};
 
 typedef struct report_ctx {
 	json_t *const *receipts;
@@ -519,16 +578,25 @@ int mb_cli_report(int argc, char **argv)
 	mb_policy_defaults(&policy);
 	receipts = calloc(n, sizeof(*receipts));
 	ctx = (report_ctx){receipts, (const char *const *)(argv + optind), n, &policy};
+	status = MB_EXIT_INPUT;
 	if (!receipts)
 		rc = mb_error_set(&err, MB_ENOMEM, "report", "no memory");
 	else
-		rc = load_inputs(&policy, receipts, o.policy_path, ctx.names, n, &err);
-	if (!rc)
+		rc = load_inputs(&policy, receipts, o.policy_path, ctx.names, n, &status, &err);
+	if (o.always_test)
+		policy.identical_code_shortcut = false;
+	if (!rc) {
+		status = MB_EXIT_INPUT;
 		rc = make_dirs(o.outdir, &err);
-	if (!rc)
+	}
+	if (!rc) {
 		rc = write_page(o.outdir, "index.html", render_html, &ctx, &err);
-	if (!rc)
-		rc = write_page(o.outdir, "summary.md", render_md, &ctx, &err);
+		if (!rc)
+			rc = write_page(o.outdir, "summary.md", render_md, &ctx, &err);
+		/* a page that could not be written is bad output (2); one that
+		 * could not be made from the receipts is inconclusive input (3) */
+		status = rc == MB_EIO ? MB_EXIT_INPUT : MB_GATE_INCONCLUSIVE;
+	}
 	if (rc)
 		mb_cli_error(&err);
 	else
@@ -537,5 +605,5 @@ int mb_cli_report(int argc, char **argv)
 		json_decref(receipts[i]);
 	free(receipts);
 	mb_policy_free(&policy);
-	return rc ? MB_GATE_INCONCLUSIVE : 0;
+	return rc ? status : 0;
 }

@@ -1,7 +1,14 @@
-/* megabench run SUITE: plan, run in isolated children, write the receipt. */
+/* megabench run SUITE: plan, run in isolated children, write the receipt.
+ *
+ * A run's results are worth minutes of a GPU, so losing them is the one
+ * failure this file is built against: the output is proved writable, with
+ * the temporary name the save will use, before the first case; signals
+ * that arrive during the save wait until it is done; a save that still
+ * fails writes the receipt to a fallback path and says where; and an
+ * existing receipt is replaced only with --force.
+ */
 #include <errno.h>
 #include <getopt.h>
-#include <libgen.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +22,20 @@
 #include "harness/repetitions.h"
 #include "harness/runner.h"
 #include "harness/suite.h"
+#include "receipts/atomic_write.h"
 #include "receipts/receipt_io.h"
+
+#define PATH_BYTES 4096
+#define NOTE_BYTES 512
+#define NS_PER_MS 1000000L
+/* The most GPUs one --devices list names. */
+#define MAX_DEVICES 16
+/* The highest device index --devices takes (CUDA numbers far fewer). */
+#define MAX_DEVICE_INDEX 1023
+#define DEVICE_ENV "MEGABENCH_DEVICE"
+#define DEFAULT_DIR "receipts"
+#define DIR_MODE 0777
+#define FALLBACK_NAME_FMT "megabench-%s.json"
 
 static volatile sig_atomic_t interrupted;
 
@@ -34,20 +54,38 @@ static void run_usage(FILE *f)
 		"in a child process of its own, and writes a receipt (JSON, validated against\n"
 		"schemas/receipt.schema.json, written atomically).\n"
 		"\n"
-		"options:\n"
-		"  -o, --output FILE     receipt path (default receipts/SUITE-UTCTIME.json; '-' = stdout)\n"
-		"  -b, --backend NAME    auto (default: cuda when a device is visible, else cpu), cuda, cpu\n"
+		"selection (a case id reads row/variant/dtype/mode/family/shape):\n"
 		"      --rows LIST       only these rows (comma-separated)\n"
 		"      --dtypes LIST     only these dtypes (fp32, fp16, bf16)\n"
-		"      --variants LIST   only these variants (fused, fallback, reference, ...)\n"
-		"      --modes LIST      only these timing modes (cold, hot, graph)\n"
+		"      --variants LIST   only these variants (fused, fallback, vendor; the cpu backend\n"
+		"                        runs only the reference variant)\n"
+		"      --modes LIST      time in these modes (cold, hot, graph), whatever the suite says\n"
+		"      --filter REGEX    only cases whose id matches REGEX (POSIX extended), e.g.\n"
+		"                        --filter 'rope_qk/fused/bf16/.*/T=32768'\n"
+		"      --exclude REGEX   leave out cases whose id matches REGEX\n"
+		"      --set KEY=VALUE   override a suite value (repeatable): timing.modes=hot,graph,\n"
+		"                        timing.min_time_s=0.2, suite.seed=7, rows.rope_qk.dtypes=bf16,\n"
+		"                        rows.rope_qk.families[0].axes.T=4096,8192; axes.T=4096 sets\n"
+		"                        axis T in every family that has it, rows.ROW.axes.T=4096 in\n"
+		"                        every family of ROW\n"
+		"      --list            print the ids of the cases the plan would run, one per line,\n"
+		"                        and exit\n"
+		"      --dry-run         print the plan and its case count, and exit\n"
+		"\n"
+		"where and how:\n"
+		"  -o, --output FILE     receipt path (default receipts/SUITE-YYYYMMDDTHHMMSS.mmmZ-PID.json;\n"
+		"                        '-' = stdout, the table then goes to stderr)\n"
+		"      --force           replace FILE when it exists (without it, an existing receipt is\n"
+		"                        never replaced)\n"
+		"  -b, --backend NAME    auto (default: cuda when a device is visible, else cpu), cuda, cpu\n"
+		"      --devices LIST    GPU indices (default 0): the whole plan runs on each in turn,\n"
+		"                        one receipt per device (FILE-gpuN.json when there are several)\n"
 		"      --seed N          input generator seed (default: the suite's)\n"
 		"      --min-time S      override the suite's min_time_s\n"
 		"      --timeout S       override the suite's timeout_s\n"
 		"      --repetitions N   run the whole plan N times (2..64), each row in fresh child\n"
 		"                        processes every time; each case keeps every pass's samples\n"
 		"                        and the spread of their medians (between-run noise)\n"
-		"      --dry-run         print the plan and exit without running\n"
 		"  -q, --quiet           no progress lines (the summary table is still printed)\n"
 		"  -h, --help            this text\n"
 		"\n"
@@ -55,12 +93,18 @@ static void run_usage(FILE *f)
 		"checkout holding the current directory, else the tree megabench was built\n"
 		"from; MEGABENCH_SOURCE_DIR=DIR names the checkout instead.\n"
 		"\n"
+		"The output is proved writable before the first case. Should the save still\n"
+		"fail (a full disk), the receipt is written to $TMPDIR (else /tmp, else the\n"
+		"current directory) and the error names that path. Ctrl-C or SIGTERM stops\n"
+		"the run and writes what finished; a signal during the save waits for it.\n"
+		"\n"
 		"Progress goes to stderr, the summary table to stdout; its last line reads\n"
 		"'N passed, N failed'.\n"
 		"exit codes: 0 every case ok; 1 a case failed, crashed, timed out or ran out of\n"
 		"memory (the receipt is written); 2 bad suite, unknown row or dtype, impossible\n"
-		"shape, unwritable output; 64 usage error; 130 interrupted (a receipt marked\n"
-		"interrupted is written with the cases that finished).\n");
+		"shape, a filter that leaves no case, unwritable or existing output, no such\n"
+		"device; 64 usage error; 130 interrupted (a receipt marked interrupted is written\n"
+		"with the cases that finished).\n");
 }
 
 typedef struct run_args {
@@ -68,17 +112,32 @@ typedef struct run_args {
 	const char *output;
 	const char *backend;
 	mb_plan_filter filter;
+	mb_plan_match match;
+	const char *modes;
+	const char *devices;
 	const char *seed;
 	const char *min_time;
 	const char *repetitions;
 	const char *timeout;
-	int dry_run, quiet;
+	mb_suite_set sets[MB_SUITE_MAX_SETS];
+	size_t n_sets;
+	char modes_set[PATH_BYTES], modes_label[PATH_BYTES];
+	int dry_run, list, quiet, force;
 } run_args;
+
+/* A second --filter or --exclude would silently win over the first. */
+static int once(const char **slot, const char *flag)
+{
+	if (*slot)
+		return mb_cli_usage_error("run", "%s given twice; combine the expressions with |", flag);
+	*slot = optarg;
+	return 0;
+}
 
 static int parse_args(run_args *a, int argc, char **argv)
 {
 	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY,
-		OPT_REPETITIONS };
+		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE };
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"backend", required_argument, NULL, 'b'},
@@ -86,6 +145,12 @@ static int parse_args(run_args *a, int argc, char **argv)
 		{"dtypes", required_argument, NULL, OPT_DTYPES},
 		{"variants", required_argument, NULL, OPT_VARIANTS},
 		{"modes", required_argument, NULL, OPT_MODES},
+		{"filter", required_argument, NULL, OPT_FILTER},
+		{"exclude", required_argument, NULL, OPT_EXCLUDE},
+		{"set", required_argument, NULL, OPT_SET},
+		{"list", no_argument, NULL, OPT_LIST},
+		{"devices", required_argument, NULL, OPT_DEVICES},
+		{"force", no_argument, NULL, OPT_FORCE},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"min-time", required_argument, NULL, OPT_MIN_TIME},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -95,19 +160,30 @@ static int parse_args(run_args *a, int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	int c;
+	int c, rc = 0;
 
 	memset(a, 0, sizeof(*a));
 	a->backend = "auto";
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "o:b:qh", opts, NULL)) != -1) {
+	while (!rc && (c = getopt_long(argc, argv, "o:b:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o': a->output = optarg; break;
 		case 'b': a->backend = optarg; break;
 		case OPT_ROWS: a->filter.rows = optarg; break;
 		case OPT_DTYPES: a->filter.dtypes = optarg; break;
 		case OPT_VARIANTS: a->filter.variants = optarg; break;
-		case OPT_MODES: a->filter.modes = optarg; break;
+		case OPT_MODES: a->modes = optarg; break;
+		case OPT_FILTER: rc = once(&a->match.filter, "--filter"); break;
+		case OPT_EXCLUDE: rc = once(&a->match.exclude, "--exclude"); break;
+		case OPT_SET:
+			/* one slot stays free for --modes */
+			if (a->n_sets + 1 >= MB_SUITE_MAX_SETS)
+				return mb_cli_usage_error("run", "more than %d --set options", MB_SUITE_MAX_SETS - 1);
+			a->sets[a->n_sets++] = (mb_suite_set){optarg, NULL};
+			break;
+		case OPT_LIST: a->list = 1; break;
+		case OPT_DEVICES: a->devices = optarg; break;
+		case OPT_FORCE: a->force = 1; break;
 		case OPT_SEED: a->seed = optarg; break;
 		case OPT_MIN_TIME: a->min_time = optarg; break;
 		case OPT_TIMEOUT: a->timeout = optarg; break;
@@ -118,11 +194,27 @@ static int parse_args(run_args *a, int argc, char **argv)
 		default: return mb_cli_usage_error("run", "unknown or incomplete option");
 		}
 	}
+	if (rc)
+		return rc;
 	if (optind != argc - 1)
 		return mb_cli_usage_error("run", optind >= argc ? "no suite file given" : "one suite file at a time");
 	a->suite_path = argv[optind];
 	if (strcmp(a->backend, "auto") && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda"))
 		return mb_cli_usage_error("run", "--backend must be auto, cuda or cpu, got \"%s\"", a->backend);
+	if (a->modes) {
+		/* --modes chooses the modes to time: the suite's timing.modes
+		 * replaced, so that --modes hot runs hot on a suite that says cold */
+		mb_mode m;
+		char copy[PATH_BYTES];
+		snprintf(copy, sizeof(copy), "%s", a->modes);
+		for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+			if (mb_mode_parse(t, &m))
+				return mb_cli_usage_error("run", "--modes: unknown mode \"%s\"; known modes: cold, hot, graph",
+					t);
+		snprintf(a->modes_set, sizeof(a->modes_set), "timing.modes=%s", a->modes);
+		snprintf(a->modes_label, sizeof(a->modes_label), "--modes %s", a->modes);
+		a->sets[a->n_sets++] = (mb_suite_set){a->modes_set, a->modes_label};
+	}
 	return 0;
 }
 
@@ -175,40 +267,63 @@ static int repetitions_arg(int *out, const run_args *a)
 	return 0;
 }
 
-/* Fail before running when the receipt could not be written at the end. */
-static int check_output(const char *path, mb_error *err)
+/* --devices 0,2: device indices, each once. */
+static int devices_arg(int *out, int *out_n, const char *text)
 {
-	char *copy, *dir;
-	struct stat st;
-	int rc = 0;
+	char copy[PATH_BYTES];
+	int n = 0;
 
-	if (strcmp(path, "-") == 0)
-		return 0;
-	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-		return mb_error_set(err, MB_EIO, path, "is a directory, expected a receipt file path");
-	copy = strdup(path);
-	if (!copy)
-		return mb_error_set(err, MB_ENOMEM, path, "out of memory");
-	dir = dirname(copy);
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		rc = mb_error_set(err, MB_EIO, path, "cannot write the receipt: directory %s does not exist", dir);
-	else if (access(dir, W_OK | X_OK) != 0)
-		rc = mb_error_set(err, MB_EIO, path, "cannot write the receipt: directory %s is not writable (%s)",
-			dir, strerror(errno));
-	free(copy);
-	return rc;
+	snprintf(copy, sizeof(copy), "%s", text);
+	for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		char *end;
+		long v;
+		errno = 0;
+		v = strtol(t, &end, 10);
+		if (errno || end == t || *end || v < 0 || v > MAX_DEVICE_INDEX)
+			return mb_cli_usage_error("run", "--devices expects GPU indices such as 0 or 0,1, got \"%s\"", text);
+		for (int i = 0; i < n; i++)
+			if (out[i] == (int)v)
+				return mb_cli_usage_error("run", "--devices names device %ld twice", v);
+		if (n == MAX_DEVICES)
+			return mb_cli_usage_error("run", "--devices names more than %d devices", MAX_DEVICES);
+		out[n++] = (int)v;
+	}
+	if (n == 0)
+		return mb_cli_usage_error("run", "--devices expects GPU indices such as 0 or 0,1, got \"%s\"", text);
+	*out_n = n;
+	return 0;
 }
 
+/* receipts/SUITE-20261123T215525.123Z-4242.json: two runs started in the
+ * same second (or millisecond, on two hosts sharing a directory) still get
+ * names of their own. */
 static void default_output(char *buf, size_t len, const mb_suite *suite)
 {
-	time_t now = time(NULL);
+	struct timespec ts;
 	struct tm tm;
 	char stamp[32];
 
-	gmtime_r(&now, &tm);
-	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
-	mkdir("receipts", 0777); /* may exist; check_output reports real problems */
-	snprintf(buf, len, "receipts/%s-%s.json", suite->name, stamp);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
+	mkdir(DEFAULT_DIR, DIR_MODE); /* may exist; the probe reports real problems */
+	snprintf(buf, len, DEFAULT_DIR "/%s-%s.%03ldZ-%ld.json", suite->name, stamp, ts.tv_nsec / NS_PER_MS,
+		(long)getpid());
+}
+
+/* With several devices each gets its own receipt: r.json -> r-gpu1.json. */
+static void device_output(char *buf, size_t len, const char *path, int device, int n_devices)
+{
+	const char *slash = strrchr(path, '/');
+	const char *dot = strrchr(path, '.');
+
+	if (n_devices < 2 || strcmp(path, "-") == 0) {
+		snprintf(buf, len, "%s", path);
+		return;
+	}
+	if (!dot || (slash && dot < slash))
+		dot = path + strlen(path);
+	snprintf(buf, len, "%.*s-gpu%d%s", (int)(dot - path), path, device, dot);
 }
 
 static const mb_backend *choose_backend(const char *requested, char *note, size_t note_len, mb_error *err)
@@ -231,11 +346,22 @@ static const mb_backend *choose_backend(const char *requested, char *note, size_
 	return mb_backend_cpu();
 }
 
-static void print_plan(const mb_plan *plan)
+/* The devices must exist before anything runs: a typo in --devices would
+ * otherwise be a probe failure after the context load. */
+static int check_devices(const mb_backend *backend, const int *devices, int n, mb_error *err)
 {
-	for (size_t i = 0; i < plan->n_cases; i++)
-		printf("%s\n", plan->cases[i].id);
-	printf("%zu cases\n", plan->n_cases);
+	char why[256] = "";
+	int count;
+
+	if (strcmp(backend->name, "cpu") == 0)
+		return mb_error_set(err, MB_EINVAL, "--devices", "the cpu backend has no devices to choose; "
+			"--devices takes GPU indices with --backend cuda");
+	count = mb_backend_cuda_devices(why, sizeof(why));
+	for (int i = 0; i < n; i++)
+		if (devices[i] >= count)
+			return mb_error_set(err, MB_ENOTFOUND, "--devices", "no CUDA device %d: this host has %d%s%s",
+				devices[i], count, why[0] ? "; " : "", why);
+	return 0;
 }
 
 static int exit_code_for(const json_t *receipt, int run_rc)
@@ -252,26 +378,222 @@ static int exit_code_for(const json_t *receipt, int run_rc)
 	return bad ? MB_EXIT_FAILED : MB_EXIT_OK;
 }
 
+/* Signals stay caught from the first line of `run` to the exit: a SIGINT
+ * or SIGTERM between the last case and the end of the save must not kill
+ * the process (and its results) the way the default action would. */
+typedef struct signal_guard {
+	sigset_t blocked, old_mask;
+} signal_guard;
+
+static void signals_catch(signal_guard *g)
+{
+	struct sigaction sa = {0};
+
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigemptyset(&g->blocked);
+	sigaddset(&g->blocked, SIGINT);
+	sigaddset(&g->blocked, SIGTERM);
+}
+
+/* During the save a signal waits: the temporary is finished and renamed,
+ * or removed, never left half written. */
+static void signals_hold(signal_guard *g)
+{
+	sigprocmask(SIG_BLOCK, &g->blocked, &g->old_mask);
+}
+
+static void signals_release(signal_guard *g)
+{
+	sigprocmask(SIG_SETMASK, &g->old_mask, NULL);
+}
+
+/* Where a receipt goes when its own path failed: $TMPDIR (else /tmp), then
+ * the current directory. Returns 0 with the path in `out`. */
+static int save_fallback(char *out, size_t len, const json_t *receipt, mb_error *err)
+{
+	const char *tmpdir = getenv("TMPDIR");
+	const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
+	char name[NOTE_BYTES];
+	int rc = MB_EIO;
+
+	snprintf(name, sizeof(name), FALLBACK_NAME_FMT, json_string_value(json_object_get(receipt, "run_id")));
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && rc; i++) {
+		snprintf(out, len, "%s/%s", dirs[i], name);
+		rc = mb_receipt_save_ex(receipt, out, MB_ATOMIC_NO_REPLACE, err);
+	}
+	return rc;
+}
+
+/* Append `s` to the string in `buf`, cut short at its end. */
+static void append(char *buf, size_t len, const char *s)
+{
+	size_t used = strlen(buf), n = strlen(s);
+
+	if (used + 1 >= len)
+		return;
+	if (n > len - used - 1)
+		n = len - used - 1;
+	memcpy(buf + used, s, n);
+	buf[used + n] = '\0';
+}
+
+/* Save to `path`, or to a fallback that the message names. */
+static int save_receipt(const json_t *receipt, const char *path, bool force, bool existed, mb_error *err)
+{
+	char fallback[PATH_BYTES];
+	mb_error fb_err;
+	int rc = mb_receipt_save_ex(receipt, path, force ? 0 : MB_ATOMIC_NO_REPLACE, err);
+
+	if (rc == 0 || strcmp(path, "-") == 0)
+		return rc;
+	if (rc == MB_ESCHEMA) {
+		/* a receipt that breaks its schema is a bug, and it is not written
+		 * anywhere: say so plainly */
+		mb_error_prefix(err, "the receipt breaks its schema (not written)");
+		return rc;
+	}
+	mb_error_clear(&fb_err);
+	if (save_fallback(fallback, sizeof(fallback), receipt, &fb_err) == 0) {
+		append(err->text, sizeof(err->text), "; the receipt was saved to ");
+		append(err->text, sizeof(err->text), fallback);
+		append(err->text, sizeof(err->text), existed ? " instead; the receipt already at this path is untouched"
+			: " instead; nothing was written here");
+	} else {
+		append(err->text, sizeof(err->text), "; the fallback ");
+		append(err->text, sizeof(err->text), fallback);
+		append(err->text, sizeof(err->text), " failed too (");
+		append(err->text, sizeof(err->text), fb_err.text);
+		append(err->text, sizeof(err->text), "): the results of this run are lost");
+	}
+	return rc;
+}
+
+/* Everything one device's pass needs. */
+typedef struct run_ctx {
+	const run_args *a;
+	const mb_suite *suite;
+	const mb_plan *plan;
+	const mb_backend *backend;
+	const char *const *notices;
+	size_t n_notices;
+	int argc;
+	char **argv;
+	int repetitions;
+	signal_guard *signals;
+} run_ctx;
+
+/* Run the plan on the current device and save its receipt to `out_path`
+ * (already probed). Returns the exit code. */
+static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
+{
+	json_t *receipt = NULL;
+	mb_console con;
+	mb_error err;
+	FILE *table_out = strcmp(out_path, "-") == 0 ? stderr : stdout;
+	int code, rc;
+
+	mb_error_clear(&err);
+	mb_console_init(&con, stderr, r->a->quiet);
+	for (size_t i = 0; i < r->n_notices; i++)
+		con.progress.notice(&con, r->notices[i]);
+	{
+		mb_run_options o = {
+			.suite = r->suite, .plan = r->plan, .filter = &r->a->filter, .backend = r->backend,
+			.backend_requested = r->a->backend, .progress = &con.progress, .argc = r->argc,
+			.argv = r->argv, .interrupted = &interrupted, .notices = r->notices, .n_notices = r->n_notices,
+			.source_dir = getenv("MEGABENCH_SOURCE_DIR"), .repetitions = r->repetitions,
+		};
+		rc = mb_run(&receipt, &o, &err);
+	}
+	mb_console_finish(&con);
+	if (!receipt) {
+		mb_cli_error(&err);
+		return MB_EXIT_INPUT;
+	}
+	if (rc && rc != MB_EINTERRUPTED)
+		mb_cli_error(&err);
+	code = exit_code_for(receipt, rc);
+	mb_error_clear(&err);
+	signals_hold(r->signals);
+	rc = save_receipt(receipt, out_path, r->a->force, existed, &err);
+	signals_release(r->signals);
+	if (rc) {
+		mb_console_print_table(table_out, receipt);
+		mb_cli_error(&err);
+		json_decref(receipt);
+		return MB_EXIT_INPUT;
+	}
+	mb_console_print_table(table_out, receipt);
+	fflush(table_out);
+	if (strcmp(out_path, "-") != 0)
+		fprintf(stderr, "megabench: receipt written to %s%s%s\n", out_path,
+			existed ? " (replaced the previous file, as --force asked)" : "",
+			code == MB_EXIT_INTERRUPTED ? " (interrupted: partial)" : "");
+	json_decref(receipt);
+	return code;
+}
+
+static void print_plan(const mb_plan *plan, bool count)
+{
+	for (size_t i = 0; i < plan->n_cases; i++)
+		printf("%s\n", plan->cases[i].id);
+	if (count)
+		printf("%zu cases\n", plan->n_cases);
+}
+
+/* argv as the user typed it: getopt_long moves operands behind the
+ * options, and the receipt's `command` should read like the command. */
+static char **copy_argv(int argc, char **argv)
+{
+	char **copy = calloc((size_t)argc + 2, sizeof(*copy));
+
+	if (!copy)
+		return NULL;
+	/* main hands us argv + 1: argv[-1] is the program as it was invoked */
+	copy[0] = argv[-1];
+	for (int i = 0; i < argc; i++)
+		copy[i + 1] = argv[i];
+	return copy;
+}
+
 int mb_cli_run(int argc, char **argv)
 {
 	run_args a;
 	mb_suite *suite = NULL;
 	mb_plan *plan = NULL;
 	const mb_backend *backend;
-	json_t *receipt = NULL;
-	mb_console con;
+	signal_guard signals;
 	mb_error err;
-	char out_path[4096], note[512];
-	const char *notices[1];
+	char base_path[PATH_BYTES], note[NOTE_BYTES], ignored[NOTE_BYTES], ignored_note[2 * NOTE_BYTES];
+	char out_paths[MAX_DEVICES][PATH_BYTES];
+	bool existed[MAX_DEVICES] = {false};
+	const char *notices[2];
+	char **command = copy_argv(argc, argv);
+	int devices[MAX_DEVICES] = {0}, n_devices = 1;
 	size_t n_notices = 0;
-	struct sigaction sa = {0}, old_int, old_term;
 	int code, rc, repetitions = 1;
 
 	mb_error_clear(&err);
+	signals_catch(&signals);
+	/* past a file size limit a write should fail with EFBIG, which the save
+	 * answers with its fallback, rather than end the process */
+	signal(SIGXFSZ, SIG_IGN);
+	if (!command) {
+		fprintf(stderr, "megabench: out of memory\n");
+		code = MB_EXIT_INPUT;
+		goto cleanup;
+	}
 	code = parse_args(&a, argc, argv);
-	if (code)
-		return code < 0 ? MB_EXIT_OK : code;
-	rc = mb_suite_load(&suite, a.suite_path, &err);
+	if (code) {
+		code = code < 0 ? MB_EXIT_OK : code;
+		goto cleanup;
+	}
+	if (a.devices && (code = devices_arg(devices, &n_devices, a.devices)))
+		goto cleanup;
+	rc = mb_suite_load_with(&suite, a.suite_path, a.sets, a.n_sets, &err);
 	if (rc) {
 		mb_cli_error(&err);
 		code = MB_EXIT_INPUT;
@@ -282,8 +604,8 @@ int mb_cli_run(int argc, char **argv)
 		code = repetitions_arg(&repetitions, &a);
 	if (code)
 		goto cleanup;
-	/* a dry run only plans: it needs the backend built in, not a device */
-	if (a.dry_run && strcmp(a.backend, "cuda") == 0 && mb_backend_cuda()) {
+	/* planning needs the backend built in, not a device */
+	if ((a.dry_run || a.list) && strcmp(a.backend, "cuda") == 0 && mb_backend_cuda()) {
 		backend = mb_backend_cuda();
 		note[0] = '\0';
 	} else {
@@ -296,70 +618,73 @@ int mb_cli_run(int argc, char **argv)
 	}
 	if (note[0])
 		notices[n_notices++] = note;
-	rc = mb_plan_build(&plan, suite, &a.filter, backend->name, &err);
+	rc = mb_plan_build_ex(&plan, suite, &a.filter, &a.match, backend->name, &err);
 	if (rc) {
 		mb_cli_error(&err);
 		code = MB_EXIT_INPUT;
 		goto cleanup;
 	}
-	if (a.dry_run) {
-		print_plan(plan);
+	if (a.dry_run || a.list) {
+		print_plan(plan, a.dry_run);
 		code = MB_EXIT_OK;
 		goto cleanup;
 	}
+	if (a.devices && check_devices(backend, devices, n_devices, &err)) {
+		mb_cli_error(&err);
+		code = MB_EXIT_INPUT;
+		goto cleanup;
+	}
+	mb_plan_ignored_variants(ignored, sizeof(ignored), suite, &a.filter, backend->name);
+	if (ignored[0]) {
+		bool several = strchr(ignored, ',') != NULL;
+		snprintf(ignored_note, sizeof(ignored_note), "variant%s %s do%s not apply on the %s backend (it runs %s): "
+			"the receipt's settings.variants records only the variants that ran", several ? "s" : "", ignored,
+			several ? "" : "es", backend->name,
+			strcmp(backend->name, "cpu") == 0 ? "the reference variant only" : "the variants built for it");
+		notices[n_notices++] = ignored_note;
+	}
 	if (a.output)
-		snprintf(out_path, sizeof(out_path), "%s", a.output);
+		snprintf(base_path, sizeof(base_path), "%s", a.output);
 	else
-		default_output(out_path, sizeof(out_path), suite);
-	rc = check_output(out_path, &err);
-	if (rc) {
-		mb_cli_error(&err);
-		code = MB_EXIT_INPUT;
-		goto cleanup;
-	}
-
-	mb_console_init(&con, stderr, a.quiet);
-	if (note[0])
-		con.progress.notice(&con, note);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, &old_int);
-	sigaction(SIGTERM, &sa, &old_term);
-	{
-		mb_run_options o = {
-			.suite = suite, .plan = plan, .filter = &a.filter, .backend = backend,
-			.backend_requested = a.backend, .progress = &con.progress, .argc = argc + 1,
-			.argv = argv - 1, .interrupted = &interrupted, .notices = notices, .n_notices = n_notices,
-			.source_dir = getenv("MEGABENCH_SOURCE_DIR"), .repetitions = repetitions,
-		};
-		rc = mb_run(&receipt, &o, &err);
-	}
-	sigaction(SIGINT, &old_int, NULL);
-	sigaction(SIGTERM, &old_term, NULL);
-	if (!receipt) {
-		mb_cli_error(&err);
-		code = MB_EXIT_INPUT;
-		goto cleanup;
-	}
-	if (rc && rc != MB_EINTERRUPTED)
-		mb_cli_error(&err);
-	code = exit_code_for(receipt, rc);
-	{
-		mb_error save_err;
-		mb_error_clear(&save_err);
-		if (mb_receipt_save(receipt, out_path, &save_err)) {
-			mb_cli_error(&save_err);
+		default_output(base_path, sizeof(base_path), suite);
+	for (int d = 0; d < n_devices; d++) {
+		struct stat st;
+		device_output(out_paths[d], sizeof(out_paths[d]), base_path, devices[d], n_devices);
+		existed[d] = strcmp(out_paths[d], "-") != 0 && stat(out_paths[d], &st) == 0 && S_ISREG(st.st_mode);
+		if (mb_atomic_write_probe(out_paths[d], a.force ? 0 : MB_ATOMIC_NO_REPLACE, &err)) {
+			if (existed[d] && !a.force)
+				snprintf(err.text, sizeof(err.text), "a receipt is already there; --force replaces it, "
+					"or name another file with -o");
+			mb_cli_error(&err);
 			code = MB_EXIT_INPUT;
 			goto cleanup;
 		}
 	}
-	if (strcmp(out_path, "-") != 0) {
-		mb_console_print_table(stdout, receipt);
-		fprintf(stderr, "megabench: receipt written to %s%s\n", out_path,
-			rc == MB_EINTERRUPTED ? " (interrupted: partial)" : "");
+	if (interrupted) {
+		fprintf(stderr, "megabench: interrupted before any case ran; no receipt written\n");
+		code = MB_EXIT_INTERRUPTED;
+		goto cleanup;
+	}
+	code = MB_EXIT_OK;
+	for (int d = 0; d < n_devices && !interrupted; d++) {
+		run_ctx r = {&a, suite, plan, backend, notices, n_notices, argc + 1, command, repetitions, &signals};
+		char device[32];
+		int one;
+		if (a.devices) {
+			/* read by the CUDA backend in the children it forks */
+			snprintf(device, sizeof(device), "%d", devices[d]);
+			setenv(DEVICE_ENV, device, 1);
+		}
+		one = run_and_save(&r, out_paths[d], existed[d]);
+		/* the worst outcome wins: interrupted, then bad input, then failed */
+		if (one == MB_EXIT_INTERRUPTED || (code != MB_EXIT_INTERRUPTED && one > code))
+			code = one;
 	}
 cleanup:
-	json_decref(receipt);
+	/* The handlers stay: `run` is the process's last act, and a signal
+	 * between here and exit must not turn a finished run's exit code into
+	 * "killed". */
+	free(command);
 	mb_plan_free(plan);
 	mb_suite_free(suite);
 	return code;

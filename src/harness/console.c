@@ -5,8 +5,17 @@
 #include <unistd.h>
 
 #include "harness/case_common.h"
+#include "receipts/printer.h"
 
 #define NS_PER_S 1e9
+#define ESCAPED_BYTES 512
+/* Smallest widths of the table's text columns: their headings. */
+#define ROW_MIN 3
+#define VARIANT_MIN 7
+#define SHAPE_MIN 5
+#define SHAPE_BYTES 256
+#define CELL_BYTES 256
+
 
 void mb_format_ns(char *buf, size_t len, double ns)
 {
@@ -55,6 +64,7 @@ static void live_line(mb_console *con)
 		snprintf(sampling, sizeof(sampling), ", %d samples, noise %.2f%%", con->samples, 100 * con->rel_noise);
 	fprintf(con->out, "\r\033[K[%zu/%zu] %s  %s in case%s; elapsed %s, about %s left", con->done + 1,
 		con->n_cases, con->current, in_case, sampling, el, eta);
+	con->line_open = true;
 	fflush(con->out);
 }
 
@@ -63,7 +73,7 @@ static void on_case_start(void *ctx, size_t index, const mb_case_plan *plan)
 	mb_console *con = ctx;
 
 	(void)index;
-	snprintf(con->current, sizeof(con->current), "%s", plan->id);
+	mb_print_terminal_safe(con->current, sizeof(con->current), plan->id);
 	con->case_start_ns = mb_now_ns();
 	con->samples = 0;
 	con->rel_noise = 0;
@@ -95,7 +105,7 @@ static void on_case_done(void *ctx, size_t index, const mb_case_plan *plan, cons
 	mb_console *con = ctx;
 	const char *status = json_string_value(json_object_get(c, "status"));
 	const json_t *timing = json_object_get(c, "timing");
-	char med[32] = "-";
+	char med[32] = "-", text[ESCAPED_BYTES];
 
 	(void)index;
 	con->done++;
@@ -106,19 +116,33 @@ static void on_case_done(void *ctx, size_t index, const mb_case_plan *plan, cons
 		mb_format_ns(med, sizeof(med), json_number_value(json_object_get(timing, "median_ns")));
 	if (con->tty)
 		fprintf(con->out, "\r\033[K");
-	fprintf(con->out, "[%zu/%zu] %-6s %10s  %s\n", con->done, con->n_cases, status, med, plan->id);
+	con->line_open = false;
+	fprintf(con->out, "[%zu/%zu] %-6s %10s  %s\n", con->done, con->n_cases, status, med,
+		mb_print_terminal_safe(text, sizeof(text), plan->id));
 	if (strcmp(status, "ok") != 0 && json_is_string(json_object_get(c, "error")))
-		fprintf(con->out, "        %s\n", json_string_value(json_object_get(c, "error")));
+		fprintf(con->out, "        %s\n",
+			mb_print_terminal_safe(text, sizeof(text), json_string_value(json_object_get(c, "error"))));
 	fflush(con->out);
 }
 
 static void on_notice(void *ctx, const char *text)
 {
 	mb_console *con = ctx;
+	char safe[ESCAPED_BYTES];
 
 	if (con->tty)
 		fprintf(con->out, "\r\033[K");
-	fprintf(con->out, "megabench: %s\n", text);
+	con->line_open = false;
+	fprintf(con->out, "megabench: %s\n", mb_print_terminal_safe(safe, sizeof(safe), text));
+}
+
+void mb_console_finish(mb_console *con)
+{
+	if (con->line_open)
+		fprintf(con->out, "\r\033[K");
+	con->line_open = false;
+	con->current[0] = '\0';
+	fflush(con->out);
 }
 
 void mb_console_init(mb_console *con, FILE *out, bool quiet)
@@ -145,24 +169,46 @@ static void shape_text(char *buf, size_t len, const json_t *shape)
 	const char *key;
 	json_t *v;
 	size_t used = 0;
+	char raw[SHAPE_BYTES];
 
-	buf[0] = '\0';
+	raw[0] = '\0';
 	json_object_foreach((json_t *)shape, key, v) {
-		int n = snprintf(buf + used, len - used, "%s%s=%lld", used ? "," : "", key,
+		int n = snprintf(raw + used, sizeof(raw) - used, "%s%s=%lld", used ? "," : "", key,
 			(long long)json_integer_value(v));
-		if (n < 0 || (size_t)n >= len - used)
+		if (n < 0 || (size_t)n >= sizeof(raw) - used)
 			break;
 		used += (size_t)n;
 	}
+	mb_print_terminal_safe(buf, len, raw);
 }
 
-static void print_case_row(FILE *out, const json_t *c)
+/* The text cells of one case, escaped. */
+typedef struct case_cells {
+	char row[CELL_BYTES], variant[CELL_BYTES], shape[SHAPE_BYTES];
+} case_cells;
+
+static void case_cells_of(case_cells *out, const json_t *c)
+{
+	mb_print_terminal_safe(out->row, sizeof(out->row), json_string_value(json_object_get(c, "row")));
+	mb_print_terminal_safe(out->variant, sizeof(out->variant), json_string_value(json_object_get(c, "variant")));
+	shape_text(out->shape, sizeof(out->shape), json_object_get(c, "shape"));
+}
+
+/* Column widths from the contents: a long row name must not push the
+ * columns after it out of line. */
+typedef struct table_widths {
+	int row, variant, shape;
+} table_widths;
+
+static void print_case_row(FILE *out, const json_t *c, const table_widths *w)
 {
 	const json_t *timing = json_object_get(c, "timing"), *tp = json_object_get(c, "throughput");
 	const json_t *corr = json_object_get(c, "correctness");
-	char shape[96], med[32] = "-", gbps[24] = "-", frac[16] = "-", check[24] = "-", conv[8] = "-";
+	char med[32] = "-", gbps[24] = "-", frac[16] = "-", check[24] = "-", conv[8] = "-";
+	char dtype[16], mode[16], status[16];
+	case_cells cells;
 
-	shape_text(shape, sizeof(shape), json_object_get(c, "shape"));
+	case_cells_of(&cells, c);
 	if (json_is_object(timing)) {
 		mb_format_ns(med, sizeof(med), num(timing, "median_ns"));
 		snprintf(conv, sizeof(conv), "%s", json_is_true(json_object_get(timing, "converged")) ? "yes" : "NO");
@@ -174,10 +220,16 @@ static void print_case_row(FILE *out, const json_t *c)
 	if (json_is_object(corr))
 		snprintf(check, sizeof(check), "%s %.1e", json_is_true(json_object_get(corr, "passed")) ? "pass" : "FAIL",
 			num(corr, "max_rel"));
-	fprintf(out, "%-18s %-9s %-4s %-5s %-34s %-7s %11s %9s %6s %-12s %s\n",
-		json_string_value(json_object_get(c, "row")), json_string_value(json_object_get(c, "variant")),
-		json_string_value(json_object_get(c, "dtype")), json_string_value(json_object_get(c, "mode")),
-		shape, json_string_value(json_object_get(c, "status")), med, gbps, frac, check, conv);
+	fprintf(out, "%-*s %-*s %-4s %-5s %-*s %-7s %11s %9s %6s %-12s %s\n", w->row, cells.row, w->variant,
+		cells.variant, mb_print_terminal_safe(dtype, sizeof(dtype), json_string_value(json_object_get(c, "dtype"))),
+		mb_print_terminal_safe(mode, sizeof(mode), json_string_value(json_object_get(c, "mode"))), w->shape,
+		cells.shape, mb_print_terminal_safe(status, sizeof(status), json_string_value(json_object_get(c, "status"))),
+		med, gbps, frac, check, conv);
+}
+
+static int max_int(int a, size_t b)
+{
+	return (size_t)a > b ? a : (int)b;
 }
 
 void mb_console_print_table(FILE *out, const json_t *receipt)
@@ -185,23 +237,34 @@ void mb_console_print_table(FILE *out, const json_t *receipt)
 	const json_t *cases = json_object_get(receipt, "cases"), *c, *f;
 	const json_t *good = json_object_get(receipt, "goodput");
 	size_t i, j, passed = 0, failed = 0, skipped = 0;
+	table_widths w = {ROW_MIN, VARIANT_MIN, SHAPE_MIN};
+	char id[ESCAPED_BYTES], kind[CELL_BYTES], message[ESCAPED_BYTES];
 
-	fprintf(out, "%-18s %-9s %-4s %-5s %-34s %-7s %11s %9s %6s %-12s %s\n", "row", "variant", "type",
-		"mode", "shape", "status", "median", "GB/s", "ceil", "check maxrel", "conv");
+	json_array_foreach(cases, i, c) {
+		case_cells cells;
+		case_cells_of(&cells, c);
+		w.row = max_int(w.row, strlen(cells.row));
+		w.variant = max_int(w.variant, strlen(cells.variant));
+		w.shape = max_int(w.shape, strlen(cells.shape));
+	}
+	fprintf(out, "%-*s %-*s %-4s %-5s %-*s %-7s %11s %9s %6s %-12s %s\n", w.row, "row", w.variant, "variant",
+		"type", "mode", w.shape, "shape", "status", "median", "GB/s", "ceil", "check maxrel", "conv");
 	json_array_foreach(cases, i, c) {
 		const char *status = json_string_value(json_object_get(c, "status"));
-		print_case_row(out, c);
-		if (strcmp(status, "ok") == 0)
+		print_case_row(out, c, &w);
+		if (status && strcmp(status, "ok") == 0)
 			passed++;
-		else if (strcmp(status, "skipped") == 0)
+		else if (status && strcmp(status, "skipped") == 0)
 			skipped++;
 		else
 			failed++;
 	}
 	json_array_foreach(cases, i, c) {
 		json_array_foreach(json_object_get(c, "findings"), j, f)
-			fprintf(out, "finding: %s: %s: %s\n", json_string_value(json_object_get(c, "id")),
-				json_string_value(json_object_get(f, "kind")), json_string_value(json_object_get(f, "message")));
+			fprintf(out, "finding: %s: %s: %s\n",
+				mb_print_terminal_safe(id, sizeof(id), json_string_value(json_object_get(c, "id"))),
+				mb_print_terminal_safe(kind, sizeof(kind), json_string_value(json_object_get(f, "kind"))),
+				mb_print_terminal_safe(message, sizeof(message), json_string_value(json_object_get(f, "message"))));
 	}
 	if (json_is_object(good))
 		fprintf(out, "goodput: %.1f%% of %.2f s wall time was timed kernel work\n",

@@ -19,10 +19,15 @@ typedef struct mb_console {
 	char current[256];
 	int samples;          /* of the current case, as last reported */
 	double rel_noise;
+	bool line_open;       /* a live line is drawn without its newline */
 	mb_progress progress;
 } mb_console;
 
 void mb_console_init(mb_console *con, FILE *out, bool quiet);
+
+/* Clear the live line, if one is drawn, so that what is printed next (the
+ * table, after Ctrl-C) starts on a line of its own. */
+void mb_console_finish(mb_console *con);
 
 /* Per case: status, median, GB/s, fraction of ceiling, correctness,
  * convergence; then findings, goodput, and last "N passed, N failed". */
@@ -30,5 +35,6 @@ void mb_console_print_table(FILE *out, const json_t *receipt);
 
 /* "12.3 us", "4.56 ms": a duration in the unit that reads best. */
 void mb_format_ns(char *buf, size_t len, double ns);
+
 
 #endif

@@ -529,7 +529,7 @@ static json_t *settings_json(const mb_run_options *o, mb_error *err)
 
 	for (int i = 0; i < s->n_modes; i++)
 		json_array_append_new(modes, json_string(mb_mode_name(s->modes[i])));
-	if (mb_plan_filters_json(&rows, &dtypes, &variants, o->suite, o->filter, err)) {
+	if (mb_plan_filters_json_on(&rows, &dtypes, &variants, o->suite, o->filter, o->backend->name, err)) {
 		json_decref(j);
 		json_decref(modes);
 		return NULL;

@@ -10,6 +10,7 @@
 #include "harness/suite.h"
 
 #include <errno.h>
+#include <math.h>
 #include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +19,16 @@
 #include "harness/suite_internal.h"
 #include "receipts/toml_json.h"
 #include "receipts/provenance.h"
+#include "receipts/receipt_io.h"
 #include "receipts/schema.h"
 
 /* How deep $ref chains may go before we call the schema cyclic. */
 #define REF_DEPTH_MAX 16
 /* A family whose axis lists multiply past this is a typo, not a suite. */
 #define SUITE_MAX_SHAPES_PER_FAMILY 100000
+/* Segments of a --set key path: rows.NAME.families[I].axes.AXIS is six. */
+#define SET_MAX_SEGMENTS 16
+#define SET_SEGMENT_BYTES 128
 
 static const char *const mode_names[MB_MODE_COUNT] = {"cold", "hot", "graph"};
 
@@ -41,6 +46,24 @@ int mb_mode_parse(const char *name, mb_mode *out)
 		}
 	}
 	return MB_ENOTFOUND;
+}
+
+/* Append a then b to the string in `buf`, cut short at its end. */
+static void mb_text_append(char *buf, size_t len, const char *a, const char *b)
+{
+	const char *parts[2] = {a, b};
+	size_t used = strlen(buf);
+
+	for (int i = 0; i < 2; i++) {
+		size_t n = strlen(parts[i]);
+		if (used + 1 >= len)
+			return;
+		if (n > len - used - 1)
+			n = len - used - 1;
+		memcpy(buf + used, parts[i], n);
+		used += n;
+		buf[used] = '\0';
+	}
 }
 
 /* --- key paths ---------------------------------------------------------- */
@@ -131,6 +154,7 @@ static void pointer_to_keypath(char *out, size_t len, const json_t *doc, const c
 
 typedef struct explain_ctx {
 	const json_t *root;
+	bool refused; /* the validator refused the document (else every array's items are unique) */
 	char keypath[MB_ERROR_WHERE_MAX];
 	char text[MB_ERROR_TEXT_MAX];
 } explain_ctx;
@@ -523,6 +547,77 @@ static bool explain_object(explain_ctx *c, const json_t *schema, const json_t *v
 	return false;
 }
 
+/* Items sorted by value (numbers, then strings; file order among equals). */
+typedef struct indexed_item {
+	const json_t *v;
+	size_t at;
+} indexed_item;
+
+static int by_value(const void *pa, const void *pb)
+{
+	const indexed_item *a = pa, *b = pb;
+	bool sa = json_is_string(a->v), sb = json_is_string(b->v);
+	int d;
+
+	if (sa != sb)
+		return sa ? 1 : -1;
+	if (sa) {
+		size_t la = json_string_length(a->v), lb = json_string_length(b->v);
+		d = memcmp(json_string_value(a->v), json_string_value(b->v), la < lb ? la : lb);
+		d = d ? d : (la > lb) - (la < lb);
+	} else if (json_is_integer(a->v) != json_is_integer(b->v)) {
+		d = json_is_integer(a->v) ? -1 : 1; /* jansson: 1 and 1.0 are not equal */
+	} else {
+		double x = json_number_value(a->v), y = json_number_value(b->v);
+		d = json_is_integer(a->v) ? (json_integer_value(a->v) > json_integer_value(b->v)) -
+				(json_integer_value(a->v) < json_integer_value(b->v))
+					  : (x > y) - (x < y);
+	}
+	return d ? d : (a->at > b->at) - (a->at < b->at);
+}
+
+/* The first item in file order equal to an earlier one (`*at`, and the
+ * earlier one's index in `*first`). Arrays of numbers and strings (every
+ * list a suite has) sort in O(n log n); anything else, or no memory, is
+ * compared pair by pair. */
+static bool first_duplicate(const json_t *v, size_t *at, size_t *first)
+{
+	size_t n = json_array_size(v), i, j;
+	indexed_item *items = malloc((n ? n : 1) * sizeof(*items));
+	bool sortable = items != NULL, found = false;
+
+	for (i = 0; sortable && i < n; i++) {
+		items[i].v = json_array_get(v, i);
+		items[i].at = i;
+		sortable = json_is_number(items[i].v) || json_is_string(items[i].v);
+	}
+	if (sortable) {
+		qsort(items, n, sizeof(*items), by_value);
+		/* each run of equal values starts with its first in file order,
+		 * and the run's second is its first duplicate */
+		for (i = 0; i + 1 < n; i = j) {
+			for (j = i + 1; j < n && json_equal(items[j].v, items[i].v); j++)
+				;
+			if (j > i + 1 && (!found || items[i + 1].at < *at)) {
+				*at = items[i + 1].at;
+				*first = items[i].at;
+				found = true;
+			}
+		}
+		free(items);
+		return found;
+	}
+	free(items);
+	for (i = 1; i < n; i++)
+		for (j = 0; j < i; j++)
+			if (json_equal(json_array_get(v, i), json_array_get(v, j))) {
+				*at = i;
+				*first = j;
+				return true;
+			}
+	return false;
+}
+
 static bool explain_array(explain_ctx *c, const json_t *schema, const json_t *v, const char *path)
 {
 	const json_t *mini = json_object_get(schema, "minItems");
@@ -538,18 +633,14 @@ static bool explain_array(explain_ctx *c, const json_t *schema, const json_t *v,
 			json_array_size(v));
 		return true;
 	}
-	if (json_is_true(json_object_get(schema, "uniqueItems"))) {
-		for (i = 1; i < json_array_size(v); i++) {
-			for (size_t j = 0; j < i; j++) {
-				if (json_equal(json_array_get(v, i), json_array_get(v, j))) {
-					char what[256];
-					describe_value(what, sizeof(what), json_array_get(v, i));
-					mb_keypath_index(c->keypath, sizeof(c->keypath), path, i);
-					snprintf(c->text, sizeof(c->text),
-						"duplicate value %s (already given at [%zu])", what, j);
-					return true;
-				}
-			}
+	if (c->refused && json_is_true(json_object_get(schema, "uniqueItems"))) {
+		size_t dup = 0, first = 0;
+		if (first_duplicate(v, &dup, &first)) {
+			char what[256];
+			describe_value(what, sizeof(what), json_array_get(v, dup));
+			mb_keypath_index(c->keypath, sizeof(c->keypath), path, dup);
+			snprintf(c->text, sizeof(c->text), "duplicate value %s (already given at [%zu])", what, first);
+			return true;
 		}
 	}
 	if (!json_is_object(items))
@@ -594,6 +685,14 @@ static bool explain(explain_ctx *c, const json_t *schema, const json_t *v, const
 	if (json_is_string(v) && json_is_string(pattern) &&
 		pattern_matches(json_string_value(pattern), json_string_value(v)) == 0)
 		return fail_expected(c, schema, v, path);
+	if (json_is_string(v) && json_is_integer(json_object_get(schema, "maxLength")) &&
+		(json_int_t)json_string_length(v) > json_integer_value(json_object_get(schema, "maxLength"))) {
+		snprintf(c->keypath, sizeof(c->keypath), "%s", path);
+		snprintf(c->text, sizeof(c->text), "expected at most %" JSON_INTEGER_FORMAT
+			" characters, got %zu", json_integer_value(json_object_get(schema, "maxLength")),
+			json_string_length(v));
+		return true;
+	}
 	if (json_is_object(v))
 		return explain_object(c, schema, v, path);
 	if (json_is_array(v))
@@ -619,6 +718,7 @@ static int validate(const mb_suite *suite, mb_error *err)
 	/* Explained even when the validator passes it: explain is stricter
 	 * about integers (see type_name_matches). */
 	ctx.root = schema;
+	ctx.refused = rc == MB_ESCHEMA;
 	if (explain(&ctx, schema, suite->doc, "")) {
 		mb_suite_where(where, sizeof(where), suite->path, ctx.keypath);
 		return mb_error_set(err, MB_ESCHEMA, where, "%s", ctx.text);
@@ -973,53 +1073,403 @@ static int fill_settings(mb_suite *suite, mb_error *err)
 	return 0;
 }
 
-/* --- loading ------------------------------------------------------------- */
+/* --- overrides from the command line (--set) ------------------------------ */
 
-static int read_bytes(char **out, size_t *out_len, const char *path, mb_error *err)
+/* One segment of a key path: a key, or an index into an array. */
+typedef struct set_segment {
+	char key[SET_SEGMENT_BYTES];
+	size_t index;
+	bool is_index;
+} set_segment;
+
+typedef struct set_path {
+	set_segment seg[SET_MAX_SEGMENTS];
+	int n;
+} set_path;
+
+/* The keys the set changed, for naming it in later errors. */
+typedef struct set_record {
+	char keypath[MB_ERROR_WHERE_MAX];
+	char label[MB_ERROR_WHERE_MAX];
+} set_record;
+
+typedef struct set_log {
+	set_record rec[MB_SUITE_MAX_SETS * 4];
+	size_t n;
+} set_log;
+
+static void set_label(char *out, size_t len, const mb_suite_set *set)
 {
-	FILE *f = fopen(path, "rb");
-	char *buf = NULL, *grown;
-	size_t len = 0, cap = 0, n;
-	int rc = 0;
+	if (set->label)
+		snprintf(out, len, "%s", set->label);
+	else
+		snprintf(out, len, "--set %s", set->text);
+}
 
-	if (!f)
-		return mb_error_set(err, MB_EIO, path, "cannot read: %s", strerror(errno));
-	do {
-		enum { min_chunk = 4096 };
-		if (cap - len < min_chunk) {
-			cap = cap ? cap * 2 : min_chunk * 4;
-			grown = realloc(buf, cap + 1);
-			if (!grown) {
-				rc = mb_error_set(err, MB_ENOMEM, path, "out of memory reading the file");
-				goto cleanup;
-			}
-			buf = grown;
+static bool is_key_char(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+}
+
+/* "rows.rope_qk.families[0].axes.T" into segments. */
+static int parse_set_path(set_path *out, const char *key, const char *label, mb_error *err)
+{
+	const char *p = key;
+
+	memset(out, 0, sizeof(*out));
+	while (*p) {
+		set_segment *seg = &out->seg[out->n];
+		size_t n = 0;
+
+		if (out->n == SET_MAX_SEGMENTS)
+			return mb_error_set(err, MB_EINVAL, label, "the key has more than %d parts", SET_MAX_SEGMENTS);
+		if (*p == '[') {
+			char *end;
+			unsigned long long v;
+			errno = 0;
+			v = strtoull(p + 1, &end, 10);
+			if (end == p + 1 || *end != ']' || errno || p[1] == '-')
+				return mb_error_set(err, MB_EINVAL, label,
+					"expected an index such as [0] at \"%s\"", p);
+			seg->index = (size_t)v;
+			seg->is_index = true;
+			p = end + 1;
+		} else {
+			while (is_key_char(*p) && n + 1 < sizeof(seg->key))
+				seg->key[n++] = *p++;
+			seg->key[n] = '\0';
+			if (n == 0)
+				return mb_error_set(err, MB_EINVAL, label,
+					"expected a key of letters, digits, _ or - at \"%s\" (KEY=VALUE, keys joined by "
+					"'.', [N] for an array element)", p);
 		}
-		n = fread(buf + len, 1, cap - len, f);
-		len += n;
-	} while (n > 0);
-	if (ferror(f)) {
-		rc = mb_error_set(err, MB_EIO, path, "cannot read: %s", strerror(errno ? errno : EIO));
-		goto cleanup;
+		out->n++;
+		if (*p == '.' && p[1] != '\0' && p[1] != '[')
+			p++;
+		else if (*p != '[' && *p != '\0')
+			return mb_error_set(err, MB_EINVAL, label, "unexpected \"%s\" in the key", p);
 	}
-	buf[len] = '\0';
-	*out = buf;
-	*out_len = len;
-	buf = NULL;
-cleanup:
-	free(buf);
-	fclose(f);
+	if (out->n == 0)
+		return mb_error_set(err, MB_EINVAL, label, "empty key (expected KEY=VALUE)");
+	return 0;
+}
+
+static void set_path_text(char *out, size_t len, const set_path *path, int n)
+{
+	out[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		if (path->seg[i].is_index)
+			mb_keypath_index(out, len, out, path->seg[i].index);
+		else
+			mb_keypath_key(out, len, out, path->seg[i].key);
+	}
+}
+
+/* One bare word of a list: integer, float, boolean, else string. */
+static json_t *scalar_value(const char *word)
+{
+	char *end;
+	long long i;
+	double d;
+
+	errno = 0;
+	i = strtoll(word, &end, 10);
+	if (end != word && !*end && !errno)
+		return json_integer((json_int_t)i);
+	errno = 0;
+	d = strtod(word, &end);
+	if (end != word && !*end && !errno && isfinite(d))
+		return json_real(d);
+	if (strcmp(word, "true") == 0 || strcmp(word, "false") == 0)
+		return json_boolean(word[0] == 't');
+	return json_string(word);
+}
+
+/* VALUE as JSON (see mb_suite_set); NULL with err set. */
+static json_t *parse_set_value(const char *value, const char *label, mb_error *err)
+{
+	json_t *out = NULL;
+
+	if (strchr("[{\"'", value[0]) && value[0]) {
+		/* a TOML value: parse "v = VALUE" as a document of one key */
+		size_t len = strlen(value) + sizeof("v = \n");
+		char *text = malloc(len);
+		json_t *doc = NULL;
+		if (!text) {
+			mb_error_set(err, MB_ENOMEM, label, "out of memory");
+			return NULL;
+		}
+		snprintf(text, len, "v = %s\n", value);
+		if (mb_toml_parse_string(&doc, text, label, err) == 0)
+			out = json_incref(json_object_get(doc, "v"));
+		json_decref(doc);
+		free(text);
+		return out;
+	}
+	if (!strchr(value, ',')) {
+		if (!*value)
+			mb_error_set(err, MB_EINVAL, label, "empty value (expected KEY=VALUE)");
+		else if (!(out = scalar_value(value)))
+			mb_error_set(err, MB_ENOMEM, label, "out of memory");
+		return out;
+	}
+	out = json_array();
+	for (const char *p = value; out;) {
+		const char *comma = strchr(p, ',');
+		size_t n = comma ? (size_t)(comma - p) : strlen(p);
+		char word[SET_SEGMENT_BYTES];
+		if (n == 0 || n >= sizeof(word)) {
+			if (n)
+				mb_error_set(err, MB_EINVAL, label, "a list item is longer than %zu characters",
+					sizeof(word) - 1);
+			else
+				mb_error_set(err, MB_EINVAL, label, "empty item in the list \"%s\"", value);
+			json_decref(out);
+			return NULL;
+		}
+		memcpy(word, p, n);
+		word[n] = '\0';
+		if (json_array_append_new(out, scalar_value(word))) {
+			mb_error_set(err, MB_ENOMEM, label, "out of memory");
+			json_decref(out);
+			return NULL;
+		}
+		if (!comma)
+			break;
+		p = comma + 1;
+	}
+	return out;
+}
+
+/* The suite schema's idea of the value at `path` (NULL: anything goes). */
+static const json_t *schema_at(const json_t *root, const set_path *path)
+{
+	const json_t *cur = resolve_ref(root, root);
+
+	for (int i = 0; cur && i < path->n; i++) {
+		const json_t *next;
+		if (path->seg[i].is_index) {
+			next = json_object_get(cur, "items");
+		} else {
+			next = json_object_get(json_object_get(cur, "properties"), path->seg[i].key);
+			if (!next && json_is_object(json_object_get(cur, "additionalProperties")))
+				next = json_object_get(cur, "additionalProperties");
+		}
+		cur = resolve_ref(root, next);
+	}
+	return cur;
+}
+
+static bool schema_wants_array(const json_t *schema)
+{
+	const char *type = json_string_value(json_object_get(schema, "type"));
+
+	return type && strcmp(type, "array") == 0;
+}
+
+static int log_set(set_log *log, const char *keypath, const char *label)
+{
+	if (log->n < sizeof(log->rec) / sizeof(log->rec[0])) {
+		snprintf(log->rec[log->n].keypath, sizeof(log->rec[0].keypath), "%s", keypath);
+		snprintf(log->rec[log->n].label, sizeof(log->rec[0].label), "%s", label);
+		log->n++;
+	}
+	return 0;
+}
+
+/* Set the value at `path`, making the tables on the way that the file
+ * leaves out ([timing] when it has none); arrays must have the element. */
+static int set_at(json_t *doc, const set_path *path, json_t *value, const char *suite_path, const char *label,
+	mb_error *err)
+{
+	json_t *cur = doc;
+	char where[MB_ERROR_WHERE_MAX], keypath[MB_ERROR_WHERE_MAX];
+
+	for (int i = 0; i < path->n; i++) {
+		const set_segment *seg = &path->seg[i];
+		bool last = i == path->n - 1;
+		json_t *next;
+
+		set_path_text(keypath, sizeof(keypath), path, i + 1);
+		mb_suite_where(where, sizeof(where), suite_path, keypath);
+		mb_text_append(where, sizeof(where), " (from ", label);
+		mb_text_append(where, sizeof(where), ")", "");
+		if (seg->is_index) {
+			if (!json_is_array(cur))
+				return mb_error_set(err, MB_EINVAL, where, "not an array, so [%zu] selects nothing", seg->index);
+			if (seg->index >= json_array_size(cur))
+				return mb_error_set(err, MB_EINVAL, where, "the array has %zu item%s",
+					json_array_size(cur), json_array_size(cur) == 1 ? "" : "s");
+			if (last)
+				return json_array_set(cur, seg->index, value) ? mb_error_set(err, MB_ENOMEM, where, "out of memory") : 0;
+			cur = json_array_get(cur, seg->index);
+			continue;
+		}
+		if (!json_is_object(cur))
+			return mb_error_set(err, MB_EINVAL, where, "the value above it is not a table");
+		if (last)
+			return json_object_set(cur, seg->key, value) ? mb_error_set(err, MB_ENOMEM, where, "out of memory") : 0;
+		next = json_object_get(cur, seg->key);
+		if (!next) {
+			next = json_object();
+			if (!next || json_object_set_new(cur, seg->key, next))
+				return mb_error_set(err, MB_ENOMEM, where, "out of memory");
+		}
+		cur = next;
+	}
+	return 0;
+}
+
+/* axes.AXIS and rows.ROW.axes.AXIS: the axis in every family of the rows. */
+static int set_axes(mb_suite *suite, const char *only_row, const char *axis, json_t *value, const char *label,
+	set_log *log, mb_error *err)
+{
+	json_t *rows = json_object_get(suite->doc, "rows");
+	const char *name;
+	json_t *rowv;
+	size_t hits = 0;
+	char keypath[MB_ERROR_WHERE_MAX], where[MB_ERROR_WHERE_MAX];
+
+	json_object_foreach(rows, name, rowv) {
+		const mb_row *row = mb_catalog_find(name);
+		json_t *fam;
+		size_t i;
+		if (only_row && strcmp(only_row, name) != 0)
+			continue;
+		if (!row || mb_row_axis_index(row, axis) < 0) {
+			if (only_row) {
+				char known[256] = "";
+				for (int a = 0; row && a < row->n_axes; a++)
+					mb_text_append(known, sizeof(known), a ? ", " : "", row->axes[a]);
+				mb_keypath_key(keypath, sizeof(keypath), "rows", name);
+				mb_suite_where(where, sizeof(where), suite->path, keypath);
+				mb_text_append(where, sizeof(where), " (from ", label);
+				mb_text_append(where, sizeof(where), ")", "");
+				return mb_error_set(err, MB_EINVAL, where, "row %s has no axis \"%s\"%s%s",
+					name, axis, known[0] ? "; its axes: " : "", known);
+			}
+			continue;
+		}
+		json_array_foreach(json_object_get(rowv, "families"), i, fam) {
+			json_t *axes = json_object_get(fam, "axes");
+			if (!json_is_object(axes))
+				continue;
+			if (json_object_set(axes, axis, value))
+				return mb_error_set(err, MB_ENOMEM, label, "out of memory");
+			mb_keypath_key(keypath, sizeof(keypath), "rows", name);
+			mb_keypath_key(keypath, sizeof(keypath), keypath, "families");
+			mb_keypath_index(keypath, sizeof(keypath), keypath, i);
+			mb_keypath_key(keypath, sizeof(keypath), keypath, "axes");
+			mb_keypath_key(keypath, sizeof(keypath), keypath, axis);
+			log_set(log, keypath, label);
+			hits++;
+		}
+	}
+	if (hits)
+		return 0;
+	if (only_row) {
+		mb_keypath_key(keypath, sizeof(keypath), "rows", only_row);
+		mb_suite_where(where, sizeof(where), suite->path, keypath);
+		mb_text_append(where, sizeof(where), " (from ", label);
+		mb_text_append(where, sizeof(where), ")", "");
+		return mb_error_set(err, MB_ENOTFOUND, where, "the suite has no row %s", only_row);
+	}
+	return mb_error_set(err, MB_ENOTFOUND, label, "no row of %s has an axis \"%s\"", suite->path, axis);
+}
+
+static int apply_set(mb_suite *suite, const mb_suite_set *set, set_log *log, mb_error *err)
+{
+	char label[MB_ERROR_WHERE_MAX], keypath[MB_ERROR_WHERE_MAX];
+	char key[MB_ERROR_WHERE_MAX];
+	const char *eq = strchr(set->text, '=');
+	const json_t *schema;
+	json_t *value = NULL;
+	set_path path;
+	int rc;
+
+	set_label(label, sizeof(label), set);
+	if (!eq || eq == set->text)
+		return mb_error_set(err, MB_EINVAL, label, "expected KEY=VALUE, e.g. timing.modes=hot,graph or axes.T=4096");
+	if ((size_t)(eq - set->text) >= sizeof(key))
+		return mb_error_set(err, MB_EINVAL, label, "the key is too long");
+	snprintf(key, sizeof(key), "%.*s", (int)(eq - set->text), set->text);
+	rc = parse_set_path(&path, key, label, err);
+	if (rc)
+		return rc;
+	value = parse_set_value(eq + 1, label, err);
+	if (!value)
+		return err && err->code ? err->code : MB_EINVAL;
+	if (path.n == 2 && !path.seg[0].is_index && !path.seg[1].is_index && strcmp(path.seg[0].key, "axes") == 0) {
+		rc = set_axes(suite, NULL, path.seg[1].key, value, label, log, err);
+	} else if (path.n == 4 && strcmp(path.seg[0].key, "rows") == 0 && !path.seg[1].is_index &&
+		!path.seg[2].is_index && strcmp(path.seg[2].key, "axes") == 0 && !path.seg[3].is_index) {
+		rc = set_axes(suite, path.seg[1].key, path.seg[3].key, value, label, log, err);
+	} else {
+		schema = schema_at(mb_schema_builtin("suite", NULL), &path);
+		if (schema_wants_array(schema) && !json_is_array(value)) {
+			json_t *one = json_array();
+			if (!one || json_array_append_new(one, value)) {
+				json_decref(one);
+				return mb_error_set(err, MB_ENOMEM, label, "out of memory");
+			}
+			value = one;
+		}
+		rc = set_at(suite->doc, &path, value, suite->path, label, err);
+		set_path_text(keypath, sizeof(keypath), &path, path.n);
+		if (!rc)
+			log_set(log, keypath, label);
+	}
+	json_decref(value);
 	return rc;
 }
 
-static int parse_document(mb_suite *suite, const char *text, size_t len, mb_error *err)
+/* Whether key path `a` is `b` or inside it ("timing.modes[0]" in
+ * "timing.modes"). */
+static bool keypath_within(const char *a, const char *b)
 {
-	int rc;
+	size_t n = strlen(b);
 
+	return n && strncmp(a, b, n) == 0 && (a[n] == '\0' || a[n] == '.' || a[n] == '[');
+}
+
+/* An error about a key an override set names the override: "PATH: key
+ * (from --set key=value)". */
+static void name_override(mb_error *err, const char *suite_path, const set_log *log)
+{
+	size_t plen = strlen(suite_path);
+	const char *keypath;
+
+	if (!err || strncmp(err->where, suite_path, plen) != 0 || strncmp(err->where + plen, ": ", 2) != 0)
+		return;
+	keypath = err->where + plen + 2;
+	for (size_t i = log->n; i-- > 0;) {
+		if (keypath_within(keypath, log->rec[i].keypath) || keypath_within(log->rec[i].keypath, keypath)) {
+			mb_text_append(err->where, sizeof(err->where), " (from ", log->rec[i].label);
+			mb_text_append(err->where, sizeof(err->where), ")", "");
+			return;
+		}
+	}
+}
+
+/* --- loading ------------------------------------------------------------- */
+
+static int parse_document(mb_suite *suite, const char *text, size_t len, const mb_suite_set *sets, size_t n_sets,
+	mb_error *err)
+{
+	set_log *log = calloc(1, sizeof(*log));
+	int rc = 0;
+
+	if (!log)
+		return mb_error_set(err, MB_ENOMEM, suite->path, "out of memory");
 	if (strlen(text) != len)
-		return mb_error_set(err, MB_EINVAL, suite->path,
+		rc = mb_error_set(err, MB_EINVAL, suite->path,
 			"contains a NUL byte at offset %zu; a TOML file is text", strlen(text));
-	rc = mb_toml_parse_string(&suite->doc, text, suite->path, err);
+	if (!rc)
+		rc = mb_toml_parse_string(&suite->doc, text, suite->path, err);
+	if (!rc && n_sets > MB_SUITE_MAX_SETS)
+		rc = mb_error_set(err, MB_EINVAL, "--set", "more than %d overrides", MB_SUITE_MAX_SETS);
+	for (size_t i = 0; !rc && i < n_sets; i++)
+		rc = apply_set(suite, &sets[i], log, err);
 	if (!rc)
 		rc = validate(suite, err);
 	if (!rc)
@@ -1028,10 +1478,18 @@ static int parse_document(mb_suite *suite, const char *text, size_t len, mb_erro
 		rc = check_filters(suite, err);
 	if (!rc)
 		rc = fill_settings(suite, err);
+	if (rc && n_sets)
+		name_override(err, suite->path, log);
+	free(log);
 	return rc;
 }
 
 int mb_suite_load(mb_suite **out, const char *path, mb_error *err)
+{
+	return mb_suite_load_with(out, path, NULL, 0, err);
+}
+
+int mb_suite_load_with(mb_suite **out, const char *path, const mb_suite_set *sets, size_t n_sets, mb_error *err)
 {
 	mb_suite *suite = NULL;
 	char *text = NULL;
@@ -1045,15 +1503,20 @@ int mb_suite_load(mb_suite **out, const char *path, mb_error *err)
 		rc = mb_error_set(err, MB_ENOMEM, path, "out of memory");
 		goto cleanup;
 	}
-	rc = read_bytes(&text, &len, path, err);
-	if (rc)
+	rc = mb_read_file(&text, &len, path, MB_SUITE_MAX_BYTES, "a suite", err);
+	if (rc) {
+		/* too large, missing or unreadable: all "cannot be read" */
+		if (rc != MB_ENOMEM && err)
+			err->code = MB_EIO;
+		rc = rc == MB_ENOMEM ? rc : MB_EIO;
 		goto cleanup;
+	}
 	rc = mb_blob_id(suite->blob_id, text, len);
 	if (rc) {
 		mb_error_set(err, rc, path, "cannot compute the file's git blob id");
 		goto cleanup;
 	}
-	rc = parse_document(suite, text, len, err);
+	rc = parse_document(suite, text, len, sets, n_sets, err);
 	if (rc)
 		goto cleanup;
 	head = json_object_get(suite->doc, "suite");

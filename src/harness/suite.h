@@ -39,6 +39,11 @@ int mb_mode_parse(const char *name, mb_mode *out);
 #define MB_DEFAULT_TIMEOUT_S 15.0
 #define MB_DEFAULT_WARMUP 3
 #define MB_DEFAULT_MAX_CHECK_ROWS 4096
+/* The largest suite file read: suites are a page or two of TOML, and a
+ * mistaken path (/dev/zero, a log) must not be read until memory runs out. */
+#define MB_SUITE_MAX_BYTES ((size_t)16 << 20)
+/* A plan this big is a typo in an axis list, not a benchmark. */
+#define MB_PLAN_MAX_CASES 1000000
 
 /* Harness settings: the suite's [timing] and [correctness] with defaults
  * filled in; the command line may override some. */
@@ -90,20 +95,74 @@ typedef struct mb_plan_filter {
 	const char *modes;
 } mb_plan_filter;
 
+/* Narrowing by case id (row/variant/dtype/mode/family/shape): POSIX
+ * extended regular expressions, NULL = none. A case runs when `filter`
+ * matches somewhere in its id and `exclude` does not. */
+typedef struct mb_plan_match {
+	const char *filter;
+	const char *exclude;
+} mb_plan_match;
+
+/* One override of a suite value from the command line (--set KEY=VALUE).
+ *
+ * KEY is a key path into the suite as its TOML reads: `timing.modes`,
+ * `suite.seed`, `correctness.max_check_rows`, `rows.rope_qk.dtypes`,
+ * `rows.rope_qk.families[0].axes.T`. Two shorthands reach axes without
+ * counting families: `axes.T` sets axis T in every family of every row
+ * that has one, `rows.rope_qk.axes.T` in every family of that row.
+ * VALUE is a TOML value (`[8192, 32768]`, `"x"`, `0.5`, `true`), or a
+ * comma-separated list of numbers and bare words (`hot,graph`,
+ * `4096,8192`), or one of them alone; a single value where the suite takes
+ * an array (`timing.modes=hot`) becomes an array of one. The suite is then
+ * checked as if the file said so, and an error about an overridden key
+ * names the override: "suites/x.toml: timing.modes[0] (from --set
+ * timing.modes=warm): expected one of ...". */
+typedef struct mb_suite_set {
+	const char *text;  /* "KEY=VALUE" */
+	const char *label; /* how the user wrote it ("--modes hot"); NULL: "--set TEXT" */
+} mb_suite_set;
+
+/* The most overrides one load applies. */
+#define MB_SUITE_MAX_SETS 32
+
 int mb_suite_load(mb_suite **out, const char *path, mb_error *err);
+/* mb_suite_load with `n_sets` overrides applied, in order, to the parsed
+ * file before any check. */
+int mb_suite_load_with(mb_suite **out, const char *path, const mb_suite_set *sets, size_t n_sets,
+	mb_error *err);
 void mb_suite_free(mb_suite *suite);
 
 /* backend: "cpu" plans the reference variant only; "cuda" plans every
- * variant with backend "cuda" that was built in (launch != NULL).
+ * variant with backend "cuda" that was built in (launch != NULL); "any"
+ * plans every variant of every backend, built in or not (what `validate`
+ * counts, so that a suite it accepts is one every backend can plan).
  * A filter that names an unknown row or dtype is an error that lists the
- * known ones; a filter that leaves no case is an error too. */
+ * known ones; a filter that leaves no case is an error that says which
+ * filter removed the cases and why (--variants on the cpu backend, a
+ * --filter that matches no id, a dtype the rows do not list). Host memory
+ * is checked against what is available now (MemAvailable), not the total. */
 int mb_plan_build(mb_plan **out, const mb_suite *suite, const mb_plan_filter *filter,
 	const char *backend, mb_error *err);
+/* mb_plan_build with case-id expressions too (`match` may be NULL). */
+int mb_plan_build_ex(mb_plan **out, const mb_suite *suite, const mb_plan_filter *filter,
+	const mb_plan_match *match, const char *backend, mb_error *err);
 void mb_plan_free(mb_plan *plan);
 
 /* The suite's row/dtype/variant filters plus the command line's, for the
  * receipt's settings block (arrays of strings, owned by the caller). */
 int mb_plan_filters_json(json_t **out_rows, json_t **out_dtypes, json_t **out_variants,
 	const mb_suite *suite, const mb_plan_filter *filter, mb_error *err);
+/* The same, with the variant filters recorded only as far as they apply on
+ * `backend`: the cpu backend runs the reference variant whatever they say
+ * (its receipt must not claim "fused"), so there only "reference" can
+ * appear. What `run` records. */
+int mb_plan_filters_json_on(json_t **out_rows, json_t **out_dtypes, json_t **out_variants,
+	const mb_suite *suite, const mb_plan_filter *filter, const char *backend, mb_error *err);
+
+/* Variant names of `filter->variants` (and the suite's variant filters)
+ * that `backend` cannot run, as "fused, fallback" into `out` (empty when
+ * every one applies): what the run's notice says it ignored. */
+void mb_plan_ignored_variants(char *out, size_t len, const mb_suite *suite, const mb_plan_filter *filter,
+	const char *backend);
 
 #endif

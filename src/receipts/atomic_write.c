@@ -17,6 +17,10 @@
 #define NEW_FILE_MODE 0644
 #define PERMISSION_BITS 07777
 #define JSON_WRITE_FLAGS (JSON_INDENT(1) | JSON_REAL_PRECISION(17))
+/* What the temporary adds to the name: the leading dot and TEMP_SUFFIX. */
+#define TEMP_EXTRA_CHARS (1 + sizeof(TEMP_SUFFIX) - 1)
+/* The probe writes one block, so that a full disk fails before the work. */
+#define PROBE_BYTES 4096
 
 /* Returns 0 or the errno of the failing write. */
 static int write_all(int fd, const void *data, size_t len)
@@ -50,12 +54,23 @@ static int write_stdout(const void *data, size_t len, mb_error *err)
 	return 0;
 }
 
+/* The longest file name the directory takes. */
+static size_t name_max(const char *dir)
+{
+	long n = pathconf(dir, _PC_NAME_MAX);
+
+	return n > 0 ? (size_t)n : NAME_MAX;
+}
+
 /* Split `path` into its directory ("." when it has none) and a temporary
- * name beside it. */
+ * name beside it. The temporary keeps as much of the name as fits: a name
+ * at the file system's limit must not fail only because ".XXXXXX" made its
+ * temporary longer. */
 static int temp_names(char *out_dir, char *out_temp, const char *path, mb_error *err)
 {
 	const char *slash = strrchr(path, '/');
 	const char *base = slash ? slash + 1 : path;
+	size_t limit, keep;
 	int n;
 
 	if (!*base)
@@ -68,8 +83,15 @@ static int temp_names(char *out_dir, char *out_temp, const char *path, mb_error 
 		n = snprintf(out_dir, PATH_MAX, "%.*s", (int)(slash - path), path);
 	if (n < 0 || n >= PATH_MAX)
 		return mb_error_set(err, MB_EINVAL, path, "path is too long");
-	n = snprintf(out_temp, PATH_MAX, "%.*s.%s" TEMP_SUFFIX,
-		(int)(base - path), path, base);
+	limit = name_max(out_dir);
+	if (strlen(base) > limit)
+		return mb_error_set(err, MB_EINVAL, path, "the file name is %zu bytes, longer than the %zu that %s takes",
+			strlen(base), limit, out_dir);
+	keep = strlen(base);
+	if (keep + TEMP_EXTRA_CHARS > limit)
+		keep = limit - TEMP_EXTRA_CHARS;
+	n = snprintf(out_temp, PATH_MAX, "%.*s.%.*s" TEMP_SUFFIX,
+		(int)(base - path), path, (int)keep, base);
 	if (n < 0 || n >= PATH_MAX)
 		return mb_error_set(err, MB_EINVAL, path, "path is too long");
 	return 0;
@@ -91,7 +113,27 @@ static int sync_dir(const char *dir)
 	return rc;
 }
 
+/* rename(2) that refuses to replace: renameat2's RENAME_NOREPLACE, or where
+ * the file system lacks it, link(2) (which never replaces) and unlink. 0 or
+ * an errno (EEXIST when `path` exists). */
+static int rename_noreplace(const char *temp, const char *path)
+{
+	if (renameat2(AT_FDCWD, temp, AT_FDCWD, path, RENAME_NOREPLACE) == 0)
+		return 0;
+	if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+		return errno;
+	if (link(temp, path) != 0)
+		return errno;
+	unlink(temp);
+	return 0;
+}
+
 int mb_atomic_write(const char *path, const void *data, size_t len, mb_error *err)
+{
+	return mb_atomic_write_ex(path, data, len, 0, err);
+}
+
+int mb_atomic_write_ex(const char *path, const void *data, size_t len, unsigned flags, mb_error *err)
 {
 	char dir[PATH_MAX];
 	char temp[PATH_MAX];
@@ -113,8 +155,13 @@ int mb_atomic_write(const char *path, const void *data, size_t len, mb_error *er
 	rc = temp_names(dir, temp, path, err);
 	if (rc)
 		goto cleanup;
-	if (stat(path, &old) == 0)
+	if (stat(path, &old) == 0) {
+		if (flags & MB_ATOMIC_NO_REPLACE) {
+			rc = mb_error_set(err, MB_EIO, path, "already exists (not replaced)");
+			goto cleanup;
+		}
 		mode = old.st_mode & PERMISSION_BITS;
+	}
 
 	fd = mkostemp(temp, O_CLOEXEC);
 	if (fd < 0) {
@@ -144,7 +191,18 @@ int mb_atomic_write(const char *path, const void *data, size_t len, mb_error *er
 		rc = mb_error_set(err, MB_EIO, path, "close failed: %s", strerror(errno));
 		goto cleanup;
 	}
-	if (rename(temp, path) != 0) {
+	if (flags & MB_ATOMIC_NO_REPLACE) {
+		sys = rename_noreplace(temp, path);
+		if (sys == EEXIST) {
+			rc = mb_error_set(err, MB_EIO, path, "already exists (created while this file was written; "
+				"not replaced)");
+			goto cleanup;
+		}
+		if (sys) {
+			rc = mb_error_set(err, MB_EIO, path, "rename from %s failed: %s", temp, strerror(sys));
+			goto cleanup;
+		}
+	} else if (rename(temp, path) != 0) {
 		rc = mb_error_set(err, MB_EIO, path, "rename from %s failed: %s", temp, strerror(errno));
 		goto cleanup;
 	}
@@ -163,7 +221,61 @@ cleanup:
 	return rc;
 }
 
+int mb_atomic_write_probe(const char *path, unsigned flags, mb_error *err)
+{
+	static const char block[PROBE_BYTES];
+	char dir[PATH_MAX];
+	char temp[PATH_MAX];
+	struct stat st;
+	int fd = -1;
+	int rc;
+	int sys;
+
+	if (!path)
+		return mb_error_set(err, MB_EINVAL, "", "no path to write");
+	if (strcmp(path, STDOUT_PATH) == 0)
+		return 0;
+	rc = temp_names(dir, temp, path, err);
+	if (rc)
+		goto cleanup;
+	if (stat(path, &st) == 0) {
+		if (S_ISDIR(st.st_mode)) {
+			rc = mb_error_set(err, MB_EINVAL, path, "is a directory, expected a file path");
+			goto cleanup;
+		}
+		if (flags & MB_ATOMIC_NO_REPLACE) {
+			rc = mb_error_set(err, MB_EIO, path, "already exists (not replaced)");
+			goto cleanup;
+		}
+	}
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		rc = mb_error_set(err, MB_EIO, path, "cannot write: directory %s does not exist", dir);
+		goto cleanup;
+	}
+	fd = mkostemp(temp, O_CLOEXEC);
+	if (fd < 0) {
+		rc = mb_error_set(err, MB_EIO, path, "cannot create a temporary file in %s: %s", dir, strerror(errno));
+		goto cleanup;
+	}
+	sys = write_all(fd, block, sizeof(block));
+	if (!sys && fsync(fd) != 0)
+		sys = errno;
+	if (sys)
+		rc = mb_error_set(err, MB_EIO, path, "cannot write a temporary file in %s: %s", dir, strerror(sys));
+cleanup:
+	if (fd >= 0) {
+		close(fd);
+		unlink(temp);
+	}
+	return rc;
+}
+
 int mb_json_write_atomic(const json_t *doc, const char *path, mb_error *err)
+{
+	return mb_json_write_atomic_ex(doc, path, 0, err);
+}
+
+int mb_json_write_atomic_ex(const json_t *doc, const char *path, unsigned flags, mb_error *err)
 {
 	char *text = NULL;
 	size_t len;
@@ -189,7 +301,7 @@ int mb_json_write_atomic(const json_t *doc, const char *path, mb_error *err)
 		goto cleanup;
 	}
 	text[len] = '\n';
-	rc = mb_atomic_write(path, text, len + 1, err);
+	rc = mb_atomic_write_ex(path, text, len + 1, flags, err);
 
 cleanup:
 	free(text);

@@ -9,6 +9,25 @@
 #include "receipts/text.h"
 
 #define FINDINGS_INITIAL 16
+/* Kernel lists up to this long are compared name by name; longer ones
+ * through a set of names. */
+#define KERNELS_LINEAR_MAX 16
+
+/* Declared in compare.c too, and meant for compare.h (see there). */
+typedef struct mb_code_index mb_code_index;
+int mb_code_index_build(mb_code_index **out, const json_t *base_receipt, const json_t *head_receipt,
+	mb_error *err);
+bool mb_code_index_identical(const mb_code_index *index, const char *row);
+void mb_code_index_free(mb_code_index *index);
+
+/* What a diff looks up per case, built once: every step that scanned a
+ * receipt per case made diff quadratic in the cases. */
+typedef struct diff_index {
+	json_t *base_ids;            /* case id -> first base case with it */
+	json_t *head_ids;            /* case id -> first head case with it */
+	json_t *head_fallback_rows;  /* rows with a fallback case in head */
+	mb_code_index *code;         /* NULL: the identical-code shortcut is off */
+} diff_index;
 
 static int vadd_finding(mb_diff *d, mb_finding_kind kind, mb_cmp_why why, const char *subject, mb_error *err,
 	const char *fmt, va_list ap)
@@ -286,6 +305,27 @@ static void kernel_names_missing(char *buf, size_t len, const json_t *a, const j
 			mb_text_appendf(buf, len, "%s%s", buf[0] ? ", " : "", mb_text_get(k, "name"));
 }
 
+/* The same for long lists, through a set of `b`'s names. */
+static int kernel_names_missing_long(char *buf, size_t len, const json_t *a, const json_t *b)
+{
+	json_t *names = json_object(), *k;
+	size_t i;
+
+	buf[0] = '\0';
+	if (!names)
+		return MB_ENOMEM;
+	json_array_foreach(b, i, k)
+		if (json_object_set_new(names, mb_text_get(k, "name"), json_true())) {
+			json_decref(names);
+			return MB_ENOMEM;
+		}
+	json_array_foreach(a, i, k)
+		if (!json_object_get(names, mb_text_get(k, "name")))
+			mb_text_appendf(buf, len, "%s%s", buf[0] ? ", " : "", mb_text_get(k, "name"));
+	json_decref(names);
+	return 0;
+}
+
 static int kernel_drift(mb_diff *d, const char *id, const json_t *b, const json_t *h, mb_error *err)
 {
 	const json_t *kb = json_object_get(b, "kernels"), *kh = json_object_get(h, "kernels");
@@ -293,48 +333,45 @@ static int kernel_drift(mb_diff *d, const char *id, const json_t *b, const json_
 
 	if (!json_is_array(kb) || !json_is_array(kh))
 		return 0;
-	kernel_names_missing(gone, sizeof(gone), kb, kh);
-	kernel_names_missing(added, sizeof(added), kh, kb);
+	if (json_array_size(kb) > KERNELS_LINEAR_MAX || json_array_size(kh) > KERNELS_LINEAR_MAX) {
+		if (kernel_names_missing_long(gone, sizeof(gone), kb, kh)
+			|| kernel_names_missing_long(added, sizeof(added), kh, kb))
+			return mb_error_set(err, MB_ENOMEM, id, "no memory for kernel names");
+	} else {
+		kernel_names_missing(gone, sizeof(gone), kb, kh);
+		kernel_names_missing(added, sizeof(added), kh, kb);
+	}
 	if (!gone[0] && !added[0])
 		return 0;
 	return add_finding(d, MB_FINDING_KERNEL_CHANGE, id, err, "kernels changed: removed [%s], added [%s]",
 		gone, added);
 }
 
-static bool row_has_fallback(const json_t *receipt, const char *row)
+/* A row with fallback cases in base and none in head, once per row, at its
+ * first fallback case in base. */
+static int missing_fallbacks(mb_diff *d, const diff_index *ix, mb_error *err)
 {
+	json_t *reported = json_object(), *c;
 	size_t i;
-	json_t *c;
-
-	json_array_foreach(json_object_get(receipt, "cases"), i, c)
-		if (!strcmp(mb_text_get(c, "row"), row) && !strcmp(mb_text_get(c, "variant_kind"), "fallback"))
-			return true;
-	return false;
-}
-
-static int missing_fallbacks(mb_diff *d, mb_error *err)
-{
-	size_t i;
-	json_t *c;
 	int rc = 0;
 
+	if (!reported)
+		return mb_error_set(err, MB_ENOMEM, "diff", "no memory for rows");
 	json_array_foreach(json_object_get(d->base, "cases"), i, c) {
 		const char *row = mb_text_get(c, "row");
-		bool first = true;
 
-		if (strcmp(mb_text_get(c, "variant_kind"), "fallback") || row_has_fallback(d->head, row))
+		if (strcmp(mb_text_get(c, "variant_kind"), "fallback") || json_object_get(ix->head_fallback_rows, row)
+			|| json_object_get(reported, row))
 			continue;
-		/* report each row once: at its first fallback case in base */
-		for (size_t j = 0; j < i && first; j++) {
-			const json_t *e = json_array_get(json_object_get(d->base, "cases"), j);
-
-			first = strcmp(mb_text_get(e, "row"), row)
-				|| strcmp(mb_text_get(e, "variant_kind"), "fallback");
+		if (json_object_set_new(reported, row, json_true())) {
+			rc = mb_error_set(err, MB_ENOMEM, "diff", "no memory for rows");
+			break;
 		}
-		if (first && (rc = add_finding(d, MB_FINDING_MISSING_FALLBACK, row, err,
+		if ((rc = add_finding(d, MB_FINDING_MISSING_FALLBACK, row, err,
 			"row %s has no fallback variant any more", row)))
 			break;
 	}
+	json_decref(reported);
 	return rc;
 }
 
@@ -393,15 +430,59 @@ static int field_drift(mb_diff *d, mb_case_diff *cd, mb_error *err)
 
 /* ---- cases ----------------------------------------------------------------- */
 
-static const json_t *find_case(const json_t *receipt, const char *id)
+/* Every case by id (the first of an id wins, as a scan would find it). */
+static int index_cases(json_t **out, const json_t *receipt)
 {
+	json_t *ids = json_object(), *c;
 	size_t i;
-	json_t *c;
 
+	*out = ids;
+	if (!ids)
+		return MB_ENOMEM;
+	json_array_foreach(json_object_get(receipt, "cases"), i, c) {
+		const char *id = mb_text_get(c, "id");
+
+		if (!json_object_get(ids, id) && json_object_set(ids, id, c))
+			return MB_ENOMEM;
+	}
+	return 0;
+}
+
+static int index_fallback_rows(json_t **out, const json_t *receipt)
+{
+	json_t *rows = json_object(), *c;
+	size_t i;
+
+	*out = rows;
+	if (!rows)
+		return MB_ENOMEM;
 	json_array_foreach(json_object_get(receipt, "cases"), i, c)
-		if (!strcmp(mb_text_get(c, "id"), id))
-			return c;
-	return NULL;
+		if (!strcmp(mb_text_get(c, "variant_kind"), "fallback")
+			&& json_object_set_new(rows, mb_text_get(c, "row"), json_true()))
+			return MB_ENOMEM;
+	return 0;
+}
+
+static void diff_index_free(diff_index *ix)
+{
+	json_decref(ix->base_ids);
+	json_decref(ix->head_ids);
+	json_decref(ix->head_fallback_rows);
+	mb_code_index_free(ix->code);
+	memset(ix, 0, sizeof(*ix));
+}
+
+static int diff_index_build(diff_index *ix, const mb_diff *d, mb_error *err)
+{
+	int rc;
+
+	memset(ix, 0, sizeof(*ix));
+	if ((rc = index_cases(&ix->base_ids, d->base)) || (rc = index_cases(&ix->head_ids, d->head))
+		|| (rc = index_fallback_rows(&ix->head_fallback_rows, d->head)))
+		return mb_error_set(err, rc, "diff", "no memory to index the cases");
+	if (d->policy->identical_code_shortcut)
+		return mb_code_index_build(&ix->code, d->base, d->head, err);
+	return 0;
 }
 
 /* The timing comparison's findings. A case without timing because of its
@@ -443,7 +524,7 @@ static int timing_findings(mb_diff *d, mb_case_diff *cd, mb_error *err)
 	return 0;
 }
 
-static int compare_pair(mb_diff *d, mb_case_diff *cd, mb_error *err)
+static int compare_pair(mb_diff *d, const diff_index *ix, mb_case_diff *cd, mb_error *err)
 {
 	const char *row = mb_text_get(cd->head, "row");
 	const mb_thresholds *t = mb_policy_for_row(d->policy, row);
@@ -452,7 +533,7 @@ static int compare_pair(mb_diff *d, mb_case_diff *cd, mb_error *err)
 	int rc = 0;
 
 	cd->compared = true;
-	if (d->policy->identical_code_shortcut && mb_compare_identical_code(d->base, d->head, row))
+	if (mb_code_index_identical(ix->code, row))
 		rc = mb_compare_under_identical_code(&cd->cmp, cd->base, cd->head, t, err);
 	else
 		rc = mb_compare_cases(&cd->cmp, cd->base, cd->head, t, err);
@@ -484,7 +565,7 @@ static int compare_pair(mb_diff *d, mb_case_diff *cd, mb_error *err)
 	return 0;
 }
 
-static int diff_cases(mb_diff *d, mb_error *err)
+static int diff_cases(mb_diff *d, const diff_index *ix, mb_error *err)
 {
 	const json_t *bc = json_object_get(d->base, "cases"), *hc = json_object_get(d->head, "cases");
 	char detail[MB_DIFF_TEXT_MAX / 2];
@@ -500,18 +581,18 @@ static int diff_cases(mb_diff *d, mb_error *err)
 
 		cd->id = mb_text_get(c, "id");
 		cd->base = c;
-		cd->head = find_case(d->head, cd->id);
+		cd->head = json_object_get(ix->head_ids, cd->id);
 		if (!cd->head)
 			rc = add_finding(d, MB_FINDING_MISSING_CASE, cd->id, err, "case disappeared");
 		else
-			rc = compare_pair(d, cd, err);
+			rc = compare_pair(d, ix, cd, err);
 		if (rc)
 			return rc;
 	}
 	json_array_foreach(hc, i, c) {
 		mb_case_diff *cd;
 
-		if (find_case(d->base, mb_text_get(c, "id")))
+		if (json_object_get(ix->base_ids, mb_text_get(c, "id")))
 			continue;
 		cd = &d->cases[d->n_cases++];
 		cd->id = mb_text_get(c, "id");
@@ -526,12 +607,13 @@ static int diff_cases(mb_diff *d, mb_error *err)
 				return rc;
 		}
 	}
-	return missing_fallbacks(d, err);
+	return missing_fallbacks(d, ix, err);
 }
 
 int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_name,
 	const char *head_name, const mb_policy *policy, bool force, mb_error *err)
 {
+	diff_index ix = { NULL, NULL, NULL, NULL };
 	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -551,7 +633,7 @@ int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_
 	check_comparable(out);
 	if (!out->comparable && !force)
 		goto cleanup;
-	if ((rc = diff_cases(out, err)))
+	if ((rc = diff_index_build(&ix, out, err)) || (rc = diff_cases(out, &ix, err)))
 		goto cleanup;
 	if ((rc = mb_verdict_compute(&out->base_verdicts, base, policy, err))) {
 		mb_error_prefix(err, base_name);
@@ -562,6 +644,7 @@ int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_
 		goto cleanup;
 	}
 cleanup:
+	diff_index_free(&ix);
 	return rc;
 }
 

@@ -1,4 +1,5 @@
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -125,6 +126,72 @@ void mb_print_case_order(size_t *order, const mb_diff *diff)
 		for (size_t i = 0; i < diff->n_cases; i++)
 			if (mb_print_case_rank(&diff->cases[i]) == rank)
 				order[k++] = i;
+}
+
+/* UTF-8 of the C1 controls U+0080..U+009F: 0xC2 then 0x80..0x9F. */
+#define UTF8_C1_LEAD 0xC2
+#define UTF8_C1_FIRST 0x80
+#define UTF8_C1_LAST 0x9F
+#define ASCII_DEL 0x7F
+#define ASCII_SPACE 0x20
+
+const char *mb_print_terminal_safe(char *out, size_t len, const char *s)
+{
+	size_t used = 0;
+
+	if (len == 0)
+		return out;
+	for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+		char piece[8];
+		size_t n;
+		if (*p < ASCII_SPACE || *p == ASCII_DEL) {
+			n = (size_t)snprintf(piece, sizeof(piece), "\\x%02x", *p);
+		} else if (*p == UTF8_C1_LEAD && p[1] >= UTF8_C1_FIRST && p[1] <= UTF8_C1_LAST) {
+			n = (size_t)snprintf(piece, sizeof(piece), "\\u%04x", p[1]);
+			p++;
+		} else {
+			piece[0] = (char)*p;
+			n = 1;
+		}
+		if (used + n + 1 > len)
+			break;
+		memcpy(out + used, piece, n);
+		used += n;
+	}
+	out[used] = '\0';
+	return out;
+}
+
+/* Text from a receipt (or made from one: reasons quote device names,
+ * ids, errors, rationales) inside a table cell or a line of prose: nothing
+ * in it may end the cell or the line, open HTML, or make a link, an image,
+ * code or emphasis. Every such byte is written as a Markdown escape or an
+ * HTML entity, so the rendered text reads as the receipt has it:
+ *   |  \  `  *      backslash-escaped (a pipe ends a cell, even in code);
+ *   <  &           entities (HTML tags, autolinks, entity tricks);
+ *   ](             the "(" escaped: no inline link or image can form;
+ *   line breaks and other control characters: a space.
+ * ">" is left alone: it only opens a quote at the start of a line, where
+ * no receipt text is ever printed ("3 -> 2" stays readable). */
+void mb_print_md_cell(FILE *out, const char *s)
+{
+	unsigned char ch, prev = 0;
+
+	for (; s && *s; s++, prev = ch) {
+		ch = (unsigned char)*s;
+		if (ch == '|' || ch == '\\' || ch == '`' || ch == '*')
+			fprintf(out, "\\%c", ch);
+		else if (ch == '<')
+			fputs("&lt;", out);
+		else if (ch == '&')
+			fputs("&amp;", out);
+		else if (ch == '(' && prev == ']')
+			fputs("\\(", out);
+		else if (ch < ASCII_SPACE || ch == ASCII_DEL)
+			fputc(' ', out);
+		else
+			fputc(ch, out);
+	}
 }
 
 void mb_print_xml_escaped(FILE *out, const char *s)

@@ -1,16 +1,18 @@
-/* The lanes of a receipt (src/harness/lane.h) as text or markdown: for each
- * lane its step time and goodput per configuration and mode, then the
- * catalog rows ranked by what their fused kernel saves in the step.
+/* The lanes of a receipt (src/harness/lane.h) as text, Markdown or HTML:
+ * for each lane its step time and goodput per configuration and mode, then
+ * the catalog rows ranked by what their fused kernel saves in the step.
  *
  * A printer only shows; the deltas and their classes were decided when
- * the receipt was written. */
+ * the receipt was written. The three formats share one small table writer,
+ * so that every lane table has the same columns whatever reads it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "receipts/printer.h"
 
-#define DURATION_LEN 32
+#define CELL_LEN 256
+#define MAX_COLS 8
 
 static double number(const json_t *o, const char *key)
 {
@@ -24,42 +26,103 @@ static const char *text(const json_t *o, const char *key)
 	return s ? s : "?";
 }
 
-/* Markdown cells: a '|' or a line break in a name would break the table. */
-static void cell(FILE *out, const char *s, bool markdown)
+/* Text from the receipt, made safe for the format. */
+static void put(FILE *out, const char *s, mb_print_format fmt)
 {
-	for (; *s; s++) {
-		if (markdown && (*s == '|' || *s == '\\' || *s == '`'))
-			fputc('\\', out);
-		fputc(*s == '\n' || *s == '\r' ? ' ' : *s, out);
+	char safe[CELL_LEN * 4];
+
+	if (fmt == MB_PRINT_MARKDOWN)
+		mb_print_md_cell(out, s);
+	else if (fmt == MB_PRINT_HTML)
+		mb_print_xml_escaped(out, s);
+	else
+		fputs(mb_print_terminal_safe(safe, sizeof(safe), s), out);
+}
+
+/* A table: its columns' headings, text widths (0: the last column, as
+ * wide as it needs) and whether they hold numbers (right-aligned). */
+typedef struct lane_table {
+	int n;
+	const char *head[MAX_COLS];
+	int width[MAX_COLS];
+	bool numeric[MAX_COLS];
+} lane_table;
+
+static void table_start(FILE *out, const lane_table *t, mb_print_format fmt)
+{
+	if (fmt == MB_PRINT_HTML) {
+		fputs("<table class=\"lane\"><thead><tr>", out);
+		for (int c = 0; c < t->n; c++)
+			fprintf(out, "<th%s>%s</th>", t->numeric[c] ? " class=\"num\"" : "", t->head[c]);
+		fputs("</tr></thead><tbody>\n", out);
+	} else if (fmt == MB_PRINT_MARKDOWN) {
+		for (int c = 0; c < t->n; c++)
+			fprintf(out, "| %s ", t->head[c]);
+		fputs("|\n", out);
+		for (int c = 0; c < t->n; c++)
+			fputs(t->numeric[c] ? "|---:" : "|---", out);
+		fputs("|\n", out);
+	} else {
+		fputs(" ", out);
+		for (int c = 0; c < t->n; c++)
+			fprintf(out, " %-*s", t->width[c], t->head[c]);
+		fputs("\n", out);
 	}
 }
 
-static void print_runs(FILE *out, const json_t *runs, bool md)
+static void table_row(FILE *out, const lane_table *t, char cells[][CELL_LEN], mb_print_format fmt)
 {
+	char safe[CELL_LEN * 4];
+
+	if (fmt == MB_PRINT_HTML)
+		fputs("<tr>", out);
+	else if (fmt == MB_PRINT_TEXT)
+		fputs(" ", out);
+	for (int c = 0; c < t->n; c++) {
+		if (fmt == MB_PRINT_HTML) {
+			fputs(t->numeric[c] ? "<td class=\"num\">" : "<td>", out);
+			put(out, cells[c], fmt);
+			fputs("</td>", out);
+		} else if (fmt == MB_PRINT_MARKDOWN) {
+			fputs("| ", out);
+			put(out, cells[c], fmt);
+			fputs(" ", out);
+		} else {
+			fprintf(out, " %-*s", t->width[c], mb_print_terminal_safe(safe, sizeof(safe), cells[c]));
+		}
+	}
+	fputs(fmt == MB_PRINT_HTML ? "</tr>\n" : fmt == MB_PRINT_MARKDOWN ? "|\n" : "\n", out);
+}
+
+static void table_end(FILE *out, mb_print_format fmt)
+{
+	if (fmt == MB_PRINT_HTML)
+		fputs("</tbody></table>\n", out);
+}
+
+static void print_runs(FILE *out, const json_t *runs, mb_print_format fmt)
+{
+	static const lane_table t = {7,
+		{"configuration", "mode", "step", "busy", "goodput", "idle", "first step extra"},
+		{28, 6, 11, 11, 8, 11, 0},
+		{false, false, true, true, true, true, true}};
 	size_t i;
 	const json_t *run;
 
-	fputs(md ? "| configuration | mode | step | busy | goodput | idle | first step extra |\n"
-		   "|---|---|---:|---:|---:|---:|---:|\n"
-		 : "  configuration                mode    step        busy        goodput  idle        first step extra\n",
-		out);
+	table_start(out, &t, fmt);
 	json_array_foreach(runs, i, run) {
-		char step[DURATION_LEN], busy[DURATION_LEN], gap[DURATION_LEN], first[DURATION_LEN];
+		char cells[MAX_COLS][CELL_LEN];
 
-		mb_print_duration(step, sizeof(step), number(run, "median_step_ns"));
-		mb_print_duration(busy, sizeof(busy), number(run, "median_busy_ns"));
-		mb_print_duration(gap, sizeof(gap), number(run, "launch_gap_ns"));
-		mb_print_duration(first, sizeof(first), number(run, "first_step_ns"));
-		if (md) {
-			fputs("| ", out);
-			cell(out, text(run, "config"), true);
-			fprintf(out, " | %s | %s | %s | %.3f | %s | %s |\n", text(run, "mode"), step, busy,
-				number(run, "goodput"), gap, first);
-		} else {
-			fprintf(out, "  %-28s %-7s %-11s %-11s %-8.3f %-11s %s\n", text(run, "config"), text(run, "mode"),
-				step, busy, number(run, "goodput"), gap, first);
-		}
+		snprintf(cells[0], CELL_LEN, "%s", text(run, "config"));
+		snprintf(cells[1], CELL_LEN, "%s", text(run, "mode"));
+		mb_print_duration(cells[2], CELL_LEN, number(run, "median_step_ns"));
+		mb_print_duration(cells[3], CELL_LEN, number(run, "median_busy_ns"));
+		snprintf(cells[4], CELL_LEN, "%.3f", number(run, "goodput"));
+		mb_print_duration(cells[5], CELL_LEN, number(run, "launch_gap_ns"));
+		mb_print_duration(cells[6], CELL_LEN, number(run, "first_step_ns"));
+		table_row(out, &t, cells, fmt);
 	}
+	table_end(out, fmt);
 }
 
 /* Deltas largest saving first: the rows the step most needs fused. */
@@ -80,65 +143,76 @@ static const char *meaning(const char *cls)
 	return "not enough evidence";
 }
 
-static void print_deltas(FILE *out, const json_t *deltas, bool md)
+static void print_deltas(FILE *out, const json_t *deltas, mb_print_format fmt)
 {
+	static const lane_table t = {5, {"row", "mode", "saved per step", "of the step", "verdict"},
+		{24, 6, 15, 12, 0}, {false, false, true, true, false}};
 	size_t n = json_array_size(deltas);
 	const json_t **order = malloc((n ? n : 1) * sizeof(*order));
 
 	if (!order) {
-		fputs("  (out of memory listing the deltas)\n", out);
+		fputs("(out of memory listing the deltas)\n", out);
 		return;
 	}
 	for (size_t i = 0; i < n; i++)
 		order[i] = json_array_get(deltas, i);
 	qsort(order, n, sizeof(*order), by_delta);
-	fputs(md ? "\n| row | mode | saved per step | of the step | verdict |\n|---|---|---:|---:|---|\n"
-		 : "\n  row                      mode    saved/step  of step  verdict\n",
-		out);
+	fputs(fmt == MB_PRINT_HTML ? "" : "\n", out);
+	table_start(out, &t, fmt);
 	for (size_t i = 0; i < n; i++) {
-		char saved[DURATION_LEN];
+		char cells[MAX_COLS][CELL_LEN];
 		const char *cls = text(order[i], "fallback_is");
 
-		mb_print_duration(saved, sizeof(saved), number(order[i], "delta_ns"));
-		if (md) {
-			fputs("| ", out);
-			cell(out, text(order[i], "row"), true);
-			fprintf(out, " | %s | %s | %+.2f%% | %s (%s) |\n", text(order[i], "mode"), saved,
-				100.0 * number(order[i], "delta_fraction"), meaning(cls), cls);
-		} else {
-			fprintf(out, "  %-24s %-7s %-11s %+6.2f%%  %s (%s)\n", text(order[i], "row"),
-				text(order[i], "mode"), saved, 100.0 * number(order[i], "delta_fraction"), meaning(cls), cls);
-		}
+		snprintf(cells[0], CELL_LEN, "%s", text(order[i], "row"));
+		snprintf(cells[1], CELL_LEN, "%s", text(order[i], "mode"));
+		mb_print_duration(cells[2], CELL_LEN, number(order[i], "delta_ns"));
+		snprintf(cells[3], CELL_LEN, "%+.2f%%", 100.0 * number(order[i], "delta_fraction"));
+		snprintf(cells[4], CELL_LEN, "%s (%s)", meaning(cls), cls);
+		table_row(out, &t, cells, fmt);
 	}
+	table_end(out, fmt);
 	free(order);
 }
 
-void mb_print_lanes(FILE *out, const json_t *receipt, bool markdown)
+/* A line of prose: a paragraph in HTML, a line elsewhere. */
+static void line(FILE *out, const char *lead, const char *s, mb_print_format fmt)
+{
+	fputs(fmt == MB_PRINT_HTML ? "<p class=\"meta\">" : fmt == MB_PRINT_TEXT ? "  " : "", out);
+	fputs(lead, out);
+	put(out, s, fmt);
+	fputs(fmt == MB_PRINT_HTML ? "</p>\n" : "\n", out);
+}
+
+void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt)
 {
 	const json_t *lanes = json_object_get(receipt, "lanes"), *lane, *note;
 	size_t i, j;
+	char summary[CELL_LEN];
 
 	json_array_foreach(lanes, i, lane) {
 		const json_t *shape = json_object_get(lane, "shape");
 
-		fprintf(out, markdown ? "\n### Lane `%s` (%s)\n\n" : "\nlane %s (%s): ", text(lane, "name"),
-			text(lane, "pattern"));
-		fprintf(out, "tokens %.0f, hidden %.0f, %.0f steps x %.0f rounds%s", number(shape, "tokens"),
-			number(shape, "hidden"), number(lane, "steps"), number(lane, "rounds"), markdown ? "\n\n" : "\n");
-		if (json_object_get(lane, "error")) {
-			fputs(markdown ? "Stopped: " : "  stopped: ", out);
-			cell(out, text(lane, "error"), markdown);
+		fputs(fmt == MB_PRINT_HTML ? "<h4>Lane " : fmt == MB_PRINT_MARKDOWN ? "\n### Lane " : "\nlane ", out);
+		put(out, text(lane, "name"), fmt);
+		fputs(" (", out);
+		put(out, text(lane, "pattern"), fmt);
+		fputs(fmt == MB_PRINT_HTML ? ")</h4>\n" : fmt == MB_PRINT_MARKDOWN ? ")\n\n" : ")\n", out);
+		snprintf(summary, sizeof(summary), "tokens %.0f, hidden %.0f, %.0f steps x %.0f rounds",
+			number(shape, "tokens"), number(shape, "hidden"), number(lane, "steps"), number(lane, "rounds"));
+		line(out, "", summary, fmt);
+		if (fmt == MB_PRINT_MARKDOWN)
 			fputs("\n", out);
-		}
+		if (json_object_get(lane, "error"))
+			line(out, "stopped: ", text(lane, "error"), fmt);
 		if (json_object_get(lane, "busy_note"))
-			fprintf(out, "%s%s\n", markdown ? "" : "  ", text(lane, "busy_note"));
-		print_runs(out, json_object_get(lane, "runs"), markdown);
+			line(out, "", text(lane, "busy_note"), fmt);
+		print_runs(out, json_object_get(lane, "runs"), fmt);
 		if (json_array_size(json_object_get(lane, "deltas")))
-			print_deltas(out, json_object_get(lane, "deltas"), markdown);
-		json_array_foreach(json_object_get(lane, "notes"), j, note) {
-			fputs(markdown ? (j ? "- " : "\n- ") : "  note: ", out);
-			cell(out, json_string_value(note) ? json_string_value(note) : "?", markdown);
+			print_deltas(out, json_object_get(lane, "deltas"), fmt);
+		if (fmt == MB_PRINT_MARKDOWN && json_array_size(json_object_get(lane, "notes")))
 			fputs("\n", out);
-		}
+		json_array_foreach(json_object_get(lane, "notes"), j, note)
+			line(out, fmt == MB_PRINT_MARKDOWN ? "- " : "note: ",
+				json_string_value(note) ? json_string_value(note) : "?", fmt);
 	}
 }

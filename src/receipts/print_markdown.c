@@ -2,6 +2,7 @@
  * changed (regressions first), unchanged cases folded away, findings, row
  * verdicts, and any policy values that differ from the defaults. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,17 +12,28 @@
 /* Rank of the first unchanged case in mb_print_case_rank. */
 #define RANK_SAME 6
 
-/* Pipes would break a table cell. */
-static void cell(FILE *out, const char *s)
+/* `s` as a code span: a fence longer than any run of backticks inside it,
+ * padded when it starts or ends with one; control characters as spaces.
+ * Nothing inside a code span is markup, so nothing else needs escaping. */
+static void code_span(FILE *out, const char *s)
 {
-	for (; *s; s++) {
-		if (*s == '|')
-			fputs("\\|", out);
-		else if (*s == '\n')
-			fputc(' ', out);
-		else
-			fputc(*s, out);
+	size_t run = 0, longest = 0, n = s ? strlen(s) : 0, i;
+	bool pad = n && (s[0] == '`' || s[n - 1] == '`');
+
+	for (i = 0; i < n; i++) {
+		run = s[i] == '`' ? run + 1 : 0;
+		longest = run > longest ? run : longest;
 	}
+	for (i = 0; i <= longest; i++)
+		fputc('`', out);
+	if (pad)
+		fputc(' ', out);
+	for (i = 0; i < n; i++)
+		fputc((unsigned char)s[i] < 0x20 || s[i] == 0x7F ? ' ' : s[i], out);
+	if (pad)
+		fputc(' ', out);
+	for (i = 0; i <= longest; i++)
+		fputc('`', out);
 }
 
 static void policy_note(FILE *out, const mb_policy *policy)
@@ -32,9 +44,14 @@ static void policy_note(FILE *out, const mb_policy *policy)
 	mb_policy_describe_changes(policy, text, sizeof(text));
 	if (!text[0])
 		return;
-	fprintf(out, "\nPolicy (%s), non-default values:\n", policy->source);
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
-		fprintf(out, "- `%s`\n", line);
+	fputs("\nPolicy (", out);
+	mb_print_md_cell(out, policy->source);
+	fputs("), non-default values:\n", out);
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		fputs("- ", out);
+		code_span(out, line);
+		fputc('\n', out);
+	}
 }
 
 static void case_line(FILE *out, const mb_case_diff *cd)
@@ -57,15 +74,16 @@ static void case_line(FILE *out, const mb_case_diff *cd)
 		mb_print_change(change, sizeof(change), cd->cmp.shift.ratio);
 	mb_print_case_verdict(verdict, sizeof(verdict), cd);
 	fputs("| ", out);
-	cell(out, row);
+	mb_print_md_cell(out, row);
 	fputs(" | ", out);
-	cell(out, shape);
-	fprintf(out, " | %s | %s | %s | %s | %s", json_string_value(json_object_get(c, "dtype")),
-		base, head, change, verdict);
+	mb_print_md_cell(out, shape);
+	fputs(" | ", out);
+	mb_print_md_cell(out, json_string_value(json_object_get(c, "dtype")));
+	fprintf(out, " | %s | %s | %s | %s", base, head, change, verdict);
 	/* why, where the word alone does not say */
 	if (mb_print_case_reason_shown(cd)) {
 		fputs(": ", out);
-		cell(out, cd->cmp.reason);
+		mb_print_md_cell(out, cd->cmp.reason);
 	}
 	fputs(" |\n", out);
 }
@@ -81,7 +99,7 @@ static void verdict_cell(FILE *out, const mb_row_verdict *v)
 	char label[MB_VERDICT_TEXT_MAX + 32];
 
 	mb_verdict_label(label, sizeof(label), v);
-	cell(out, label);
+	mb_print_md_cell(out, label);
 }
 
 /* The last four cells of a row verdict line: verdict, time saved (per step
@@ -96,17 +114,18 @@ static void verdict_cells(FILE *out, const mb_row_verdict *v)
 	mb_verdict_speedup_text(speedup, sizeof(speedup), v);
 	verdict_cell(out, v);
 	fputs(" | ", out);
-	cell(out, saved);
+	mb_print_md_cell(out, saved);
 	fputs(" | ", out);
-	cell(out, speedup);
+	mb_print_md_cell(out, speedup);
 	fputs(" | ", out);
-	cell(out, v->reason);
+	mb_print_md_cell(out, v->reason);
 	fputs(" |\n", out);
 }
 
 static void rows_section(FILE *out, const mb_diff *d)
 {
 	const mb_verdict_set *h = &d->head_verdicts, *b = &d->base_verdicts;
+	json_t *base_rows;
 	bool any_pair = false;
 
 	for (size_t i = 0; i < h->n_rows; i++)
@@ -120,14 +139,26 @@ static void rows_section(FILE *out, const mb_diff *d)
 	}
 	fputs("| row | base | head | saved (head) | speedup at the largest shape (head) | why |\n"
 		"|---|---|---|---:|---|---|\n", out);
+	/* the base verdicts by row, looked up once per head row */
+	base_rows = json_object();
+	for (size_t i = 0; base_rows && i < b->n_rows; i++)
+		if (b->rows[i].row && !json_object_get(base_rows, b->rows[i].row))
+			json_object_set_new(base_rows, b->rows[i].row, json_integer((json_int_t)i));
 	for (size_t i = 0; i < h->n_rows; i++) {
 		const mb_row_verdict *v = &h->rows[i];
+		const json_t *at = json_object_get(base_rows, v->row);
+		/* without memory for the index, the slow way */
+		const mb_row_verdict *in_base = !base_rows ? mb_verdict_find(b, v->row)
+			: at ? &b->rows[json_integer_value(at)] : NULL;
 
-		fprintf(out, "| %s | ", v->row);
-		verdict_cell(out, mb_verdict_find(b, v->row));
+		fputs("| ", out);
+		mb_print_md_cell(out, v->row);
+		fputs(" | ", out);
+		verdict_cell(out, in_base);
 		fputs(" | ", out);
 		verdict_cells(out, v);
 	}
+	json_decref(base_rows);
 }
 
 static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
@@ -136,10 +167,15 @@ static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
 	size_t *order = NULL, n_same = 0;
 	bool any_finding = false;
 
-	fprintf(out, "## megabench diff: %s -> %s%s\n\n", mb_print_revision(d->base, d->base_name),
-		mb_print_revision(d->head, d->head_name), d->forced ? " (FORCED)" : "");
+	fputs("## megabench diff: ", out);
+	mb_print_md_cell(out, mb_print_revision(d->base, d->base_name));
+	fputs(" -> ", out);
+	mb_print_md_cell(out, mb_print_revision(d->head, d->head_name));
+	fprintf(out, "%s\n\n", d->forced ? " (FORCED)" : "");
 	mb_diff_headline(d, headline, sizeof(headline));
-	fprintf(out, "**%s**\n", headline);
+	fputs("**", out);
+	mb_print_md_cell(out, headline);
+	fputs("**\n", out);
 	/* a refusal's reasons follow in full below */
 	if (mb_diff_refused(d))
 		snprintf(gate, sizeof(gate), "inconclusive: %s", d->inconsistent ? "inconsistent receipt" : "not comparable");
@@ -147,18 +183,20 @@ static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
 		mb_diff_gate_reason(d, gate, sizeof(gate));
 	fputs("\nGate: exit ", out);
 	fprintf(out, "%d, ", mb_diff_gate_exit(d));
-	cell(out, gate);
+	mb_print_md_cell(out, gate);
 	fputs(".\n", out);
 	if (d->inconsistent) {
 		fputs("\nRefused (--force does not override this): ", out);
-		cell(out, d->reasons);
+		mb_print_md_cell(out, d->reasons);
 		fputs(".\n", out);
 		policy_note(out, d->policy);
 		return 0;
 	}
 	if (!d->comparable) {
-		fprintf(out, "\n%s: %s.\n", d->forced ? "FORCED comparison of incomparable receipts"
-			: "The receipts are not comparable", d->reasons);
+		fprintf(out, "\n%s: ", d->forced ? "FORCED comparison of incomparable receipts"
+			: "The receipts are not comparable");
+		mb_print_md_cell(out, d->reasons);
+		fputs(".\n", out);
 		if (!d->forced) {
 			policy_note(out, d->policy);
 			return 0;
@@ -196,8 +234,10 @@ static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
 		if (!any_finding)
 			fputs("\n### Findings\n\n", out);
 		any_finding = true;
-		fprintf(out, "- %s `%s`: ", mb_finding_kind_name(f->kind), f->subject);
-		cell(out, f->message);
+		fprintf(out, "- %s ", mb_finding_kind_name(f->kind));
+		code_span(out, f->subject);
+		fputs(": ", out);
+		mb_print_md_cell(out, f->message);
 		fprintf(out, "%s\n", f->fails ? " (fails the gate)" : "");
 	}
 	rows_section(out, d);
@@ -210,14 +250,24 @@ static int md_verdicts(FILE *out, const mb_verdict_set *set, const json_t *recei
 	const mb_policy *policy, mb_error *err)
 {
 	(void)err;
-	fprintf(out, "## megabench verdict: %s (%s)\n\n", mb_print_revision(receipt, name),
-		json_string_value(json_object_get(json_object_get(receipt, "device"), "name")));
-	if (set->lanes_present)
-		fprintf(out, "Note: %s.\n\n", set->lanes_note);
+	fputs("## megabench verdict: ", out);
+	mb_print_md_cell(out, mb_print_revision(receipt, name));
+	fputs(" (", out);
+	mb_print_md_cell(out, json_string_value(json_object_get(json_object_get(receipt, "device"), "name")));
+	fputs(")\n\n", out);
+	if (set->lanes_present) {
+		fputs("Note: ", out);
+		mb_print_md_cell(out, set->lanes_note);
+		fputs(".\n\n", out);
+	}
 	fputs("| row | block | verdict | saved | speedup at the largest shape | why |\n"
 		"|---|---|---|---:|---|---|\n", out);
 	for (size_t i = 0; i < set->n_rows; i++) {
-		fprintf(out, "| %s | %s | ", set->rows[i].row, set->rows[i].block);
+		fputs("| ", out);
+		mb_print_md_cell(out, set->rows[i].row);
+		fputs(" | ", out);
+		mb_print_md_cell(out, set->rows[i].block);
+		fputs(" | ", out);
 		verdict_cells(out, &set->rows[i]);
 	}
 	policy_note(out, policy);

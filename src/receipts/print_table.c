@@ -7,6 +7,8 @@
 
 #define COLS 7
 #define CELL_MAX 320
+/* Escaping may make a text four times longer (\xNN). */
+#define ESCAPED_MAX (4 * MB_DIFF_TEXT_MAX)
 
 typedef struct table {
 	char (*cells)[COLS][CELL_MAX];
@@ -26,7 +28,7 @@ static int table_row(table *t, const char *const *values)
 		t->cap = cap;
 	}
 	for (int c = 0; c < t->ncols; c++)
-		snprintf(t->cells[t->n][c], CELL_MAX, "%s", values[c] ? values[c] : "");
+		mb_print_terminal_safe(t->cells[t->n][c], CELL_MAX, values[c]);
 	t->n++;
 	return 0;
 }
@@ -57,10 +59,14 @@ static void diff_row_verdicts(FILE *out, const mb_diff *d)
 		const mb_row_verdict *h = &d->head_verdicts.rows[i];
 		char base[MB_VERDICT_TEXT_MAX + 32], head[MB_VERDICT_TEXT_MAX + 32], saved[MB_VERDICT_TEXT_MAX];
 
+		char e_row[CELL_MAX], e_base[sizeof(base) * 4], e_head[sizeof(head) * 4], e_reason[ESCAPED_MAX];
+
 		mb_verdict_label(base, sizeof(base), mb_verdict_find(&d->base_verdicts, h->row));
 		mb_verdict_label(head, sizeof(head), h);
 		mb_verdict_saved_text(saved, sizeof(saved), h);
-		fprintf(out, "row %s: %s -> %s (%s%s%s)\n", h->row, base, head, h->reason,
+		fprintf(out, "row %s: %s -> %s (%s%s%s)\n", mb_print_terminal_safe(e_row, sizeof(e_row), h->row),
+			mb_print_terminal_safe(e_base, sizeof(e_base), base), mb_print_terminal_safe(e_head, sizeof(e_head), head),
+			mb_print_terminal_safe(e_reason, sizeof(e_reason), h->reason),
 			h->saved_basis == MB_SAVED_NONE ? "" : "; saved ", h->saved_basis == MB_SAVED_NONE ? "" : saved);
 	}
 }
@@ -72,12 +78,15 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 	size_t *order = NULL;
 	int rc = 0;
 
-	fprintf(out, "base %s  head %s%s\n", mb_print_revision(d->base, d->base_name),
-		mb_print_revision(d->head, d->head_name), d->forced ? "  FORCED" : "");
+	char e_base[ESCAPED_MAX], e_head[ESCAPED_MAX], e_gate[ESCAPED_MAX], e_text[ESCAPED_MAX];
+
+	fprintf(out, "base %s  head %s%s\n", mb_print_terminal_safe(e_base, sizeof(e_base), mb_print_revision(d->base, d->base_name)),
+		mb_print_terminal_safe(e_head, sizeof(e_head), mb_print_revision(d->head, d->head_name)), d->forced ? "  FORCED" : "");
 	mb_diff_headline(d, headline, sizeof(headline));
 	mb_diff_gate_reason(d, gate, sizeof(gate));
+	mb_print_terminal_safe(e_gate, sizeof(e_gate), gate);
 	if (mb_diff_refused(d)) {
-		fprintf(out, "%s\ngate: exit %d, %s\n", headline, mb_diff_gate_exit(d), gate);
+		fprintf(out, "%s\ngate: exit %d, %s\n", headline, mb_diff_gate_exit(d), e_gate);
 		return 0;
 	}
 	order = malloc((d->n_cases ? d->n_cases : 1) * sizeof(*order));
@@ -135,11 +144,12 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 		if (f->kind == MB_FINDING_REGRESSION || f->kind == MB_FINDING_AMBIGUOUS
 			|| f->kind == MB_FINDING_AMBIGUOUS_FASTER)
 			continue; /* in the table */
-		fprintf(out, "%s %s: %s: %s\n", f->fails ? "FAIL" : "note", mb_finding_kind_name(f->kind),
-			f->subject, f->message);
+		fprintf(out, "%s %s: %s: ", f->fails ? "FAIL" : "note", mb_finding_kind_name(f->kind),
+			mb_print_terminal_safe(e_text, sizeof(e_text), f->subject));
+		fprintf(out, "%s\n", mb_print_terminal_safe(e_text, sizeof(e_text), f->message));
 	}
 	diff_row_verdicts(out, d);
-	fprintf(out, "gate: exit %d, %s\n", mb_diff_gate_exit(d), gate);
+	fprintf(out, "gate: exit %d, %s\n", mb_diff_gate_exit(d), e_gate);
 	fprintf(out, "%s\n", headline);
 	goto cleanup;
 nomem:
@@ -157,12 +167,13 @@ static int table_verdicts(FILE *out, const mb_verdict_set *set, const json_t *re
 	table t = {.ncols = VERDICT_COLS};
 	const char *hdr[VERDICT_COLS] = {"row", "block", "verdict", "saved", "speedup at the largest shape", "why"};
 	int rc;
+	char e_rev[ESCAPED_MAX], e_dev[ESCAPED_MAX];
 
 	(void)policy;
-	fprintf(out, "%s on %s\n", mb_print_revision(receipt, name),
-		json_string_value(json_object_get(json_object_get(receipt, "device"), "name")));
+	fprintf(out, "%s on %s\n", mb_print_terminal_safe(e_rev, sizeof(e_rev), mb_print_revision(receipt, name)),
+		mb_print_terminal_safe(e_dev, sizeof(e_dev), json_string_value(json_object_get(json_object_get(receipt, "device"), "name"))));
 	if (set->lanes_present)
-		fprintf(out, "note: %s\n", set->lanes_note);
+		fprintf(out, "note: %s\n", mb_print_terminal_safe(e_rev, sizeof(e_rev), set->lanes_note));
 	if ((rc = table_row(&t, hdr)))
 		goto cleanup;
 	for (size_t i = 0; i < set->n_rows; i++) {

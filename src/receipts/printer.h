@@ -42,10 +42,13 @@ int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *
 int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
 	const mb_policy *policy, mb_error *err);
 
+/* The formats a section shared by several printers comes in. */
+typedef enum mb_print_format { MB_PRINT_TEXT, MB_PRINT_MARKDOWN, MB_PRINT_HTML } mb_print_format;
+
 /* The lanes of a receipt, if any: each lane's step time and goodput per
  * configuration and mode, then its rows ranked by what their fused kernel
- * saves per step (print_lanes.c). Text, or a markdown section. */
-void mb_print_lanes(FILE *out, const json_t *receipt, bool markdown);
+ * saves per step (print_lanes.c). Nothing when the receipt has no lanes. */
+void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt);
 
 /* ---- helpers shared by the printers (print_common.c) ---- */
 
@@ -82,6 +85,14 @@ void mb_print_case_order(size_t *order, const mb_diff *diff);
 int mb_print_case_rank(const mb_case_diff *cd);
 /* The case a diff row shows (head when present, else base). */
 const json_t *mb_print_case_of(const mb_case_diff *cd);
+/* `s` made safe for a terminal: control characters (C0, DEL and C1)
+ * become \xNN / \uNNNN, so that text from a suite or a receipt cannot move
+ * the cursor, recolour or retitle the window. Cut short to fit `len`;
+ * returns `out`. The console and the error messages use it too. */
+const char *mb_print_terminal_safe(char *out, size_t len, const char *s);
+/* Text from a receipt inside a Markdown table cell or line, with every
+ * byte that could end the cell or the line or make markup escaped. */
+void mb_print_md_cell(FILE *out, const char *s);
 /* Escape for HTML / XML text and attributes. */
 void mb_print_xml_escaped(FILE *out, const char *s);
 

@@ -17,8 +17,8 @@
 #define JSON_LOAD_FLAGS JSON_REJECT_DUPLICATES
 #define ROOT_POINTER_NAME "(document root)"
 
-/* The whole file at `path` into a new buffer the caller frees. */
-static int read_all(char **out, size_t *out_len, const char *path, mb_error *err)
+int mb_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes, const char *what,
+	mb_error *err)
 {
 	FILE *f = NULL;
 	char *buf = NULL;
@@ -38,7 +38,8 @@ static int read_all(char **out, size_t *out_len, const char *path, mb_error *err
 		size_t n;
 
 		if (cap - len < READ_CHUNK_BYTES) {
-			char *grown = realloc(buf, cap + READ_CHUNK_BYTES);
+			/* +1 for the NUL */
+			char *grown = realloc(buf, cap + READ_CHUNK_BYTES + 1);
 
 			if (!grown) {
 				rc = mb_error_set(err, MB_ENOMEM, path, "out of memory reading the file");
@@ -49,6 +50,11 @@ static int read_all(char **out, size_t *out_len, const char *path, mb_error *err
 		}
 		n = fread(buf + len, 1, cap - len, f);
 		len += n;
+		if (len > max_bytes) {
+			rc = mb_error_set(err, MB_EIO, path, "larger than %zu bytes, the limit for %s; "
+				"is this the right file?", max_bytes, what);
+			goto cleanup;
+		}
 		if (n == 0)
 			break;
 	}
@@ -56,6 +62,7 @@ static int read_all(char **out, size_t *out_len, const char *path, mb_error *err
 		rc = mb_error_set(err, MB_EIO, path, "read failed: %s", strerror(errno));
 		goto cleanup;
 	}
+	buf[len] = '\0';
 	*out = buf;
 	*out_len = len;
 	buf = NULL;
@@ -163,7 +170,7 @@ int mb_receipt_load(json_t **out, const char *path, mb_error *err)
 	int rc;
 
 	*out = NULL;
-	rc = read_all(&text, &len, path, err);
+	rc = mb_read_file(&text, &len, path, MB_RECEIPT_MAX_BYTES, "a receipt", err);
 	if (rc)
 		goto cleanup;
 	doc = json_loadb(text, len, JSON_LOAD_FLAGS, &jerr);
@@ -188,9 +195,14 @@ cleanup:
 
 int mb_receipt_save(const json_t *receipt, const char *path, mb_error *err)
 {
+	return mb_receipt_save_ex(receipt, path, 0, err);
+}
+
+int mb_receipt_save_ex(const json_t *receipt, const char *path, unsigned flags, mb_error *err)
+{
 	int rc = check_receipt(receipt, path, err);
 
 	if (rc == 0)
-		rc = mb_json_write_atomic(receipt, path, err);
+		rc = mb_json_write_atomic_ex(receipt, path, flags, err);
 	return rc;
 }

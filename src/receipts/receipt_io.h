@@ -5,12 +5,31 @@
 #define MB_RECEIPTS_RECEIPT_IO_H
 
 #include <jansson.h>
+#include <stddef.h>
 
 #include "receipts/error.h"
 
+/* The largest receipt read: a run of 200 cases at ten thousand samples each
+ * is about 10 MiB, so this leaves room for a hundred times that, and stops
+ * a mistaken path (/dev/zero, a disk image) before it takes the memory. */
+#define MB_RECEIPT_MAX_BYTES ((size_t)1 << 30)
+
+/* The whole file at `path` into a new NUL-terminated buffer the caller
+ * frees (`*out_len` bytes before the NUL), refusing more than `max_bytes`:
+ * "PATH: larger than N bytes (the limit for ...)" with `what` naming the
+ * kind of file ("a suite"). Works on pipes and devices too, since it stops
+ * reading at the limit instead of trusting a size. Errors: MB_ENOTFOUND
+ * (no such file), MB_EIO (cannot open or read, or too large: either way
+ * the file cannot be read), MB_ENOMEM. The one read-whole-file helper: suites, policies and
+ * receipts all come through it. */
+int mb_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes, const char *what,
+	mb_error *err);
+
 /* Read, parse and validate the receipt at `path`; `*out` is a new value the
  * caller owns (NULL on failure). Errors:
+ *   MB_ENOTFOUND the file does not exist ("PATH: cannot open: ...");
  *   MB_EIO      the file cannot be read ("PATH: cannot open: ...");
+ *   MB_EIO      larger than MB_RECEIPT_MAX_BYTES;
  *   MB_EINVAL   not JSON ("PATH:LINE:COLUMN: not valid JSON: ...");
  *   MB_ESCHEMA  not a receipt, or a receipt that breaks the schema:
  *               where = "PATH: /json/pointer", text = "keyword: message"
@@ -20,5 +39,9 @@ int mb_receipt_load(json_t **out, const char *path, mb_error *err);
 /* Validate `receipt` exactly as mb_receipt_load does and, only if it passes,
  * write it with mb_json_write_atomic ("-" = standard output). */
 int mb_receipt_save(const json_t *receipt, const char *path, mb_error *err);
+
+/* mb_receipt_save with mb_atomic_write_ex's flags (MB_ATOMIC_NO_REPLACE:
+ * never replace an existing file). */
+int mb_receipt_save_ex(const json_t *receipt, const char *path, unsigned flags, mb_error *err);
 
 #endif

@@ -1,70 +1,1136 @@
 /* The maintainer's report: index.html (inline CSS, hand-drawn SVG, no
- * scripts, no network) and summary.md. Receipts are ordered by commit time;
- * the newest gives the verdict table and the per-shape plots, and when
- * several receipts of its suite are given, a history across revisions marks
- * the first revision where each row regressed. */
+ * scripts, no network) and summary.md.
+ *
+ * Receipts are grouped by device, backend and suite: receipts of different
+ * groups are never compared with one another, and every group gets a
+ * section of its own, so that none is dropped. Within a group, receipts are
+ * ordered by commit time (then start time); the newest gives the verdict
+ * table and the per-row charts, and when the group holds several, a
+ * history across revisions marks where each row regressed.
+ *
+ * Per row: the median time per call by shape on a log axis with the
+ * p10-p90 of the per-call samples as its interval (the spread a caller of
+ * the kernel sees, from the receipt's own statistics, with no model behind
+ * it), one series per variant in a colour and a marker shape of its kind;
+ * the verdict's speedup beside each shape; and, folded away, box plots of
+ * the raw samples relative to each case's median, where the noise shows.
+ *
+ * Every string that comes from a receipt is escaped (mb_print_xml_escaped):
+ * a receipt is data, and markup in it must print as text.
+ */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "receipts/printer.h"
 #include "receipts/text.h"
 
-#define PLOT_W 960
-#define PLOT_H 300
-#define MARGIN_L 80
-#define MARGIN_R 20
-#define MARGIN_T 20
-#define MARGIN_B 110
-#define Y_TICKS 4
-#define HEADROOM 1.1
-#define LABEL_MAX 256
-#define MAX_VARIANTS 8
-#define MAX_SHAPES 128
-#define POINT_R 4
-#define MARK_R 8
-#define LABEL_CHARS 38
+/* ---- geometry (SVG user units; the SVG scales to its card) ---- */
+#define CHART_W 640
+#define CHAR_PX 6.4            /* width of one character of the 11 px labels */
+#define LABEL_PAD 10
+#define LABEL_MIN_W 60
+#define NOTE_W 62              /* right column: the verdict's speedup */
+#define MARGIN_T 6
+#define AXIS_H 36
+#define BAND_H 18              /* the "bf16 · cold" heading of a band */
+#define SERIES_STEP 10
+#define CAT_PAD 10
+#define CAT_MIN_H 30
+#define MARK_R 3.6
+#define CAP_H 3.5
+#define LOG_PAD 0.04           /* of the log span, each side */
+#define LIN_PAD 0.06
+#define MIN_TICKS 3
+#define MAX_TICKS 9
+#define HIST_H 260
+#define HIST_L 64
+#define HIST_R 20
+#define HIST_T 26
+#define HIST_B 54
+#define HIST_JITTER 4.0        /* series drawn side by side, never on top */
+#define HIST_LABEL_CHARS 14    /* a revision label: "525539a-dirty", "2026-11-23", "run 21:59:11" */
+#define BOX_H 7.0
+#define MAX_DOTS 24            /* outliers drawn per case; the rest are counted */
+#define WHISKER_IQR 1.5
+#define MIN_REL_SPAN 0.01      /* box plots show at least +-1% */
+#define MAX_REL_SPAN 1.0       /* and at most +100% (further outliers are counted at the edge) */
 
-static const char *const palette[MAX_VARIANTS] = {"#1f6feb", "#d9822b", "#2da44e", "#8250df", "#cf222e",
-	"#6e7781", "#bf8700", "#0a7b83"};
+#define MAX_SERIES 8
+#define TEXT_MAX 256
+#define LABEL_MAX 256
+#define DATE_BYTES 32
+#define PERCENT 100.0
+#define NS_PER_US 1e3
+#define NS_PER_MS 1e6
+#define NS_PER_S 1e9
+/* git describe --dirty's mark, added where the describe lacks it */
+#define DIRTY_SUFFIX "-dirty"
+
+enum style { STYLE_FUSED, STYLE_FALLBACK, STYLE_VENDOR, STYLE_REFERENCE, STYLE_OTHER, STYLE_COUNT };
+
+static const struct {
+	const char *kind;
+	const char *color;
+	const char *dash;  /* history line */
+} styles[STYLE_COUNT] = {
+	{"fused", "#1f6feb", ""},
+	{"fallback", "#d9822b", "6 4"},
+	{"vendor", "#2da44e", "2 3"},
+	{"reference", "#6e7781", ""},
+	{"other", "#8250df", "8 3 2 3"},
+};
+
+/* Extra colours for a second variant of one kind. */
+static const char *const spare_colors[] = {"#0a7b83", "#bf8700", "#cf222e", "#57606a"};
+
+static void esc(FILE *out, const char *s)
+{
+	mb_print_xml_escaped(out, s);
+}
+
+/* Escaped, with a line-break opportunity after each '/' and ',': case ids
+ * and shapes are long words that would otherwise set a table's width on a
+ * narrow screen. */
+static void esc_wrap(FILE *out, const char *s)
+{
+	char one[2] = "";
+
+	for (; s && *s; s++) {
+		one[0] = *s;
+		esc(out, one);
+		if (*s == '/' || *s == ',')
+			fputs("<wbr>", out);
+	}
+}
+
+/* ---- small text helpers ---- */
+
+/* "40.2 us", "2.8 ms": three digits, for axis ticks. */
+static void short_time(char *buf, size_t len, double ns)
+{
+	if (ns >= NS_PER_S)
+		snprintf(buf, len, "%.3g s", ns / NS_PER_S);
+	else if (ns >= NS_PER_MS)
+		snprintf(buf, len, "%.3g ms", ns / NS_PER_MS);
+	else if (ns >= NS_PER_US)
+		snprintf(buf, len, "%.3g us", ns / NS_PER_US);
+	else
+		snprintf(buf, len, "%.3g ns", ns);
+}
+
+/* "+2%", "-0.5%", "0%" from a relative change. */
+static void percent_text(char *buf, size_t len, double frac)
+{
+	if (fabs(frac) < 1e-12)
+		snprintf(buf, len, "0%%");
+	else
+		snprintf(buf, len, "%+.3g%%", PERCENT * frac);
+}
+
+/* "2026-11-23 21:55" (UTC) from seconds since the epoch; "-" for 0. */
+static void date_text(char *buf, size_t len, json_int_t secs, bool with_time)
+{
+	time_t t = (time_t)secs;
+	struct tm tm;
+
+	if (secs <= 0 || !gmtime_r(&t, &tm)) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	strftime(buf, len, with_time ? "%Y-%m-%d %H:%M" : "%Y-%m-%d", &tm);
+}
+
+/* "2026-11-23 21:55" from an ISO timestamp "2026-11-23T21:55:25.567Z". */
+static void stamp_text(char *buf, size_t len, const char *iso)
+{
+	enum { DATE_CHARS = 10, MINUTE_CHARS = 16 };
+
+	if (strlen(iso) < MINUTE_CHARS) {
+		snprintf(buf, len, "%s", iso);
+		return;
+	}
+	snprintf(buf, len, "%.*s %.5s", DATE_CHARS, iso, iso + DATE_CHARS + 1);
+}
+
+static const json_t *prov(const json_t *r)
+{
+	return json_object_get(r, "provenance");
+}
 
 static json_int_t commit_time(const json_t *r)
 {
-	return json_integer_value(json_object_get(json_object_get(r, "provenance"), "commit_time"));
+	return json_integer_value(json_object_get(prov(r), "commit_time"));
 }
 
-/* Indices of the receipts, oldest commit first (stable). */
-static void order_by_time(size_t *idx, json_t *const *receipts, size_t n)
+static const char *suite_name(const json_t *r)
+{
+	return mb_text_get(json_object_get(r, "suite"), "name");
+}
+
+static const char *device_name(const json_t *r)
+{
+	return mb_text_get(json_object_get(r, "device"), "name");
+}
+
+/* The revision as a person names it: describe or the short commit, and
+ * "+dirty" when the tree had changes. */
+static void revision_text(char *buf, size_t len, const json_t *r, const char *name)
+{
+	const char *rev = mb_print_revision(r, name);
+	const char *tail = strlen(rev) >= strlen(DIRTY_SUFFIX) ? rev + strlen(rev) - strlen(DIRTY_SUFFIX) : "";
+	bool marked = !strcmp(tail, DIRTY_SUFFIX);
+
+	snprintf(buf, len, "%s%s", rev, json_is_true(json_object_get(prov(r), "dirty")) && !marked ? DIRTY_SUFFIX : "");
+}
+
+/* "T=8192,Hq=32" from a case's shape object. */
+static void shape_text(char *buf, size_t len, const json_t *kase)
+{
+	const char *key;
+	json_t *v;
+
+	buf[0] = '\0';
+	json_object_foreach(json_object_get(kase, "shape"), key, v)
+		mb_text_appendf(buf, len, "%s%s=%" JSON_INTEGER_FORMAT, buf[0] ? "," : "", key, json_integer_value(v));
+}
+
+static double timing_num(const json_t *kase, const char *key)
+{
+	const json_t *v = json_object_get(json_object_get(kase, "timing"), key);
+
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static bool case_ok(const json_t *kase)
+{
+	return !strcmp(mb_text_get(kase, "status"), "ok") && timing_num(kase, "median_ns") > 0;
+}
+
+static enum style kind_style(const char *kind)
+{
+	for (int i = 0; i < STYLE_OTHER; i++)
+		if (!strcmp(styles[i].kind, kind))
+			return (enum style)i;
+	return STYLE_OTHER;
+}
+
+/* ---- receipts in order, and their groups ---- */
+
+/* Oldest commit first, then the earlier run. */
+static bool later(const json_t *a, const json_t *b)
+{
+	if (commit_time(a) != commit_time(b))
+		return commit_time(a) > commit_time(b);
+	return strcmp(mb_text_get(a, "started_at"), mb_text_get(b, "started_at")) > 0;
+}
+
+static void order_receipts(size_t *idx, json_t *const *receipts, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
 		idx[i] = i;
 	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && commit_time(receipts[idx[j - 1]]) > commit_time(receipts[idx[j]]); j--) {
+		for (size_t j = i; j > 0 && later(receipts[idx[j - 1]], receipts[idx[j]]); j--) {
 			size_t t = idx[j];
 			idx[j] = idx[j - 1];
 			idx[j - 1] = t;
 		}
 }
 
-static void css(FILE *out)
+/* A row as the group shows it: its verdict from the newest receipt that
+ * has the row (a small receipt newer than a full one must not hide the
+ * rows it did not run). */
+typedef struct group_row {
+	const mb_row_verdict *v;  /* borrowed from sets[rev] */
+	size_t rev;
+} group_row;
+
+/* Receipts that can be compared: one device model, backend and suite. */
+typedef struct group {
+	const json_t *first;   /* its key: device, backend and suite of this receipt */
+	json_t **revs;         /* oldest first */
+	const char **names;
+	size_t n;
+	mb_verdict_set *sets;  /* per revision */
+	size_t n_sets;         /* computed so far (freed on failure too) */
+	group_row *rows;       /* newest receipt's rows first */
+	size_t n_rows;
+	/* history: per row and revision, a SLOWER case against the revision
+	 * before; the first such case per row */
+	bool *regressed;       /* n_rows x n */
+	int *first_regression;
+	char (*regression_case)[LABEL_MAX];
+	char notes[MB_DIFF_TEXT_MAX]; /* pairs of revisions that could not be compared */
+} group;
+
+static bool same_group(const json_t *a, const json_t *b)
 {
-	fputs("<style>\n"
-		"body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#1f2328;"
-		"background:#fff;max-width:1200px}\n"
-		"h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #d0d7de}\n"
-		"h3{font-size:15px;margin-bottom:4px}\n"
-		"table{border-collapse:collapse;font-size:13px;margin:8px 0}\n"
-		"th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top}\n"
-		"th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
-		".keep{background:#dafbe1}.conditional{background:#fff8c5}.drop{background:#ffebe9}"
-		".ambiguous{background:#eaeef2}.nee{color:#57606a}\n"
-		".meta{color:#57606a;font-size:13px}.note{background:#fff8c5;padding:6px 10px;border-radius:4px}\n"
-		"svg{background:#fff;border:1px solid #d0d7de;margin:6px 0}\n"
-		"svg text{font-size:11px;fill:#1f2328}svg .axis{stroke:#57606a;stroke-width:1}"
-		"svg .grid{stroke:#eaeef2;stroke-width:1}svg .ceil{stroke:#cf222e;stroke-dasharray:6 4}\n"
-		".legend span{display:inline-block;margin-right:14px;font-size:12px}"
-		".legend i{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:-1px}\n"
-		"</style>\n", out);
+	return !strcmp(device_name(a), device_name(b)) && !strcmp(mb_text_get(a, "backend"), mb_text_get(b, "backend"))
+		&& !strcmp(suite_name(a), suite_name(b));
+}
+
+typedef struct report {
+	json_t *const *receipts;
+	const char *const *names;
+	size_t n;
+	size_t *order;
+	group *groups;
+	size_t n_groups;
+	int *group_of;         /* per receipt (input index) */
+} report;
+
+static void group_free(group *g)
+{
+	free(g->revs);
+	free(g->names);
+	for (size_t i = 0; i < g->n_sets; i++)
+		mb_verdict_set_free(&g->sets[i]);
+	free(g->sets);
+	free(g->rows);
+	free(g->regressed);
+	free(g->first_regression);
+	free(g->regression_case);
+}
+
+static void report_free(report *r)
+{
+	for (size_t i = 0; r->groups && i < r->n_groups; i++)
+		group_free(&r->groups[i]);
+	free(r->groups);
+	free(r->order);
+	free(r->group_of);
+}
+
+/* Each revision against the one before it: the rows with a SLOWER case. */
+static int find_regressions(group *g, const mb_policy *policy, mb_error *err)
+{
+	size_t rows = g->n_rows;
+
+	g->regressed = calloc(rows * g->n + 1, sizeof(*g->regressed));
+	g->first_regression = calloc(rows + 1, sizeof(*g->first_regression));
+	g->regression_case = calloc(rows + 1, sizeof(*g->regression_case));
+	if (!g->regressed || !g->first_regression || !g->regression_case)
+		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
+	for (size_t r = 0; r < rows; r++)
+		g->first_regression[r] = -1;
+	for (size_t k = 1; k < g->n; k++) {
+		mb_diff d;
+		int rc = mb_diff_receipts(&d, g->revs[k - 1], g->revs[k], g->names[k - 1], g->names[k], policy, false, err);
+
+		if (rc)
+			return rc;
+		if (mb_diff_refused(&d)) {
+			char a[LABEL_MAX], b[LABEL_MAX];
+			revision_text(a, sizeof(a), g->revs[k - 1], g->names[k - 1]);
+			revision_text(b, sizeof(b), g->revs[k], g->names[k]);
+			mb_text_appendf(g->notes, sizeof(g->notes), "%s%s to %s not compared: %s", g->notes[0] ? "; " : "",
+				a, b, d.reasons);
+		}
+		for (size_t c = 0; !mb_diff_refused(&d) && c < d.n_cases; c++) {
+			const mb_case_diff *cd = &d.cases[c];
+
+			if (!cd->compared || cd->cmp.cls != MB_CMP_SLOWER)
+				continue;
+			for (size_t r = 0; r < rows; r++) {
+				if (strcmp(g->rows[r].v->row, mb_text_get(cd->head, "row")))
+					continue;
+				g->regressed[r * g->n + k] = true;
+				if (g->first_regression[r] < 0) {
+					g->first_regression[r] = (int)k;
+					snprintf(g->regression_case[r], LABEL_MAX, "%s", cd->id);
+				}
+			}
+		}
+		mb_diff_free(&d);
+	}
+	return 0;
+}
+
+/* Verdicts of every revision, and the rows: the newest receipt's in its
+ * order, then rows only older receipts have, newest first. */
+static int group_verdicts(group *g, const mb_policy *policy, mb_error *err)
+{
+	size_t cap = 0;
+
+	g->sets = calloc(g->n, sizeof(*g->sets));
+	if (!g->sets)
+		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
+	for (size_t k = 0; k < g->n; k++) {
+		int rc = mb_verdict_compute(&g->sets[k], g->revs[k], policy, err);
+
+		if (rc) {
+			mb_error_prefix(err, g->names[k]);
+			return rc;
+		}
+		g->n_sets++;
+		cap += g->sets[k].n_rows;
+	}
+	g->rows = calloc(cap + 1, sizeof(*g->rows));
+	if (!g->rows)
+		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
+	for (size_t k = g->n; k-- > 0;)
+		for (size_t i = 0; i < g->sets[k].n_rows; i++) {
+			const mb_row_verdict *v = &g->sets[k].rows[i];
+			size_t j;
+			for (j = 0; j < g->n_rows && strcmp(g->rows[j].v->row, v->row); j++)
+				;
+			if (j == g->n_rows)
+				g->rows[g->n_rows++] = (group_row){v, k};
+		}
+	return 0;
+}
+
+static int report_prepare(report *r, json_t *const *receipts, const char *const *names, size_t n,
+	const mb_policy *policy, mb_error *err)
+{
+	memset(r, 0, sizeof(*r));
+	r->receipts = receipts;
+	r->names = names;
+	r->n = n;
+	r->order = calloc(n, sizeof(*r->order));
+	r->groups = calloc(n, sizeof(*r->groups));
+	r->group_of = calloc(n, sizeof(*r->group_of));
+	if (!r->order || !r->groups || !r->group_of)
+		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
+	order_receipts(r->order, receipts, n);
+	for (size_t i = 0; i < n; i++) {
+		size_t k = r->order[i], g;
+		for (g = 0; g < r->n_groups && !same_group(r->groups[g].first, receipts[k]); g++)
+			;
+		if (g == r->n_groups) {
+			r->groups[g].first = receipts[k];
+			r->groups[g].revs = calloc(n, sizeof(*r->groups[g].revs));
+			r->groups[g].names = calloc(n, sizeof(*r->groups[g].names));
+			r->n_groups++;
+			if (!r->groups[g].revs || !r->groups[g].names)
+				return mb_error_set(err, MB_ENOMEM, "report", "no memory");
+		}
+		r->groups[g].revs[r->groups[g].n] = receipts[k];
+		r->groups[g].names[r->groups[g].n++] = names[k];
+		r->group_of[k] = (int)g;
+	}
+	for (size_t g = 0; g < r->n_groups; g++) {
+		int rc = group_verdicts(&r->groups[g], policy, err);
+
+		if (!rc)
+			rc = find_regressions(&r->groups[g], policy, err);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- one row of one receipt, arranged for the charts ---- */
+
+typedef struct series {
+	const char *variant;
+	const char *color;
+	enum style style;
+} series;
+
+typedef struct category {
+	const char *dtype, *mode, *family;
+	char shape[LABEL_MAX];
+	int band;
+} category;
+
+typedef struct row_view {
+	series s[MAX_SERIES];
+	size_t n_series;
+	category *cats;
+	size_t n_cats;
+	const json_t **cells;  /* n_cats x MAX_SERIES, NULL where absent */
+	/* bands: dtype and mode, in the order they first appear */
+	char band_names[MAX_SERIES * MAX_SERIES][TEXT_MAX];
+	size_t n_bands;
+} row_view;
+
+static void row_view_free(row_view *v)
+{
+	free(v->cats);
+	free((void *)v->cells);
+}
+
+static int series_index(row_view *v, const json_t *kase)
+{
+	const char *variant = mb_text_get(kase, "variant");
+	enum style st = kind_style(mb_text_get(kase, "variant_kind"));
+	size_t same_kind = 0;
+
+	for (size_t i = 0; i < v->n_series; i++) {
+		if (!strcmp(v->s[i].variant, variant))
+			return (int)i;
+		same_kind += v->s[i].style == st;
+	}
+	if (v->n_series == MAX_SERIES)
+		return -1;
+	v->s[v->n_series] = (series){variant, same_kind ? spare_colors[(same_kind - 1) % 4] : styles[st].color, st};
+	return (int)v->n_series++;
+}
+
+static int band_index(row_view *v, const char *dtype, const char *mode)
+{
+	char name[TEXT_MAX];
+
+	snprintf(name, sizeof(name), "%s \xc2\xb7 %s", dtype, mode);
+	for (size_t i = 0; i < v->n_bands; i++)
+		if (!strcmp(v->band_names[i], name))
+			return (int)i;
+	if (v->n_bands == sizeof(v->band_names) / sizeof(v->band_names[0]))
+		return (int)v->n_bands - 1;
+	snprintf(v->band_names[v->n_bands], TEXT_MAX, "%s", name);
+	return (int)v->n_bands++;
+}
+
+/* Series sorted fused, fallback, vendor, reference: the same order in every
+ * legend. Cells are moved with them. */
+static void sort_series(row_view *v)
+{
+	for (size_t i = 1; i < v->n_series; i++)
+		for (size_t j = i; j > 0 && v->s[j - 1].style > v->s[j].style; j--) {
+			series t = v->s[j];
+			v->s[j] = v->s[j - 1];
+			v->s[j - 1] = t;
+			for (size_t c = 0; c < v->n_cats; c++) {
+				const json_t *x = v->cells[c * MAX_SERIES + j];
+				v->cells[c * MAX_SERIES + j] = v->cells[c * MAX_SERIES + j - 1];
+				v->cells[c * MAX_SERIES + j - 1] = x;
+			}
+		}
+}
+
+/* Categories grouped by band (stable: shapes keep the receipt's order). */
+static void sort_categories(row_view *v)
+{
+	for (size_t i = 1; i < v->n_cats; i++)
+		for (size_t j = i; j > 0 && v->cats[j - 1].band > v->cats[j].band; j--) {
+			category t = v->cats[j];
+			v->cats[j] = v->cats[j - 1];
+			v->cats[j - 1] = t;
+			for (size_t s = 0; s < MAX_SERIES; s++) {
+				const json_t *x = v->cells[j * MAX_SERIES + s];
+				v->cells[j * MAX_SERIES + s] = v->cells[(j - 1) * MAX_SERIES + s];
+				v->cells[(j - 1) * MAX_SERIES + s] = x;
+			}
+		}
+}
+
+static int row_view_build(row_view *v, const json_t *receipt, const char *row)
+{
+	const json_t *cases = json_object_get(receipt, "cases");
+	size_t i, n = 0;
+	json_t *c;
+
+	memset(v, 0, sizeof(*v));
+	json_array_foreach(cases, i, c)
+		n += !strcmp(mb_text_get(c, "row"), row);
+	v->cats = calloc(n + 1, sizeof(*v->cats));
+	v->cells = calloc((n + 1) * MAX_SERIES, sizeof(*v->cells));
+	if (!v->cats || !v->cells)
+		return MB_ENOMEM;
+	json_array_foreach(cases, i, c) {
+		char shape[LABEL_MAX];
+		size_t k;
+		int s;
+
+		if (strcmp(mb_text_get(c, "row"), row))
+			continue;
+		s = series_index(v, c);
+		if (s < 0)
+			continue;
+		shape_text(shape, sizeof(shape), c);
+		for (k = 0; k < v->n_cats; k++) {
+			const category *cat = &v->cats[k];
+			if (!strcmp(cat->dtype, mb_text_get(c, "dtype")) && !strcmp(cat->mode, mb_text_get(c, "mode"))
+				&& !strcmp(cat->family, mb_text_get(c, "family")) && !strcmp(cat->shape, shape))
+				break;
+		}
+		if (k == v->n_cats) {
+			category *cat = &v->cats[v->n_cats++];
+			cat->dtype = mb_text_get(c, "dtype");
+			cat->mode = mb_text_get(c, "mode");
+			cat->family = mb_text_get(c, "family");
+			snprintf(cat->shape, sizeof(cat->shape), "%s", shape);
+			cat->band = band_index(v, cat->dtype, cat->mode);
+		}
+		v->cells[k * MAX_SERIES + (size_t)s] = c;
+	}
+	sort_series(v);
+	sort_categories(v);
+	return 0;
+}
+
+/* ---- shared chart layout: label column, plot area, one line per series ---- */
+
+typedef struct layout {
+	double label_w, x0, x1, height;
+	double *cat_y, *cat_h;  /* per category */
+	double *band_y;         /* per category: its band's heading, or < 0 */
+} layout;
+
+static void layout_free(layout *l)
+{
+	free(l->cat_y);
+	free(l->cat_h);
+	free(l->band_y);
+}
+
+static int layout_build(layout *l, const row_view *v)
+{
+	size_t chars = 0;
+	double y = MARGIN_T;
+
+	memset(l, 0, sizeof(*l));
+	l->cat_y = calloc(v->n_cats + 1, sizeof(double));
+	l->cat_h = calloc(v->n_cats + 1, sizeof(double));
+	l->band_y = calloc(v->n_cats + 1, sizeof(double));
+	if (!l->cat_y || !l->cat_h || !l->band_y)
+		return MB_ENOMEM;
+	for (size_t c = 0; c < v->n_cats; c++) {
+		size_t a = strlen(v->cats[c].family), b = strlen(v->cats[c].shape);
+		chars = a > chars ? a : chars;
+		chars = b > chars ? b : chars;
+	}
+	l->label_w = fmax(LABEL_MIN_W, chars * CHAR_PX + LABEL_PAD);
+	/* a very long label keeps half the width for the plot; the rest of the
+	 * text is in the tooltip */
+	l->label_w = fmin(l->label_w, CHART_W / 2.0);
+	l->x0 = l->label_w;
+	l->x1 = CHART_W - NOTE_W;
+	for (size_t c = 0; c < v->n_cats; c++) {
+		double h = fmax(CAT_MIN_H, (double)v->n_series * SERIES_STEP + CAT_PAD);
+		l->band_y[c] = -1;
+		if (c == 0 || v->cats[c].band != v->cats[c - 1].band) {
+			l->band_y[c] = y;
+			y += BAND_H;
+		}
+		l->cat_y[c] = y;
+		l->cat_h[c] = h;
+		y += h;
+	}
+	l->height = y + AXIS_H;
+	return 0;
+}
+
+static double series_y(const layout *l, const row_view *v, size_t c, size_t s)
+{
+	double inner = l->cat_h[c] - CAT_PAD;
+
+	return l->cat_y[c] + CAT_PAD / 2.0 + ((double)s + 0.5) * inner / (double)v->n_series;
+}
+
+/* Label column, stripes and band headings. */
+static void chart_frame(FILE *out, const layout *l, const row_view *v)
+{
+	for (size_t c = 0; c < v->n_cats; c++) {
+		const category *cat = &v->cats[c];
+		size_t max_chars = (size_t)((l->label_w - LABEL_PAD) / CHAR_PX);
+
+		if (l->band_y[c] >= 0) {
+			fprintf(out, "<rect class=\"band\" x=\"0\" y=\"%.1f\" width=\"%d\" height=\"%d\"/>"
+				"<text class=\"bandt\" x=\"4\" y=\"%.1f\">", l->band_y[c], CHART_W, BAND_H, l->band_y[c] + 13);
+			esc(out, v->band_names[cat->band]);
+			fputs("</text>\n", out);
+		}
+		if (c % 2)
+			fprintf(out, "<rect class=\"stripe\" x=\"0\" y=\"%.1f\" width=\"%d\" height=\"%.1f\"/>\n", l->cat_y[c],
+				CHART_W, l->cat_h[c]);
+		fprintf(out, "<text class=\"lab\" x=\"4\" y=\"%.1f\"><title>", l->cat_y[c] + l->cat_h[c] / 2 - 2);
+		esc(out, cat->family);
+		fputs(" ", out);
+		esc(out, cat->shape);
+		fputs("</title>", out);
+		/* two lines, cut to the column: family, then the shape */
+		{
+			char cut[LABEL_MAX];
+			snprintf(cut, sizeof(cut), "%.*s", (int)max_chars, cat->family);
+			esc(out, cut);
+			fprintf(out, "<tspan x=\"4\" dy=\"12\">");
+			snprintf(cut, sizeof(cut), "%.*s", (int)max_chars, cat->shape);
+			esc(out, cut);
+		}
+		fputs("</tspan></text>\n", out);
+	}
+}
+
+/* A series' marker: circle (fused), square (fallback), diamond (vendor),
+ * triangle (reference), ring (anything else). */
+static void marker(FILE *out, enum style st, const char *color, double x, double y, double r)
+{
+	switch (st) {
+	case STYLE_FUSED:
+		fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\"/>", x, y, r, color);
+		break;
+	case STYLE_FALLBACK:
+		fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>", x - r, y - r,
+			2 * r, 2 * r, color);
+		break;
+	case STYLE_VENDOR:
+		fprintf(out, "<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f %.1f,%.1f\" fill=\"%s\"/>", x, y - r * 1.3,
+			x + r * 1.3, y, x, y + r * 1.3, x - r * 1.3, y, color);
+		break;
+	case STYLE_REFERENCE:
+		fprintf(out, "<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\" fill=\"%s\"/>", x, y - r * 1.2,
+			x + r * 1.2, y + r, x - r * 1.2, y + r, color);
+		break;
+	default:
+		fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"#fff\" stroke=\"%s\" stroke-width=\"2\"/>",
+			x, y, r, color);
+		break;
+	}
+}
+
+static void legend_item(FILE *out, enum style st, const char *color, const char *name)
+{
+	fputs("<span><svg class=\"key\" width=\"14\" height=\"14\" viewBox=\"0 0 14 14\" aria-hidden=\"true\">", out);
+	marker(out, st, color, 7, 7, 4.5);
+	fputs("</svg>", out);
+	esc(out, name);
+	fputs("</span>", out);
+}
+
+static void row_legend(FILE *out, const row_view *v)
+{
+	fputs("<div class=\"legend\">", out);
+	for (size_t s = 0; s < v->n_series; s++)
+		legend_item(out, v->s[s].style, v->s[s].color, v->s[s].variant);
+	fputs("</div>\n", out);
+}
+
+/* ---- axes ---- */
+
+/* Nice linear ticks over [lo, hi]: steps of 1, 2 or 5 times a power of ten. */
+static size_t linear_ticks(double *ticks, size_t max, double lo, double hi)
+{
+	static const double steps[] = {1, 2, 5};
+	double span = hi - lo, mag, step = 0;
+	size_t n = 0;
+
+	if (!(span > 0))
+		return 0;
+	mag = pow(10, floor(log10(span / MAX_TICKS)));
+	for (size_t i = 0; !step || span / step > MAX_TICKS - 1; i++)
+		step = steps[i % 3] * mag * pow(10, (double)(i / 3));
+	for (double t = ceil(lo / step) * step; t <= hi + step * 1e-9 && n < max; t += step)
+		ticks[n++] = fabs(t) < step * 1e-9 ? 0 : t;
+	return n;
+}
+
+/* Ticks for a log axis over [lo, hi] (values, not logs): 1-2-5 per decade,
+ * or every digit, or linear steps when the range is narrow. */
+static size_t log_ticks(double *ticks, size_t max, double lo, double hi)
+{
+	static const double sets[][9] = {{1}, {1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+	static const size_t sizes[] = {1, 3, 9};
+
+	for (size_t s = 0; s < 3; s++) {
+		size_t n = 0;
+		for (double d = floor(log10(lo)); d <= ceil(log10(hi)); d++)
+			for (size_t m = 0; m < sizes[s]; m++) {
+				double t = sets[s][m] * pow(10, d);
+				if (t >= lo && t <= hi && n < max)
+					ticks[n++] = t;
+			}
+		if (n >= MIN_TICKS && n <= MAX_TICKS)
+			return n;
+		if (n > MAX_TICKS)
+			break;
+	}
+	return linear_ticks(ticks, max, lo, hi);
+}
+
+typedef struct xscale {
+	double lo, hi;  /* log10 of the domain, or values for a linear scale */
+	double x0, x1;
+	bool log;
+} xscale;
+
+static double x_of(const xscale *s, double v)
+{
+	double t = s->log ? (log10(v) - s->lo) / (s->hi - s->lo) : (v - s->lo) / (s->hi - s->lo);
+
+	return s->x0 + (s->x1 - s->x0) * t;
+}
+
+static void x_axis(FILE *out, const xscale *s, double y_top, double y_axis, const char *unit_note, bool percent)
+{
+	double ticks[2 * MAX_TICKS + 2];
+	size_t n = s->log ? log_ticks(ticks, 2 * MAX_TICKS, pow(10, s->lo), pow(10, s->hi))
+		: linear_ticks(ticks, 2 * MAX_TICKS, s->lo, s->hi);
+
+	for (size_t i = 0; i < n; i++) {
+		double x = x_of(s, ticks[i]);
+		char label[32];
+
+		if (percent)
+			percent_text(label, sizeof(label), ticks[i]);
+		else
+			short_time(label, sizeof(label), ticks[i]);
+		fprintf(out, "<line class=\"%s\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+			"<text class=\"tick\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+			percent && ticks[i] == 0 ? "zero" : "grid", x, y_top, x, y_axis, x, y_axis + 13, label);
+	}
+	fprintf(out, "<line class=\"axis\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>"
+		"<text class=\"unit\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
+		s->x0, y_axis, s->x1, y_axis, (s->x0 + s->x1) / 2, y_axis + 28, unit_note);
+}
+
+/* ---- time by shape ---- */
+
+/* The verdict's pair whose fused case is this category's (NULL: none). */
+static const mb_verdict_pair *pair_for(const mb_row_verdict *rv, const row_view *v, size_t c)
+{
+	for (size_t p = 0; rv && p < rv->n_pairs; p++)
+		for (size_t s = 0; s < v->n_series; s++)
+			if (v->cells[c * MAX_SERIES + s] && rv->pairs[p].fused == v->cells[c * MAX_SERIES + s])
+				return &rv->pairs[p];
+	return NULL;
+}
+
+static void case_title(FILE *out, const json_t *k, const char *variant)
+{
+	char med[32], p10[32], p90[32];
+	const json_t *tp = json_object_get(k, "throughput");
+	const json_t *frac = json_object_get(tp, "fraction_of_ceiling");
+
+	mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
+	mb_print_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
+	mb_print_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
+	fputs("<title>", out);
+	esc(out, variant);
+	fputs(" ", out);
+	esc(out, mb_text_get(k, "dtype"));
+	fputs(" ", out);
+	esc(out, mb_text_get(k, "mode"));
+	fputs(" ", out);
+	esc(out, mb_text_get(k, "family"));
+	fprintf(out, ": median %s, p10 %s, p90 %s; %zu samples, noise %.2f%%", med, p10, p90,
+		json_array_size(json_object_get(json_object_get(k, "timing"), "samples_ns")),
+		PERCENT * timing_num(k, "rel_noise"));
+	if (json_is_number(frac))
+		fprintf(out, "; %.3f of the %s ceiling", json_number_value(frac), mb_text_get(tp, "ceiling"));
+	fputs("</title>", out);
+}
+
+static bool time_domain(const row_view *v, double *lo, double *hi)
+{
+	*lo = INFINITY;
+	*hi = 0;
+	for (size_t i = 0; i < v->n_cats * MAX_SERIES; i++) {
+		const json_t *k = v->cells[i];
+		double a, b;
+
+		if (!k || !case_ok(k))
+			continue;
+		a = timing_num(k, "p10_ns");
+		b = timing_num(k, "p90_ns");
+		a = a > 0 ? a : timing_num(k, "median_ns");
+		b = b > 0 ? b : timing_num(k, "median_ns");
+		*lo = fmin(*lo, a);
+		*hi = fmax(*hi, b);
+	}
+	return *hi > 0 && isfinite(*lo);
+}
+
+static void time_chart(FILE *out, const row_view *v, const layout *l, const mb_row_verdict *rv, const char *row)
+{
+	xscale sc = {.x0 = l->x0, .x1 = l->x1 - 8, .log = true};
+	double lo, hi, span;
+
+	if (!time_domain(v, &lo, &hi)) {
+		fputs("<p class=\"meta\">no timed case</p>\n", out);
+		return;
+	}
+	sc.lo = log10(lo);
+	sc.hi = log10(hi);
+	span = fmax(sc.hi - sc.lo, 0.05);
+	sc.lo -= span * LOG_PAD;
+	sc.hi += span * LOG_PAD;
+	if (sc.hi - sc.lo < 0.1) {
+		double mid = (sc.hi + sc.lo) / 2;
+		sc.lo = mid - 0.05;
+		sc.hi = mid + 0.05;
+	}
+	fprintf(out, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %.0f\" role=\"img\" "
+		"aria-label=\"", CHART_W, l->height);
+	esc(out, row);
+	fputs(": median time per call by shape\">\n", out);
+	chart_frame(out, l, v);
+	x_axis(out, &sc, MARGIN_T, l->height - AXIS_H, "time per call (log scale): median, bar p10-p90", false);
+	for (size_t c = 0; c < v->n_cats; c++) {
+		const mb_verdict_pair *p = pair_for(rv, v, c);
+
+		for (size_t s = 0; s < v->n_series; s++) {
+			const json_t *k = v->cells[c * MAX_SERIES + s];
+			double y = series_y(l, v, c, s), med, a, b;
+
+			if (!k)
+				continue;
+			if (!case_ok(k)) {
+				fprintf(out, "<g><text class=\"bad\" x=\"%.1f\" y=\"%.1f\">\xc3\x97 ", sc.x0 + 4, y + 4);
+				esc(out, v->s[s].variant);
+				fputs(" ", out);
+				esc(out, mb_text_get(k, "status"));
+				fputs("</text><title>", out);
+				esc(out, mb_text_get(k, "error"));
+				fputs("</title></g>\n", out);
+				continue;
+			}
+			med = timing_num(k, "median_ns");
+			a = timing_num(k, "p10_ns");
+			b = timing_num(k, "p90_ns");
+			fputs("<g>", out);
+			if (a > 0 && b > 0)
+				fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.6\"/>"
+					"<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>"
+					"<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>",
+					x_of(&sc, a), y, x_of(&sc, b), y, v->s[s].color, x_of(&sc, a), y - CAP_H, x_of(&sc, a),
+					y + CAP_H, v->s[s].color, x_of(&sc, b), y - CAP_H, x_of(&sc, b), y + CAP_H, v->s[s].color);
+			marker(out, v->s[s].style, v->s[s].color, x_of(&sc, med), y, MARK_R);
+			case_title(out, k, v->s[s].variant);
+			fputs("</g>\n", out);
+		}
+		if (p && isfinite(p->speedup)) {
+			const char *cls = p->cmp.cls == MB_CMP_FASTER ? "win" : p->cmp.cls == MB_CMP_SLOWER ? "loss" : "even";
+			fprintf(out, "<text class=\"%s\" x=\"%.1f\" y=\"%.1f\">\xc3\x97%.2f<title>fallback median / fused "
+				"median: the verdict calls the fused variant %s here</title></text>\n", cls, l->x1 + 4,
+				l->cat_y[c] + l->cat_h[c] / 2 + 4, p->speedup, mb_cmp_class_name(p->cmp.cls));
+		}
+	}
+	fputs("</svg>\n", out);
+}
+
+/* ---- box plots of the raw samples ---- */
+
+static int compare_doubles(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double quantile(const double *sorted, size_t n, double p)
+{
+	double pos = p * (double)(n - 1);
+	size_t i = (size_t)pos;
+
+	return i + 1 < n ? sorted[i] + (pos - (double)i) * (sorted[i + 1] - sorted[i]) : sorted[n - 1];
+}
+
+typedef struct box {
+	double *rel;      /* sorted samples relative to the median: x / median - 1 */
+	size_t n, excluded;
+	double q1, q3, lo, hi;  /* whiskers: the most extreme samples within 1.5 IQR */
+} box;
+
+static void box_free(box *b)
+{
+	free(b->rel);
+	memset(b, 0, sizeof(*b));
+}
+
+/* The kept samples (timing.excluded left out, as in the statistics). */
+static int box_build(box *b, const json_t *k)
+{
+	const json_t *t = json_object_get(k, "timing");
+	const json_t *samples = json_object_get(t, "samples_ns"), *ex = json_object_get(t, "excluded");
+	size_t n = json_array_size(samples), i;
+	double median = timing_num(k, "median_ns");
+	bool *skip;
+	json_t *v;
+
+	memset(b, 0, sizeof(*b));
+	if (!n || !(median > 0))
+		return 0;
+	b->rel = calloc(n, sizeof(double));
+	skip = calloc(n, sizeof(bool));
+	if (!b->rel || !skip) {
+		free(skip);
+		return MB_ENOMEM;
+	}
+	json_array_foreach(ex, i, v)
+		if ((size_t)json_integer_value(v) < n)
+			skip[json_integer_value(v)] = true;
+	json_array_foreach(samples, i, v) {
+		if (skip[i]) {
+			b->excluded++;
+			continue;
+		}
+		b->rel[b->n++] = json_number_value(v) / median - 1.0;
+	}
+	free(skip);
+	if (!b->n)
+		return 0;
+	qsort(b->rel, b->n, sizeof(double), compare_doubles);
+	b->q1 = quantile(b->rel, b->n, 0.25);
+	b->q3 = quantile(b->rel, b->n, 0.75);
+	b->lo = b->q3;
+	b->hi = b->q1;
+	for (size_t j = 0; j < b->n; j++) {
+		double x = b->rel[j];
+		if (x >= b->q1 - WHISKER_IQR * (b->q3 - b->q1))
+			b->lo = fmin(b->lo, x);
+		if (x <= b->q3 + WHISKER_IQR * (b->q3 - b->q1))
+			b->hi = fmax(b->hi, x);
+	}
+	return 0;
+}
+
+/* Up to MAX_DOTS outliers within [lo, hi], spread over both tails; those
+ * beyond the axis are counted at its edge. */
+static void outliers(FILE *out, const box *b, const xscale *sc, double y, const char *color)
+{
+	size_t n_out = 0, beyond_lo = 0, beyond_hi = 0, step;
+
+	for (size_t j = 0; j < b->n; j++)
+		n_out += b->rel[j] < b->lo || b->rel[j] > b->hi;
+	step = n_out > MAX_DOTS ? n_out / MAX_DOTS + 1 : 1;
+	for (size_t j = 0, seen = 0; j < b->n; j++) {
+		double x = b->rel[j];
+		if (x >= b->lo && x <= b->hi)
+			continue;
+		if (x < sc->lo) {
+			beyond_lo++;
+			continue;
+		}
+		if (x > sc->hi) {
+			beyond_hi++;
+			continue;
+		}
+		if (seen++ % step)
+			continue;
+		fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"1.6\" fill=\"none\" stroke=\"%s\"/>", x_of(sc, x), y,
+			color);
+	}
+	if (beyond_lo)
+		fprintf(out, "<text class=\"edge\" x=\"%.1f\" y=\"%.1f\">\xe2\x80\xb9%zu</text>", sc->x0 + 1, y + 3, beyond_lo);
+	if (beyond_hi)
+		fprintf(out, "<text class=\"edge\" x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%zu\xe2\x80\xba</text>",
+			sc->x1 - 1, y + 3, beyond_hi);
+}
+
+static void box_title(FILE *out, const box *b, const json_t *k, const char *variant)
+{
+	char med[32];
+
+	mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
+	fputs("<title>", out);
+	esc(out, variant);
+	fputs(" ", out);
+	esc(out, mb_text_get(k, "dtype"));
+	fputs(" ", out);
+	esc(out, mb_text_get(k, "family"));
+	fprintf(out, ": %zu samples (%zu excluded), median %s; quartiles %+.2f%% %+.2f%%, whiskers %+.2f%% %+.2f%%, "
+		"range %+.2f%% %+.2f%%</title>", b->n, b->excluded, med, PERCENT * b->q1, PERCENT * b->q3,
+		PERCENT * b->lo, PERCENT * b->hi, PERCENT * b->rel[0], PERCENT * b->rel[b->n - 1]);
+}
+
+static int box_chart(FILE *out, const row_view *v, const layout *l, const char *row)
+{
+	box *boxes = calloc(v->n_cats * MAX_SERIES + 1, sizeof(*boxes));
+	xscale sc = {.x0 = l->x0, .x1 = l->x1 - 8, .log = false, .lo = 0, .hi = 0};
+	bool any = false;
+	int rc = 0;
+
+	if (!boxes)
+		return MB_ENOMEM;
+	for (size_t i = 0; i < v->n_cats * MAX_SERIES && !rc; i++) {
+		if (!v->cells[i] || !case_ok(v->cells[i]))
+			continue;
+		rc = box_build(&boxes[i], v->cells[i]);
+		if (boxes[i].n) {
+			sc.lo = fmin(sc.lo, boxes[i].lo);
+			sc.hi = fmax(sc.hi, boxes[i].hi);
+			any = true;
+		}
+	}
+	if (rc || !any) {
+		if (!rc)
+			fputs("<p class=\"meta\">no samples</p>\n", out);
+		goto cleanup;
+	}
+	sc.lo = fmax(fmin(sc.lo, -MIN_REL_SPAN), -MAX_REL_SPAN);
+	sc.hi = fmin(fmax(sc.hi, MIN_REL_SPAN), MAX_REL_SPAN);
+	{
+		double span = sc.hi - sc.lo;
+		sc.lo -= span * LIN_PAD;
+		sc.hi += span * LIN_PAD;
+	}
+	fprintf(out, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %.0f\" role=\"img\" "
+		"aria-label=\"", CHART_W, l->height);
+	esc(out, row);
+	fputs(": distribution of the raw samples\">\n", out);
+	chart_frame(out, l, v);
+	x_axis(out, &sc, MARGIN_T, l->height - AXIS_H, "per-call time relative to the case's median", true);
+	for (size_t c = 0; c < v->n_cats; c++)
+		for (size_t s = 0; s < v->n_series; s++) {
+			const box *b = &boxes[c * MAX_SERIES + s];
+			double y = series_y(l, v, c, s);
+			const char *color = v->s[s].color;
+
+			if (!b->n)
+				continue;
+			fputs("<g>", out);
+			fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>",
+				x_of(&sc, fmax(b->lo, sc.lo)), y, x_of(&sc, fmin(b->hi, sc.hi)), y, color);
+			fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.25\" "
+				"stroke=\"%s\"/>", x_of(&sc, fmax(b->q1, sc.lo)), y - BOX_H / 2,
+				fmax(x_of(&sc, fmin(b->q3, sc.hi)) - x_of(&sc, fmax(b->q1, sc.lo)), 1.0), BOX_H, color, color);
+			fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>",
+				x_of(&sc, 0), y - BOX_H / 2, x_of(&sc, 0), y + BOX_H / 2, color);
+			outliers(out, b, &sc, y, color);
+			box_title(out, b, v->cells[c * MAX_SERIES + s], v->s[s].variant);
+			fputs("</g>\n", out);
+		}
+	fputs("</svg>\n", out);
+cleanup:
+	for (size_t i = 0; i < v->n_cats * MAX_SERIES; i++)
+		box_free(&boxes[i]);
+	free(boxes);
+	return rc;
+}
+
+/* The numbers behind the charts, for a reader who wants them exactly. */
+static void case_table(FILE *out, const row_view *v)
+{
+	fputs("<div class=\"wrap\"><table class=\"cases\"><tr><th>dtype</th><th>mode</th><th>family</th><th>shape</th><th>variant</th>"
+		"<th>status</th><th>median</th><th>p10</th><th>p90</th><th>noise</th><th>samples</th><th>of ceiling</th></tr>\n",
+		out);
+	for (size_t c = 0; c < v->n_cats; c++)
+		for (size_t s = 0; s < v->n_series; s++) {
+			const json_t *k = v->cells[c * MAX_SERIES + s];
+			const json_t *frac = json_object_get(json_object_get(k, "throughput"), "fraction_of_ceiling");
+			char med[32], p10[32], p90[32];
+
+			if (!k)
+				continue;
+			mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
+			mb_print_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
+			mb_print_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
+			fputs("<tr><td>", out);
+			esc(out, v->cats[c].dtype);
+			fputs("</td><td>", out);
+			esc(out, v->cats[c].mode);
+			fputs("</td><td>", out);
+			esc(out, v->cats[c].family);
+			fputs("</td><td>", out);
+			esc_wrap(out, v->cats[c].shape);
+			fputs("</td><td>", out);
+			esc(out, v->s[s].variant);
+			fputs("</td><td>", out);
+			esc(out, mb_text_get(k, "status"));
+			fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
+				"<td class=\"num\">%.2f%%</td><td class=\"num\">%zu</td><td class=\"num\">", med, p10, p90,
+				PERCENT * timing_num(k, "rel_noise"),
+				json_array_size(json_object_get(json_object_get(k, "timing"), "samples_ns")));
+			if (json_is_number(frac))
+				fprintf(out, "%.3f", json_number_value(frac));
+			else
+				fputs("-", out);
+			fputs("</td></tr>\n", out);
+		}
+	fputs("</table></div>\n", out);
 }
 
 static const char *verdict_class(mb_verdict_kind k)
@@ -79,179 +1145,109 @@ static const char *verdict_class(mb_verdict_kind k)
 	return "nee";
 }
 
-static void verdict_table(FILE *out, const mb_verdict_set *set)
+/* One card per row: the chart, then the distributions and numbers folded. */
+static int row_card(FILE *out, const group *g, size_t r)
 {
-	fputs("<table id=\"verdicts\"><tr><th>row</th><th>block</th><th>verdict</th><th>families won</th>"
-		"<th>saved</th><th>speedup at the largest shape</th><th>why</th></tr>\n", out);
-	for (size_t i = 0; i < set->n_rows; i++) {
-		const mb_row_verdict *v = &set->rows[i];
+	const mb_row_verdict *rv = g->rows[r].v;
+	const json_t *receipt = g->revs[g->rows[r].rev];
+	row_view v;
+	layout l;
+	char label[MB_VERDICT_TEXT_MAX + 32];
+	int rc = row_view_build(&v, receipt, rv->row);
+
+	if (!rc)
+		rc = layout_build(&l, &v);
+	else
+		memset(&l, 0, sizeof(l));
+	if (rc)
+		goto cleanup;
+	mb_verdict_label(label, sizeof(label), rv);
+	fputs("<div class=\"card\"><h4>", out);
+	esc(out, rv->row);
+	fprintf(out, " <span class=\"badge %s\">", verdict_class(rv->kind));
+	esc(out, label);
+	fputs("</span></h4>\n", out);
+	if (g->rows[r].rev != g->n - 1) {
+		char rev[LABEL_MAX];
+		revision_text(rev, sizeof(rev), receipt, g->names[g->rows[r].rev]);
+		fputs("<p class=\"meta\">from revision ", out);
+		esc(out, rev);
+		fputs(" (", out);
+		esc(out, g->names[g->rows[r].rev]);
+		fputs("), the newest receipt with this row</p>\n", out);
+	}
+	row_legend(out, &v);
+	time_chart(out, &v, &l, rv, rv->row);
+	fputs("<details><summary>distribution of the raw samples (box plots)</summary>\n<p class=\"meta\">Each box "
+		"spans the quartiles of one case's kept samples, relative to its median; whiskers reach the most extreme "
+		"sample within 1.5 IQR; circles are outliers (a sample of them), numbers at an edge count the samples "
+		"beyond it.</p>\n", out);
+	rc = box_chart(out, &v, &l, rv->row);
+	fputs("</details>\n<details><summary>the numbers</summary>\n", out);
+	case_table(out, &v);
+	fputs("</details></div>\n", out);
+cleanup:
+	layout_free(&l);
+	row_view_free(&v);
+	return rc;
+}
+
+/* ---- verdicts ---- */
+
+static bool rows_mixed(const group *g)
+{
+	for (size_t i = 0; i < g->n_rows; i++)
+		if (g->rows[i].rev != g->n - 1)
+			return true;
+	return false;
+}
+
+static void verdict_table(FILE *out, const group *g)
+{
+	bool mixed = rows_mixed(g);
+
+	fputs("<div class=\"wrap\"><table class=\"verdicts\" id=\"verdicts\"><tr><th>row</th><th>block</th>"
+		"<th>verdict</th><th>families won</th><th>saved</th><th>speedup at the largest shape</th><th>why</th>", out);
+	fputs(mixed ? "<th>from revision</th></tr>\n" : "</tr>\n", out);
+	/* data-label: on a narrow screen each row becomes a block of labelled
+	 * lines (see the CSS) instead of a table wider than the window */
+	for (size_t i = 0; i < g->n_rows; i++) {
+		const mb_row_verdict *v = g->rows[i].v;
 		char label[MB_VERDICT_TEXT_MAX + 32], saved[MB_VERDICT_TEXT_MAX], speedup[MB_VERDICT_TEXT_MAX];
 
 		mb_verdict_label(label, sizeof(label), v);
 		mb_verdict_saved_text(saved, sizeof(saved), v);
 		mb_verdict_speedup_text(speedup, sizeof(speedup), v);
-		fprintf(out, "<tr class=\"%s\"><td>", verdict_class(v->kind));
-		mb_print_xml_escaped(out, v->row);
-		fprintf(out, "</td><td>%s</td><td>", v->block);
-		mb_print_xml_escaped(out, label);
-		fputs("</td><td>", out);
-		mb_print_xml_escaped(out, v->families);
-		fputs("</td><td class=\"num\">", out);
-		mb_print_xml_escaped(out, saved);
-		fputs("</td><td>", out);
-		mb_print_xml_escaped(out, speedup);
-		fputs("</td><td>", out);
-		mb_print_xml_escaped(out, v->reason);
+		fprintf(out, "<tr class=\"%s\"><td data-label=\"row\">", verdict_class(v->kind));
+		esc(out, v->row);
+		fputs("</td><td data-label=\"block\">", out);
+		esc(out, v->block);
+		fputs("</td><td data-label=\"verdict\">", out);
+		esc(out, label);
+		fputs("</td><td data-label=\"families won\">", out);
+		esc_wrap(out, v->families);
+		fputs("</td><td data-label=\"saved\">", out);
+		esc_wrap(out, saved);
+		fputs("</td><td data-label=\"speedup\">", out);
+		esc_wrap(out, speedup);
+		fputs("</td><td data-label=\"why\">", out);
+		esc_wrap(out, v->reason);
+		if (mixed) {
+			char rev[LABEL_MAX];
+			revision_text(rev, sizeof(rev), g->revs[g->rows[i].rev], g->names[g->rows[i].rev]);
+			fputs("</td><td data-label=\"from\">", out);
+			esc(out, rev);
+		}
 		fputs("</td></tr>\n", out);
 	}
-	fputs("</table>\n", out);
+	fputs("</table></div>\n", out);
 }
 
-static void legend(FILE *out, const char *const *names, size_t n)
-{
-	fputs("<div class=\"legend\">", out);
-	for (size_t i = 0; i < n; i++) {
-		fprintf(out, "<span><i style=\"background:%s\"></i>", palette[i % MAX_VARIANTS]);
-		mb_print_xml_escaped(out, names[i]);
-		fputs("</span>", out);
-	}
-	fputs("</div>\n", out);
-}
-
-static double y_of(double v, double vmax)
-{
-	return MARGIN_T + (PLOT_H - MARGIN_T - MARGIN_B) * (1.0 - v / vmax);
-}
-
-static void y_axis(FILE *out, double vmax, bool fraction)
-{
-	for (int t = 0; t <= Y_TICKS; t++) {
-		double v = vmax * t / Y_TICKS, y = y_of(v, vmax);
-		char label[32];
-
-		if (fraction)
-			snprintf(label, sizeof(label), "%.0f%%", 100.0 * v);
-		else
-			mb_print_duration(label, sizeof(label), v);
-		fprintf(out, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
-			"<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-			MARGIN_L, y, PLOT_W - MARGIN_R, y, MARGIN_L - 6, y + 4, label);
-	}
-	fprintf(out, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", MARGIN_L, MARGIN_T,
-		MARGIN_L, PLOT_H - MARGIN_B);
-	fprintf(out, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", MARGIN_L,
-		PLOT_H - MARGIN_B, PLOT_W - MARGIN_R, PLOT_H - MARGIN_B);
-}
-
-static int find_or_add(const char **list, size_t *n, size_t max, const char *s)
-{
-	for (size_t i = 0; i < *n; i++)
-		if (!strcmp(list[i], s))
-			return (int)i;
-	if (*n >= max)
-		return -1;
-	list[*n] = s;
-	return (int)(*n)++;
-}
-
-/* Time (or fraction of the ceiling) by shape for every variant of `row`. */
-static int row_plot(FILE *out, const json_t *receipt, const char *row)
-{
-	const json_t *cases = json_object_get(receipt, "cases");
-	const char *variants[MAX_VARIANTS];
-	char (*labels)[LABEL_MAX] = calloc(MAX_SHAPES, LABEL_MAX);
-	double *val = calloc(MAX_SHAPES * MAX_VARIANTS, sizeof(double));
-	size_t n_var = 0, n_shape = 0, i;
-	bool fraction = true, any = false;
-	double vmax = 0.0, group_w, bar_w;
-	json_t *c;
-
-	if (!labels || !val) {
-		free(labels);
-		free(val);
-		return MB_ENOMEM;
-	}
-	for (size_t k = 0; k < MAX_SHAPES * MAX_VARIANTS; k++)
-		val[k] = NAN;
-	/* the ceiling is usable only when every case of the row has a fraction */
-	json_array_foreach(cases, i, c)
-		if (!strcmp(mb_text_get(c, "row"), row))
-			fraction = fraction && json_is_number(json_object_get(json_object_get(c, "throughput"),
-				"fraction_of_ceiling"));
-	json_array_foreach(cases, i, c) {
-		char label[LABEL_MAX], shape[LABEL_MAX / 2];
-		int v, s = -1;
-		double x;
-
-		if (strcmp(mb_text_get(c, "row"), row))
-			continue;
-		v = find_or_add(variants, &n_var, MAX_VARIANTS, mb_text_get(c, "variant"));
-		mb_print_shape(shape, sizeof(shape), c);
-		snprintf(label, sizeof(label), "%s %s", mb_text_get(c, "dtype"), shape);
-		for (size_t k = 0; k < n_shape && s < 0; k++)
-			if (!strcmp(labels[k], label))
-				s = (int)k;
-		if (s < 0 && n_shape < MAX_SHAPES) {
-			snprintf(labels[n_shape], LABEL_MAX, "%s", label);
-			s = (int)n_shape++;
-		}
-		x = fraction ? json_number_value(json_object_get(json_object_get(c, "throughput"), "fraction_of_ceiling"))
-			: mb_print_median_ns(c);
-		if (v < 0 || s < 0 || isnan(x))
-			continue;
-		val[(size_t)s * MAX_VARIANTS + (size_t)v] = x;
-		vmax = fmax(vmax, x);
-		any = true;
-	}
-	fprintf(out, "<h3>%s</h3><div class=\"meta\">%s by shape%s</div>\n", row,
-		fraction ? "fraction of the measured ceiling" : "median time per call",
-		fraction ? " (dashed: the ceiling)" : "");
-	legend(out, variants, n_var);
-	if (!any) {
-		fputs("<p class=\"meta\">no timed cases</p>\n", out);
-		goto done;
-	}
-	if (fraction)
-		vmax = fmax(vmax, 1.0);
-	vmax *= HEADROOM;
-	fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-		"role=\"img\" aria-label=\"%s by shape\">\n", PLOT_W, PLOT_H, PLOT_W, PLOT_H, row);
-	y_axis(out, vmax, fraction);
-	group_w = (double)(PLOT_W - MARGIN_L - MARGIN_R) / (double)n_shape;
-	bar_w = group_w * 0.8 / (double)n_var;
-	for (size_t s = 0; s < n_shape; s++) {
-		double gx = MARGIN_L + group_w * (double)s + group_w * 0.1;
-
-		for (size_t v = 0; v < n_var; v++) {
-			double x = val[s * MAX_VARIANTS + v], top;
-
-			if (isnan(x))
-				continue;
-			top = y_of(x, vmax);
-			fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
-				"<title>%s %s: %g</title></rect>\n", gx + bar_w * (double)v, top, bar_w,
-				(PLOT_H - MARGIN_B) - top, palette[v], variants[v], labels[s], x);
-		}
-		/* slanted down to the right from the group's left edge: never clipped
-		 * on the left, where the axis labels are */
-		fprintf(out, "<text transform=\"translate(%.1f,%d) rotate(15)\" text-anchor=\"start\">%.*s</text>\n",
-			gx, PLOT_H - MARGIN_B + 14, LABEL_CHARS, labels[s]);
-	}
-	if (fraction)
-		fprintf(out, "<line class=\"ceil\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>\n", MARGIN_L,
-			y_of(1.0, vmax), PLOT_W - MARGIN_R, y_of(1.0, vmax));
-	fputs("</svg>\n", out);
-done:
-	free(labels);
-	free(val);
-	return 0;
-}
-
-/* ---- history --------------------------------------------------------------- */
+/* ---- history ---- */
 
 /* Geometric mean over the variant's case ids of median(rev) / median(first);
  * NaN when no id is in both. */
-static double relative_time(const json_t *first, const json_t *rev, const char *row, const char *variant)
+static double relative_time(const json_t *first, const json_t *rev, const char *row, const char *variant, size_t *n_out)
 {
 	double sum = 0.0;
 	size_t n = 0, i, j;
@@ -274,226 +1270,399 @@ static double relative_time(const json_t *first, const json_t *rev, const char *
 			break;
 		}
 	}
+	if (n_out)
+		*n_out = n;
 	return n ? exp(sum / (double)n) : NAN;
 }
 
-typedef struct history {
-	json_t *const *revs;  /* oldest first, one suite */
-	const char *const *names;
-	size_t n;
-	int *first_regression; /* per row of the newest verdict set: revision index, -1 none */
-	char (*regression_case)[LABEL_MAX];
-} history;
-
-/* For each row, the first revision whose diff against its predecessor has a
- * SLOWER case of that row. */
-static int find_regressions(history *h, const mb_verdict_set *rows, const mb_policy *policy, mb_error *err)
+/* Whether two revisions of the group share their label: then the run time
+ * tells them apart. */
+static bool label_repeats(const group *g, size_t k)
 {
-	for (size_t r = 0; r < rows->n_rows; r++)
-		h->first_regression[r] = -1;
-	for (size_t k = 1; k < h->n; k++) {
-		mb_diff d;
-		int rc = mb_diff_receipts(&d, h->revs[k - 1], h->revs[k], h->names[k - 1], h->names[k], policy, false, err);
+	char a[LABEL_MAX], b[LABEL_MAX];
 
-		if (rc)
-			return rc;
-		for (size_t c = 0; d.comparable && c < d.n_cases; c++) {
-			const mb_case_diff *cd = &d.cases[c];
+	revision_text(a, sizeof(a), g->revs[k], g->names[k]);
+	for (size_t j = 0; j < g->n; j++) {
+		revision_text(b, sizeof(b), g->revs[j], g->names[j]);
+		if (j != k && !strcmp(a, b))
+			return true;
+	}
+	return false;
+}
 
-			if (!cd->compared || cd->cmp.cls != MB_CMP_SLOWER)
-				continue;
-			for (size_t r = 0; r < rows->n_rows; r++)
-				if (h->first_regression[r] < 0
-					&& !strcmp(rows->rows[r].row, mb_text_get(cd->head, "row"))) {
-					h->first_regression[r] = (int)k;
-					snprintf(h->regression_case[r], LABEL_MAX, "%s", cd->id);
-				}
-		}
-		mb_diff_free(&d);
+/* Show every k-th revision label so that labels never overlap. */
+static size_t history_label_step(const group *g)
+{
+	double slot = (double)(CHART_W - HIST_L - HIST_R) / (double)(g->n ? g->n : 1);
+	double need = HIST_LABEL_CHARS * CHAR_PX + LABEL_PAD;
+
+	return slot >= need ? 1 : (size_t)ceil(need / slot);
+}
+
+static double hist_x(const group *g, size_t k)
+{
+	double w = CHART_W - HIST_L - HIST_R;
+
+	return g->n > 1 ? HIST_L + w * ((double)k + 0.5) / (double)g->n : HIST_L + w / 2;
+}
+
+static double hist_y(double v, double lo, double hi)
+{
+	return HIST_T + (HIST_H - HIST_T - HIST_B) * (1.0 - (v - lo) / (hi - lo));
+}
+
+/* The oldest revision with cases of the row's variant: the base of its
+ * line. */
+static size_t history_base(const group *g, const char *row, const char *variant)
+{
+	for (size_t k = 0; k < g->n; k++) {
+		size_t i;
+		json_t *c;
+		json_array_foreach(json_object_get(g->revs[k], "cases"), i, c)
+			if (!strcmp(mb_text_get(c, "row"), row) && !strcmp(mb_text_get(c, "variant"), variant))
+				return k;
 	}
 	return 0;
 }
 
-static void history_plot(FILE *out, const history *h, const char *row, int first_regression)
+/* How many revisions hold the row at all. */
+static size_t revisions_with_row(const group *g, const char *row)
 {
-	const char *variants[MAX_VARIANTS];
-	size_t n_var = 0, i;
-	json_t *c;
-	double vmin = 1.0, vmax = 1.0, step;
+	size_t n = 0;
 
-	json_array_foreach(json_object_get(h->revs[h->n - 1], "cases"), i, c)
-		if (!strcmp(mb_text_get(c, "row"), row))
-			find_or_add(variants, &n_var, MAX_VARIANTS, mb_text_get(c, "variant"));
-	for (size_t v = 0; v < n_var; v++)
-		for (size_t k = 0; k < h->n; k++) {
-			double x = relative_time(h->revs[0], h->revs[k], row, variants[v]);
+	for (size_t k = 0; k < g->n; k++)
+		n += mb_verdict_find(&g->sets[k], row) != NULL;
+	return n;
+}
 
+static void history_chart(FILE *out, const group *g, size_t r)
+{
+	const mb_row_verdict *rv = g->rows[r].v;
+	row_view v;
+	double lo = 1.0, hi = 1.0, ticks[2 * MAX_TICKS];
+	size_t nt;
+
+	if (revisions_with_row(g, rv->row) < 2)
+		return;
+	if (row_view_build(&v, g->revs[g->rows[r].rev], rv->row)) {
+		row_view_free(&v);
+		return;
+	}
+	for (size_t s = 0; s < v.n_series; s++)
+		for (size_t k = 0; k < g->n; k++) {
+			double x = relative_time(g->revs[history_base(g, rv->row, v.s[s].variant)], g->revs[k], rv->row,
+				v.s[s].variant, NULL);
 			if (!isnan(x)) {
-				vmin = fmin(vmin, x);
-				vmax = fmax(vmax, x);
+				lo = fmin(lo, x);
+				hi = fmax(hi, x);
 			}
 		}
-	vmax *= HEADROOM;
-	fprintf(out, "<h3>%s</h3><div class=\"meta\">median time relative to the oldest revision "
-		"(geometric mean over shapes)%s</div>\n", row,
-		first_regression >= 0 ? "; red ring: first revision with a regression" : "");
-	legend(out, variants, n_var);
-	fprintf(out, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-		"role=\"img\" aria-label=\"%s history\">\n", PLOT_W, PLOT_H, PLOT_W, PLOT_H, row);
-	y_axis(out, vmax, true);
-	step = h->n > 1 ? (double)(PLOT_W - MARGIN_L - MARGIN_R - 40) / (double)(h->n - 1) : 0.0;
-	for (size_t k = 0; k < h->n; k++)
-		fprintf(out, "<text transform=\"translate(%.1f,%d)\" text-anchor=\"middle\">%.*s</text>\n",
-			MARGIN_L + 20 + step * (double)k, PLOT_H - MARGIN_B + 14, LABEL_CHARS,
-			mb_print_revision(h->revs[k], h->names[k]));
-	for (size_t v = 0; v < n_var; v++) {
-		fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", palette[v]);
-		for (size_t k = 0; k < h->n; k++) {
-			double x = relative_time(h->revs[0], h->revs[k], row, variants[v]);
+	{
+		double span = fmax(hi - lo, 0.02);
+		lo -= span * 0.15;
+		hi += span * 0.15;
+	}
+	fputs("<div class=\"card\"><h4>", out);
+	esc(out, rv->row);
+	fputs("</h4>\n", out);
+	row_legend(out, &v);
+	fprintf(out, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %d\" role=\"img\" "
+		"aria-label=\"", CHART_W, HIST_H);
+	esc(out, rv->row);
+	fputs(": history\">\n", out);
+	nt = linear_ticks(ticks, 2 * MAX_TICKS, lo, hi);
+	for (size_t i = 0; i < nt; i++) {
+		double y = hist_y(ticks[i], lo, hi);
+		char label[32];
+		percent_text(label, sizeof(label), ticks[i] - 1.0);
+		fprintf(out, "<line class=\"%s\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
+			"<text class=\"tick\" x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
+			fabs(ticks[i] - 1.0) < 1e-9 ? "zero" : "grid", HIST_L, y, CHART_W - HIST_R, y, HIST_L - 6, y + 4, label);
+	}
+	fprintf(out, "<line class=\"axis\" x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\"/>\n", HIST_L, HIST_H - HIST_B,
+		CHART_W - HIST_R, HIST_H - HIST_B);
+	/* revision labels: the revision, its commit date, and the run's time
+	 * where one revision was run more than once; every k-th label when
+	 * there are too many to fit (each point's tooltip names its own) */
+	for (size_t k = 0; k < g->n; k++) {
+		char rev[LABEL_MAX], date[DATE_BYTES], cut[LABEL_MAX];
+		const char *run = mb_text_get(g->revs[k], "started_at");
+		enum { TIME_AT = 11, TIME_CHARS = 8 };
 
+		revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
+		date_text(date, sizeof(date), commit_time(g->revs[k]), false);
+		if (k % history_label_step(g) == 0 || k == g->n - 1) {
+			snprintf(cut, sizeof(cut), "%.*s", HIST_LABEL_CHARS, rev);
+			fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">", hist_x(g, k),
+				HIST_H - HIST_B + 14);
+			esc(out, cut);
+			fprintf(out, "<tspan x=\"%.1f\" dy=\"12\">%s</tspan>", hist_x(g, k), date);
+			/* the run's time of day (UTC) tells two runs of one commit apart */
+			if (label_repeats(g, k) && strlen(run) >= TIME_AT + TIME_CHARS) {
+				snprintf(cut, sizeof(cut), "run %.*s", TIME_CHARS, run + TIME_AT);
+				fprintf(out, "<tspan x=\"%.1f\" dy=\"12\">", hist_x(g, k));
+				esc(out, cut);
+				fputs("</tspan>", out);
+			}
+			fputs("</text>\n", out);
+		}
+		if (g->regressed[r * g->n + k])
+			fprintf(out, "<line class=\"reg\" x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\"/>", hist_x(g, k), HIST_T,
+				hist_x(g, k), HIST_H - HIST_B);
+	}
+	if (g->first_regression[r] >= 0) {
+		double x = hist_x(g, (size_t)g->first_regression[r]);
+		fprintf(out, "<text class=\"regt\" x=\"%.1f\" y=\"%d\" text-anchor=\"%s\">first regression<title>",
+			x, HIST_T - 8, x > CHART_W / 2 ? "end" : "start");
+		esc(out, g->regression_case[r]);
+		fputs("</title></text>\n", out);
+	}
+	/* fallback and others first, fused last: fused is on top, and each
+	 * series sits a few units to the side of the others */
+	for (size_t i = v.n_series; i-- > 0;) {
+		double dx = ((double)i - ((double)v.n_series - 1) / 2) * HIST_JITTER;
+
+		const json_t *base = g->revs[history_base(g, rv->row, v.s[i].variant)];
+
+		fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"%s\" points=\"",
+			v.s[i].color, styles[v.s[i].style].dash);
+		for (size_t k = 0; k < g->n; k++) {
+			double x = relative_time(base, g->revs[k], rv->row, v.s[i].variant, NULL);
 			if (!isnan(x))
-				fprintf(out, "%.1f,%.1f ", MARGIN_L + 20 + step * (double)k, y_of(x, vmax));
+				fprintf(out, "%.1f,%.1f ", hist_x(g, k) + dx, hist_y(x, lo, hi));
 		}
 		fputs("\"/>\n", out);
-		for (size_t k = 0; k < h->n; k++) {
-			double x = relative_time(h->revs[0], h->revs[k], row, variants[v]);
+		for (size_t k = 0; k < g->n; k++) {
+			size_t shapes = 0;
+			double x = relative_time(base, g->revs[k], rv->row, v.s[i].variant, &shapes);
+			char rev[LABEL_MAX];
 
-			if (!isnan(x))
-				fprintf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>%s %s: %.3f</title></circle>\n",
-					MARGIN_L + 20 + step * (double)k, y_of(x, vmax), POINT_R, palette[v], variants[v],
-					mb_print_revision(h->revs[k], h->names[k]), x);
+			if (isnan(x))
+				continue;
+			revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
+			fputs("<g>", out);
+			marker(out, v.s[i].style, v.s[i].color, hist_x(g, k) + dx, hist_y(x, lo, hi), MARK_R + 0.6);
+			fputs("<title>", out);
+			esc(out, v.s[i].variant);
+			fputs(" at ", out);
+			esc(out, rev);
+			fprintf(out, ": %+.2f%% against its oldest revision (geometric mean over %zu cases)</title></g>\n",
+				PERCENT * (x - 1.0), shapes);
 		}
 	}
-	if (first_regression >= 0)
-		fprintf(out, "<circle cx=\"%.1f\" cy=\"%d\" r=\"%d\" fill=\"none\" stroke=\"#cf222e\" stroke-width=\"2\"/>"
-			"<text x=\"%.1f\" y=\"%d\" fill=\"#cf222e\" text-anchor=\"end\">first regression</text>\n",
-			MARGIN_L + 20 + step * first_regression, MARGIN_T + 10, MARK_R,
-			MARGIN_L + 8 + step * first_regression, MARGIN_T + 14);
-	(void)vmin;
-	fputs("</svg>\n", out);
+	fputs("</svg></div>\n", out);
+	row_view_free(&v);
 }
 
-/* Receipts of the newest receipt's suite, oldest first. */
-static int collect_history(history *h, json_t *const *receipts, const char *const *names, size_t n,
-	const size_t *order)
+static void history_section(FILE *out, const group *g, size_t index)
 {
-	const char *suite = mb_text_get(json_object_get(receipts[order[n - 1]], "suite"), "name");
-	json_t **revs = calloc(n, sizeof(*revs));
-	const char **rnames = calloc(n, sizeof(*rnames));
-
-	if (!revs || !rnames) {
-		free(revs);
-		free(rnames);
-		return MB_ENOMEM;
+	fprintf(out, "<h3 id=\"history-g%zu\">History across %zu revisions</h3>\n<p class=\"meta\">Median time per call of each variant "
+		"relative to the oldest revision that has it (geometric mean over the cases both share); a red line "
+		"marks a revision with a case significantly slower than the revision before it. Rows in one revision "
+		"only have no chart.</p>\n", index + 1, g->n);
+	if (g->notes[0]) {
+		fputs("<p class=\"note\">", out);
+		esc(out, g->notes);
+		fputs("</p>\n", out);
 	}
-	h->n = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(mb_text_get(json_object_get(receipts[order[i]], "suite"), "name"), suite)) {
-			revs[h->n] = receipts[order[i]];
-			rnames[h->n++] = names[order[i]];
+	fputs("<div class=\"wrap\"><table class=\"history\" id=\"history\"><tr><th>row</th><th>first regression</th>"
+		"<th>committed</th><th>run started</th><th>case</th></tr>\n", out);
+	for (size_t i = 0; i < g->n_rows; i++) {
+		int k = g->first_regression[i];
+		char rev[LABEL_MAX] = "none", date[DATE_BYTES] = "", run[DATE_BYTES] = "";
+
+		if (k >= 0) {
+			revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
+			date_text(date, sizeof(date), commit_time(g->revs[k]), true);
+			stamp_text(run, sizeof(run), mb_text_get(g->revs[k], "started_at"));
 		}
-	h->revs = revs;
-	h->names = rnames;
-	return 0;
+		if (revisions_with_row(g, g->rows[i].v->row) < 2)
+			snprintf(rev, sizeof(rev), "in one revision only");
+		fputs("<tr><td>", out);
+		esc(out, g->rows[i].v->row);
+		fputs("</td><td>", out);
+		esc(out, rev);
+		fputs("</td><td>", out);
+		esc(out, date);
+		fputs("</td><td>", out);
+		esc(out, run);
+		fputs("</td><td>", out);
+		esc_wrap(out, k >= 0 ? g->regression_case[i] : "");
+		fputs("</td></tr>\n", out);
+	}
+	fputs("</table></div>\n<div class=\"cards\">\n", out);
+	for (size_t i = 0; i < g->n_rows; i++)
+		history_chart(out, g, i);
+	fputs("</div>\n", out);
 }
 
-static void history_free(history *h)
+/* ---- the page ---- */
+
+static void css(FILE *out)
 {
-	free((void *)h->revs);
-	free((void *)h->names);
-	free(h->first_regression);
-	free(h->regression_case);
+	fputs("<style>\n"
+		"body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:16px 24px;"
+		"color:#1f2328;background:#fff}\n"
+		"h1{font-size:22px;margin:4px 0}h2{font-size:19px;margin-top:28px;border-bottom:1px solid #d0d7de}\n"
+		"h3{font-size:16px;margin:20px 0 6px}h4{font-size:14px;margin:2px 0 4px}\n"
+		".wrap{overflow-x:auto}\n"
+		"table{border-collapse:collapse;font-size:13px;margin:8px 0;width:100%}\n"
+		"th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word}\n"
+		"th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
+		"table.cases{font-size:12px}table.cases td.num{white-space:nowrap}\n"
+		".keep{background:#dafbe1}.conditional{background:#fff8c5}.drop{background:#ffebe9}"
+		".ambiguous{background:#eaeef2}.nee{color:#57606a}\n"
+		".badge{font-size:12px;font-weight:normal;padding:1px 6px;border-radius:10px;border:1px solid #d0d7de}\n"
+		".meta{color:#57606a;font-size:13px;margin:4px 0}"
+		".note{background:#fff8c5;padding:6px 10px;border-radius:4px;font-size:13px}\n"
+		".cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(min(100%,560px),1fr));gap:14px}\n"
+		".card{border:1px solid #d0d7de;border-radius:6px;padding:8px 12px;min-width:0}\n"
+		"svg.chart{width:100%;height:auto;display:block;margin:4px 0}\n"
+		"svg.chart text{font-size:11px;fill:#1f2328}svg.chart text.tick,svg.chart text.unit{fill:#57606a}\n"
+		"svg .axis{stroke:#57606a;stroke-width:1}svg .grid{stroke:#eaeef2;stroke-width:1}"
+		"svg .zero{stroke:#8c959f;stroke-width:1}\n"
+		"svg .band{fill:#f3f5f7}svg.chart text.bandt{font-weight:600}svg .stripe{fill:#fafbfc}\n"
+		"svg.chart text.win{fill:#1a7f37;font-weight:600}svg.chart text.loss{fill:#cf222e;font-weight:600}"
+		"svg.chart text.even{fill:#57606a}\n"
+		"svg.chart text.bad{fill:#cf222e}svg.chart text.edge{fill:#57606a;font-size:9px}\n"
+		"svg .reg{stroke:#cf222e;stroke-width:1.5;stroke-dasharray:4 3}svg.chart text.regt{fill:#cf222e;font-weight:600}\n"
+		".legend{font-size:12px;margin:2px 0}.legend span{display:inline-block;margin-right:14px;white-space:nowrap}"
+		".legend svg.key{vertical-align:-2px;margin-right:4px}\n"
+		"details{margin:4px 0}summary{cursor:pointer;font-size:13px;color:#0969da}\n"
+		"@media (max-width:900px){table.verdicts tr:first-child{display:none}"
+		"table.verdicts,table.verdicts tr,table.verdicts td{display:block;width:auto}"
+		"table.verdicts tr{border:1px solid #d0d7de;margin-bottom:6px}table.verdicts td{border:0;padding:2px 8px}"
+		"table.verdicts td::before{content:attr(data-label) \": \";color:#57606a}"
+		"table.verdicts td:first-child{font-weight:600}table.verdicts td:first-child::before{content:\"\"}}\n"
+		"</style>\n", out);
 }
 
-typedef struct report {
-	size_t *order;
-	const json_t *newest;
-	const char *newest_name;
-	mb_verdict_set set;
-	history hist;
-} report;
-
-static int report_prepare(report *r, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err)
+static void receipts_table(FILE *out, const report *r)
 {
-	int rc;
+	fputs("<div class=\"wrap\"><table id=\"receipts\"><tr><th>receipt</th><th>revision</th><th>committed</th>"
+		"<th>run started</th><th>device</th><th>backend</th><th>suite</th><th>cases</th><th>status</th>"
+		"<th>section</th></tr>\n", out);
+	for (size_t i = 0; i < r->n; i++) {
+		const json_t *rc = r->receipts[r->order[i]];
+		char rev[LABEL_MAX], date[DATE_BYTES], run[DATE_BYTES];
 
-	memset(r, 0, sizeof(*r));
-	r->order = calloc(n, sizeof(*r->order));
-	if (!r->order)
-		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
-	order_by_time(r->order, receipts, n);
-	r->newest = receipts[r->order[n - 1]];
-	r->newest_name = names[r->order[n - 1]];
-	if ((rc = mb_verdict_compute(&r->set, r->newest, policy, err)))
-		return rc;
-	if (collect_history(&r->hist, receipts, names, n, r->order))
-		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
-	r->hist.first_regression = calloc(r->set.n_rows + 1, sizeof(int));
-	r->hist.regression_case = calloc(r->set.n_rows + 1, LABEL_MAX);
-	if (!r->hist.first_regression || !r->hist.regression_case)
-		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
-	return r->hist.n > 1 ? find_regressions(&r->hist, &r->set, policy, err) : 0;
+		revision_text(rev, sizeof(rev), rc, r->names[r->order[i]]);
+		date_text(date, sizeof(date), commit_time(rc), true);
+		stamp_text(run, sizeof(run), mb_text_get(rc, "started_at"));
+		fputs("<tr><td>", out);
+		esc_wrap(out, r->names[r->order[i]]);
+		fputs("</td><td>", out);
+		esc(out, rev);
+		fputs("</td><td>", out);
+		esc(out, date);
+		fputs("</td><td>", out);
+		esc(out, run);
+		fputs("</td><td>", out);
+		esc(out, device_name(rc));
+		fputs("</td><td>", out);
+		esc(out, mb_text_get(rc, "backend"));
+		fputs("</td><td>", out);
+		esc(out, suite_name(rc));
+		fprintf(out, "</td><td class=\"num\">%zu</td><td>", json_array_size(json_object_get(rc, "cases")));
+		esc(out, mb_text_get(rc, "status"));
+		fprintf(out, "</td><td><a href=\"#g%d\">%d</a></td></tr>\n", r->group_of[r->order[i]] + 1,
+			r->group_of[r->order[i]] + 1);
+	}
+	fputs("</table></div>\n", out);
 }
 
-static void report_free(report *r)
+static void group_heading(FILE *out, const group *g, size_t index)
 {
-	free(r->order);
-	mb_verdict_set_free(&r->set);
-	history_free(&r->hist);
+	const json_t *newest = g->revs[g->n - 1];
+	char rev[LABEL_MAX], date[DATE_BYTES];
+
+	revision_text(rev, sizeof(rev), newest, g->names[g->n - 1]);
+	date_text(date, sizeof(date), commit_time(newest), true);
+	fprintf(out, "<section id=\"g%zu\"><h2>%zu. ", index + 1, index + 1);
+	esc(out, device_name(newest));
+	fputs(" \xc2\xb7 ", out);
+	esc(out, mb_text_get(newest, "backend"));
+	fputs(" backend \xc2\xb7 suite ", out);
+	esc(out, suite_name(newest));
+	fprintf(out, "</h2>\n<p class=\"meta\">%zu receipt%s; charts from the newest, revision ", g->n, g->n == 1 ? "" : "s");
+	esc(out, rev);
+	fputs(" (committed ", out);
+	esc(out, date);
+	fputs(", ", out);
+	esc(out, g->names[g->n - 1]);
+	fputs(")</p>\n", out);
+}
+
+static int group_section(FILE *out, const group *g, size_t index)
+{
+	int rc = 0;
+
+	group_heading(out, g, index);
+	if (g->sets[g->n - 1].lanes_present) {
+		fputs("<p class=\"note\">", out);
+		esc(out, g->sets[g->n - 1].lanes_note);
+		fputs("</p>\n", out);
+	}
+	fputs("<h3>Catalog verdicts</h3>\n", out);
+	if (rows_mixed(g))
+		fputs("<p class=\"meta\">Each row from the newest receipt that has it (the last column names it).</p>\n",
+			out);
+	verdict_table(out, g);
+	fprintf(out, "<h3 id=\"time-g%zu\">Time per call by shape</h3>\n", index + 1);
+	fputs("<p class=\"meta\">Median per-call time of every case on a log axis; "
+		"the bar spans the 10th to 90th percentile of its samples. The right column is the verdict's speedup "
+		"(fallback median over fused median): green where the fused variant is significantly faster, red where "
+		"slower. Hover a mark for its numbers; the box plots show the noise of each case.</p>\n<div class=\"legend\">",
+		out);
+	for (int s = 0; s < STYLE_OTHER; s++)
+		legend_item(out, (enum style)s, styles[s].color, styles[s].kind);
+	fputs("</div>\n<div class=\"cards\">\n", out);
+	for (size_t i = 0; i < g->n_rows && !rc; i++)
+		rc = row_card(out, g, i);
+	fputs("</div>\n", out);
+	if (!rc && g->n > 1)
+		history_section(out, g, index);
+	fputs("</section>\n", out);
+	return rc;
 }
 
 int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
 	const mb_policy *policy, mb_error *err)
 {
-	const json_t *dev;
 	report r;
 	int rc;
 
 	if ((rc = report_prepare(&r, receipts, names, n, policy, err)))
 		goto cleanup;
-	dev = json_object_get(r.newest, "device");
-	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>megabench report</title>\n", out);
+	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>megabench report</title>\n",
+		out);
 	css(out);
 	fputs("</head><body>\n<h1>megabench report: ", out);
-	mb_print_xml_escaped(out, mb_text_get(json_object_get(r.newest, "suite"), "name"));
-	fputs("</h1>\n<p class=\"meta\">newest revision ", out);
-	mb_print_xml_escaped(out, mb_print_revision(r.newest, r.newest_name));
-	fputs(" on ", out);
-	mb_print_xml_escaped(out, mb_text_get(dev, "name"));
-	fprintf(out, " (%s backend), %zu receipt%s; policy: ", mb_text_get(r.newest, "backend"), n, n == 1 ? "" : "s");
-	mb_print_xml_escaped(out, policy->source);
-	fputs("</p>\n", out);
-	if (r.set.lanes_present) {
-		fputs("<p class=\"note\">", out);
-		mb_print_xml_escaped(out, r.set.lanes_note);
-		fputs("</p>\n", out);
+	for (size_t g = 0; g < r.n_groups; g++) {
+		bool seen = false;
+		for (size_t h = 0; h < g; h++)
+			seen |= !strcmp(suite_name(r.groups[h].first), suite_name(r.groups[g].first));
+		if (seen)
+			continue;
+		if (g)
+			fputs(", ", out);
+		esc(out, suite_name(r.groups[g].first));
 	}
-	fputs("<h2>Catalog verdicts</h2>\n", out);
-	verdict_table(out, &r.set);
-	fputs("<h2>Time by shape</h2>\n", out);
-	for (size_t i = 0; i < r.set.n_rows; i++)
-		if (row_plot(out, r.newest, r.set.rows[i].row)) {
-			rc = mb_error_set(err, MB_ENOMEM, "report", "no memory");
-			goto cleanup;
-		}
-	if (r.hist.n > 1) {
-		fprintf(out, "<h2>History across %zu revisions</h2>\n<table id=\"history\"><tr><th>row</th>"
-			"<th>first regression</th><th>case</th></tr>\n", r.hist.n);
-		for (size_t i = 0; i < r.set.n_rows; i++) {
-			int k = r.hist.first_regression[i];
-
-			fputs("<tr><td>", out);
-			mb_print_xml_escaped(out, r.set.rows[i].row);
-			fputs("</td><td>", out);
-			mb_print_xml_escaped(out, k >= 0 ? mb_print_revision(r.hist.revs[k], r.hist.names[k]) : "none");
-			fputs("</td><td>", out);
-			mb_print_xml_escaped(out, k >= 0 ? r.hist.regression_case[i] : "");
-			fputs("</td></tr>\n", out);
-		}
-		fputs("</table>\n", out);
-		for (size_t i = 0; i < r.set.n_rows; i++)
-			history_plot(out, &r.hist, r.set.rows[i].row, r.hist.first_regression[i]);
+	fprintf(out, "</h1>\n<p class=\"meta\">%zu receipt%s in %zu group%s (device, backend and suite); policy: ", n,
+		n == 1 ? "" : "s", r.n_groups, r.n_groups == 1 ? "" : "s");
+	esc(out, policy->source);
+	fputs("</p>\n", out);
+	if (r.n_groups > 1)
+		fprintf(out, "<p class=\"note\">These receipts come from %zu different devices, backends or suites. "
+			"Receipts of different groups are not comparable, so none is compared with another group's; each "
+			"group has a section of its own below.</p>\n", r.n_groups);
+	receipts_table(out, &r);
+	for (size_t g = 0; g < r.n_groups && !rc; g++)
+		rc = group_section(out, &r.groups[g], g);
+	if (rc) {
+		mb_error_set(err, rc, "report", "no memory");
+		goto cleanup;
 	}
 	fputs("</body></html>\n", out);
 cleanup:
@@ -509,18 +1678,46 @@ int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *con
 
 	if ((rc = report_prepare(&r, receipts, names, n, policy, err)))
 		goto cleanup;
-	if ((rc = mb_printer_markdown.verdicts(out, &r.set, r.newest, r.newest_name, policy, err)))
-		goto cleanup;
-	if (r.hist.n > 1) {
-		fprintf(out, "\n### History across %zu revisions\n\n| row | first regression | case |\n|---|---|---|\n",
-			r.hist.n);
-		for (size_t i = 0; i < r.set.n_rows; i++) {
-			int k = r.hist.first_regression[i];
+	if (r.n_groups > 1)
+		fprintf(out, "%zu receipts in %zu groups (device, backend, suite); receipts of different groups are not "
+			"compared.\n\n", n, r.n_groups);
+	for (size_t gi = 0; gi < r.n_groups; gi++) {
+		const group *g = &r.groups[gi];
 
-			fprintf(out, "| %s | %s | %s |\n", r.set.rows[i].row,
-				k >= 0 ? mb_print_revision(r.hist.revs[k], r.hist.names[k]) : "none",
-				k >= 0 ? r.hist.regression_case[i] : "");
+		if (r.n_groups > 1)
+			fprintf(out, "## %zu. %s, %s backend, suite %s (%zu receipt%s)\n\n", gi + 1, device_name(g->first),
+				mb_text_get(g->first, "backend"), suite_name(g->first), g->n, g->n == 1 ? "" : "s");
+		if ((rc = mb_printer_markdown.verdicts(out, &g->sets[g->n - 1], g->revs[g->n - 1], g->names[g->n - 1],
+			policy, err)))
+			goto cleanup;
+		if (rows_mixed(g)) {
+			fputs("\nRows the newest receipt does not have, from the newest receipt that does:\n\n"
+				"| row | verdict | revision |\n|---|---|---|\n", out);
+			for (size_t i = 0; i < g->n_rows; i++) {
+				char label[MB_VERDICT_TEXT_MAX + 32], rev[LABEL_MAX];
+				if (g->rows[i].rev == g->n - 1)
+					continue;
+				mb_verdict_label(label, sizeof(label), g->rows[i].v);
+				revision_text(rev, sizeof(rev), g->revs[g->rows[i].rev], g->names[g->rows[i].rev]);
+				fprintf(out, "| %s | %s | %s |\n", g->rows[i].v->row, label, rev);
+			}
 		}
+		if (g->n > 1) {
+			fprintf(out, "\n### History across %zu revisions\n\n", g->n);
+			if (g->notes[0])
+				fprintf(out, "%s\n\n", g->notes);
+			fputs("| row | first regression | case |\n|---|---|---|\n", out);
+			for (size_t i = 0; i < g->n_rows; i++) {
+				int k = g->first_regression[i];
+				char rev[LABEL_MAX] = "none";
+
+				if (k >= 0)
+					revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
+				fprintf(out, "| %s | %s | %s |\n", g->rows[i].v->row, rev, k >= 0 ? g->regression_case[i] : "");
+			}
+		}
+		if (gi + 1 < r.n_groups)
+			fputs("\n", out);
 	}
 cleanup:
 	report_free(&r);

@@ -4,23 +4,38 @@
  * index every $id, resolve every $ref and compile every pattern it can reach,
  * so that a broken schema is refused whatever instance it is given. Then the
  * schema and the instance are walked together; each check returns 0 (valid),
- * MB_ESCHEMA (invalid) or another negative code (the schema is unusable).
+ * MB_ESCHEMA (invalid) or another negative code (the schema is unusable, or
+ * a limit of schema.h was reached).
  *
  * A check writes its issues into a "sink" report. Sub-validations whose
  * failures are not failures of the whole (anyOf branches, not, if, contains)
  * run with a NULL sink, which also lets them stop at the first failure.
+ *
+ * Nothing here grows faster than its input (schema.h lists the limits):
+ * documents are measured before anything recurses into them; the result of
+ * a $ref target against one value is remembered, so a chain of anyOf over
+ * shared definitions is walked once per level, not once per path; explaining
+ * failed alternatives draws on a fixed budget; uniqueItems and large enums
+ * compare hashes first; patterns run on a bounded engine over code points
+ * (see "patterns" below), never on the C library's regex.
  */
 #include "receipts/schema.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
-#include <regex.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+
+#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
+#define STRINGIFY_(x) #x
+#define MB_SCHEMA_STRINGIFY(x) STRINGIFY_(x)
 
 /* Every nested schema costs a few C stack frames; 256 levels is far deeper
  * than any real document and far shallower than the stack. */
@@ -44,6 +59,29 @@
 #define REF_TABLE_MIN_SLOTS 64
 /* Room for "%zu" plus its terminator. */
 #define INDEX_TEXT_MAX 24
+/* Hash tables start with this many slots (a power of two). */
+#define HASH_MIN_SLOTS 16
+/* Remembered $ref results: beyond this many the validator stops adding
+ * (the step budget still bounds the work). */
+#define MEMO_MAX_ENTRIES (1u << 20)
+/* How many failed anyOf/oneOf it explains branch by branch; after that a
+ * failure says "no alternative matches" without descending again. Real
+ * documents fail a few; a schema built to multiply explanations stops. */
+#define EXPLAIN_BUDGET 256
+/* How many times a $ref target already known to fail one value is walked
+ * again to report its issues in another place; after that one line says
+ * it fails. */
+#define REF_REPEAT_BUDGET 256
+/* Arrays up to this size are checked for uniqueness pairwise, and enums
+ * up to this size are searched in order; larger ones are hashed. */
+#define LINEAR_COMPARE_MAX 8
+/* The step budgets: a base, plus so much per value (checks) or per byte of
+ * text (pattern steps) of the instance. A real document needs a few checks
+ * per value and a few pattern steps per byte. */
+#define CHECK_STEPS_BASE 4000000u
+#define CHECK_STEPS_PER_VALUE 256u
+#define MATCH_STEPS_BASE 4000000u
+#define MATCH_STEPS_PER_BYTE 256u
 
 typedef struct text_buf {
 	char *data;
@@ -57,10 +95,44 @@ typedef struct id_entry {
 	char *uri; /* absolute (as far as the root's $id allows), no empty "#" */
 } id_entry;
 
+/* An open-addressing index from 64-bit hashes to item numbers; the
+ * caller compares the items themselves. */
+typedef struct hash_index {
+	uint64_t *hashes;
+	size_t *items; /* item + 1; 0 marks a free slot */
+	size_t slots;  /* a power of two, or 0 */
+	size_t count;
+} hash_index;
+
+/* A compiled pattern; the engine is in the "patterns" section. */
+typedef struct re_prog re_prog;
+
 typedef struct regex_entry {
 	char *pattern;
-	regex_t compiled;
+	size_t len;
+	re_prog *prog;
 } regex_entry;
+
+/* A $ref target's result for one value, evaluated from one base. */
+typedef struct memo_entry {
+	const json_t *target;
+	const json_t *instance;
+	const char *base;
+	bool valid;
+} memo_entry;
+
+/* Whether a $ref target refers further (only such targets can be reached
+ * along many paths at once, so only their results are remembered). */
+typedef struct target_kind {
+	const json_t *target;
+	bool refers;
+} target_kind;
+
+/* A large enum's members by hash. */
+typedef struct enum_set {
+	const json_t *values;
+	hash_index members;
+} enum_set;
 
 typedef struct ref_slot {
 	const json_t *ref;  /* the "$ref" string node; NULL marks a free slot */
@@ -79,12 +151,36 @@ typedef struct validator {
 	mb_error *err;
 	char *root_uri; /* the document's own URI: its $id, or "" */
 	const char *base;
+	uint64_t seed; /* of every hash: a collision cannot be planned */
 	id_entry *ids;
 	size_t id_count;
 	size_t id_cap;
+	hash_index ids_by_node;
+	hash_index ids_by_uri;
 	regex_entry *regexes;
 	size_t regex_count;
 	size_t regex_cap;
+	hash_index regex_index;
+	memo_entry *memo;
+	size_t memo_count;
+	size_t memo_cap;
+	hash_index memo_index;
+	/* $ref targets, and whether their subtree holds a $ref of its own */
+	target_kind *targets;
+	size_t target_count;
+	size_t target_cap;
+	hash_index target_index;
+	enum_set *enums;
+	size_t enum_count;
+	size_t enum_cap;
+	hash_index enum_index;
+	/* propertyNames checks a name as a string value made for it: kept
+	 * until the end, so that no remembered result outlives its value */
+	json_t *names;
+	size_t check_steps, check_steps_max;
+	size_t match_steps_left;
+	size_t explains_left;
+	size_t ref_repeats_left;
 	ref_slot *refs;
 	size_t ref_count;
 	size_t ref_slots;
@@ -200,11 +296,6 @@ static void tb_puts(text_buf *b, const char *s)
 	tb_putn(b, s, strlen(s));
 }
 
-static void tb_putc(text_buf *b, char ch)
-{
-	tb_putn(b, &ch, 1);
-}
-
 /* The text, now the caller's; NULL when an allocation failed. */
 static char *tb_take(text_buf *b)
 {
@@ -233,6 +324,102 @@ static int grow(void **items, size_t *cap, size_t count, size_t item_bytes)
 	*items = grown;
 	*cap = want;
 	return 0;
+}
+
+/* ---- hashing ------------------------------------------------------------ */
+
+/* A 64-bit finalizer (MurmurHash3's): every input bit moves every output bit. */
+static uint64_t mix64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= UINT64_C(0xff51afd7ed558ccd);
+	x ^= x >> 33;
+	x *= UINT64_C(0xc4ceb9fe1a85ec53);
+	x ^= x >> 33;
+	return x;
+}
+
+static uint64_t hash_bytes(uint64_t seed, const void *data, size_t len)
+{
+	const unsigned char *p = data;
+	uint64_t h = seed ^ mix64((uint64_t)len), word;
+
+	for (; len >= sizeof(word); p += sizeof(word), len -= sizeof(word)) {
+		memcpy(&word, p, sizeof(word));
+		h = mix64(h ^ word) + UINT64_C(0x9E3779B97F4A7C15);
+	}
+	word = 0;
+	memcpy(&word, p, len);
+	return mix64(h ^ word);
+}
+
+static uint64_t hash_pointer(uint64_t seed, const void *ptr)
+{
+	return mix64(seed ^ (uint64_t)(uintptr_t)ptr);
+}
+
+static void hash_index_free(hash_index *t)
+{
+	free(t->hashes);
+	free(t->items);
+	memset(t, 0, sizeof(*t));
+}
+
+static void hash_index_place(uint64_t *hashes, size_t *items, size_t slots, uint64_t hash, size_t item)
+{
+	size_t i = (size_t)hash & (slots - 1);
+
+	while (items[i])
+		i = (i + 1) & (slots - 1);
+	hashes[i] = hash;
+	items[i] = item + 1;
+}
+
+/* Add `item` under `hash` (several items may share a hash). */
+static int hash_index_add(hash_index *t, uint64_t hash, size_t item)
+{
+	size_t slots, i;
+	uint64_t *hashes;
+	size_t *items;
+
+	if ((t->count + 1) * 2 > t->slots) {
+		slots = t->slots ? t->slots * 2 : HASH_MIN_SLOTS;
+		hashes = calloc(slots, sizeof(*hashes));
+		items = calloc(slots, sizeof(*items));
+		if (!hashes || !items) {
+			free(hashes);
+			free(items);
+			return MB_ENOMEM;
+		}
+		for (i = 0; i < t->slots; i++)
+			if (t->items[i])
+				hash_index_place(hashes, items, slots, t->hashes[i], t->items[i] - 1);
+		free(t->hashes);
+		free(t->items);
+		t->hashes = hashes;
+		t->items = items;
+		t->slots = slots;
+	}
+	hash_index_place(t->hashes, t->items, t->slots, hash, item);
+	t->count++;
+	return 0;
+}
+
+/* The items stored under `hash`, one per call: *cursor starts at 0;
+ * SIZE_MAX when there are no more. */
+static size_t hash_index_next(const hash_index *t, uint64_t hash, size_t *cursor)
+{
+	size_t i;
+
+	if (!t->slots)
+		return SIZE_MAX;
+	for (;;) {
+		i = ((size_t)hash + (*cursor)++) & (t->slots - 1);
+		if (!t->items[i])
+			return SIZE_MAX;
+		if (t->hashes[i] == hash)
+			return t->items[i] - 1;
+	}
 }
 
 /* ---- paths and messages ------------------------------------------------ */
@@ -307,6 +494,44 @@ static size_t loc_push_index(validator *v, size_t index)
 	return loc_push(v, text);
 }
 
+/* Rewrite control characters of the text in `s` (cap bytes) as \n, \t or
+ * \xHH, so that every message stays on one line whatever a key or a
+ * pattern holds. What no longer fits is cut. */
+static void escape_controls(char *s, size_t cap)
+{
+	char copy[MB_ERROR_TEXT_MAX + MB_ERROR_WHERE_MAX], esc[5];
+	size_t i, j = 0, n;
+	unsigned char ch;
+
+	if (!cap)
+		return;
+	for (i = 0; s[i]; i++)
+		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7F)
+			break;
+	if (!s[i])
+		return;
+	snprintf(copy, sizeof(copy), "%s", s);
+	for (i = 0; copy[i]; i++) {
+		ch = (unsigned char)copy[i];
+		if (ch == '\n')
+			snprintf(esc, sizeof(esc), "\\n");
+		else if (ch == '\t')
+			snprintf(esc, sizeof(esc), "\\t");
+		else if (ch == '\r')
+			snprintf(esc, sizeof(esc), "\\r");
+		else if (ch < 0x20 || ch == 0x7F)
+			snprintf(esc, sizeof(esc), "\\x%02X", ch);
+		else
+			snprintf(esc, sizeof(esc), "%c", ch);
+		n = strlen(esc);
+		if (j + n >= cap)
+			break;
+		memcpy(s + j, esc, n);
+		j += n;
+	}
+	s[j] = '\0';
+}
+
 /* The schema is unusable: say where in it, and return `code`. */
 __attribute__((format(printf, 4, 5)))
 static int schema_fail(validator *v, int code, const char *keyword, const char *fmt, ...)
@@ -322,6 +547,8 @@ static int schema_fail(validator *v, int code, const char *keyword, const char *
 	va_start(ap, fmt);
 	vsnprintf(text, sizeof(text), fmt, ap);
 	va_end(ap);
+	escape_controls(where, sizeof(where));
+	escape_controls(text, sizeof(text));
 	return mb_error_set(v->err, code, where, "%s", text);
 }
 
@@ -343,6 +570,8 @@ static void issue(validator *v, mb_schema_report *sink, const char *keyword, con
 	va_start(ap, fmt);
 	vsnprintf(it->message, sizeof(it->message), fmt, ap);
 	va_end(ap);
+	escape_controls(it->pointer, sizeof(it->pointer));
+	escape_controls(it->message, sizeof(it->message));
 }
 
 /* Cut `s` to fit `size` bytes at a UTF-8 character boundary, ending in "...". */
@@ -468,6 +697,64 @@ static bool values_equal(const json_t *a, const json_t *b)
 	default:
 		return true; /* true, false, null: the type says it all */
 	}
+}
+
+/* Distinct tags, so that equal bits of different types hash apart. */
+enum {
+	HASH_TAG_NULL = 0x6e756c6c,
+	HASH_TAG_TRUE,
+	HASH_TAG_FALSE,
+	HASH_TAG_NUMBER,
+	HASH_TAG_REAL,
+	HASH_TAG_STRING,
+	HASH_TAG_ARRAY,
+	HASH_TAG_OBJECT
+};
+
+/* Two doubles that bound the int64 range exactly (2^63). */
+#define INT64_BOUND_AS_DOUBLE 9223372036854775808.0
+
+/* A hash that agrees with values_equal: equal values hash the same (1 and
+ * 1.0 too; an object's member order does not count). Recursion is bounded
+ * by the nesting limit checked before validation. */
+static uint64_t value_hash(uint64_t seed, const json_t *value)
+{
+	json_t *obj = (json_t *)value, *member; /* jansson iterators are not const */
+	const char *key;
+	size_t key_len, i;
+	uint64_t h, sum = 0, bits;
+	double d;
+
+	switch (json_typeof(value)) {
+	case JSON_INTEGER:
+		return mix64(seed ^ HASH_TAG_NUMBER ^ (uint64_t)json_integer_value(value));
+	case JSON_REAL:
+		d = json_real_value(value);
+		/* an integral real equals the integer of its value */
+		if (d == floor(d) && d >= -INT64_BOUND_AS_DOUBLE && d < INT64_BOUND_AS_DOUBLE)
+			return mix64(seed ^ HASH_TAG_NUMBER ^ (uint64_t)(int64_t)d);
+		memcpy(&bits, &d, sizeof(bits));
+		return mix64(seed ^ HASH_TAG_REAL ^ bits);
+	case JSON_STRING:
+		return hash_bytes(seed ^ HASH_TAG_STRING, json_string_value(value), json_string_length(value));
+	case JSON_ARRAY:
+		h = mix64(seed ^ HASH_TAG_ARRAY ^ json_array_size(value));
+		for (i = 0; i < json_array_size(value); i++)
+			h = mix64(h ^ value_hash(seed, json_array_get(value, i))) + UINT64_C(0x9E3779B97F4A7C15);
+		return h;
+	case JSON_OBJECT:
+		/* a sum does not depend on the order of its terms */
+		json_object_keylen_foreach(obj, key, key_len, member)
+			sum += mix64(hash_bytes(seed, key, key_len) ^ (value_hash(seed, member) * 31));
+		return mix64(seed ^ HASH_TAG_OBJECT ^ sum ^ mix64(json_object_size(value)));
+	case JSON_TRUE:
+		return mix64(seed ^ HASH_TAG_TRUE);
+	case JSON_FALSE:
+		return mix64(seed ^ HASH_TAG_FALSE);
+	case JSON_NULL:
+		break;
+	}
+	return mix64(seed ^ HASH_TAG_NULL);
 }
 
 static size_t utf8_code_points(const char *s, size_t bytes)
@@ -681,9 +968,10 @@ static const json_t *pointer_get(const json_t *node, const char *pointer)
 
 static const id_entry *id_by_node(const validator *v, const json_t *node)
 {
-	size_t i;
+	size_t cursor = 0, i;
+	uint64_t h = hash_pointer(v->seed, node);
 
-	for (i = 0; i < v->id_count; i++)
+	while ((i = hash_index_next(&v->ids_by_node, h, &cursor)) != SIZE_MAX)
 		if (v->ids[i].node == node)
 			return &v->ids[i];
 	return NULL;
@@ -691,12 +979,16 @@ static const id_entry *id_by_node(const validator *v, const json_t *node)
 
 static const id_entry *id_by_uri(const validator *v, const char *uri, size_t len)
 {
-	size_t i;
+	size_t cursor = 0, i;
+	uint64_t h = hash_bytes(v->seed, uri, len);
 
-	for (i = 0; i < v->id_count; i++)
-		if (strlen(v->ids[i].uri) == len && memcmp(v->ids[i].uri, uri, len) == 0)
-			return &v->ids[i];
-	return NULL;
+	size_t first = SIZE_MAX;
+
+	/* the first $id of the document wins when two name the same URI */
+	while ((i = hash_index_next(&v->ids_by_uri, h, &cursor)) != SIZE_MAX)
+		if (i < first && strlen(v->ids[i].uri) == len && memcmp(v->ids[i].uri, uri, len) == 0)
+			first = i;
+	return first == SIZE_MAX ? NULL : &v->ids[first];
 }
 
 /* In draft-07 a $ref object's other keywords, $id included, are ignored. */
@@ -855,378 +1147,1093 @@ cleanup:
 	return rc;
 }
 
-/* ---- ECMA-262 regex to POSIX extended ---------------------------------- */
+/* ---- patterns: ECMA-262 regular expressions over code points ----------- */
 
-static const char ere_special[] = ".[]()*+?{}|^$\\";
+/* Draft-07 patterns are ECMA-262 regular expressions, which match code
+ * points, not bytes. They run here on a bounded engine: the pattern is
+ * parsed into a tree, compiled into a Thompson program (counted repetitions
+ * unrolled) and run as a Pike VM, which keeps at most one thread per
+ * instruction, so a search costs at most (program length) x (code points)
+ * steps and never backtracks. What this cannot do in bounded time is refused
+ * with a reason: back-references, lookaround, Unicode property escapes.
+ * Every search also draws on the validation's step budget (match_steps). */
 
-static void put_literal(text_buf *out, unsigned char ch)
+/* Room for a real schema's patterns, far below what could hurt. */
+#define PATTERN_MAX_BYTES MB_SCHEMA_PATTERN_MAX_BYTES
+/* Groups inside groups: parsing and compiling recurse once per level. */
+#define PATTERN_MAX_NESTING 32
+/* The largest n or m of {n}, {n,}, {n,m}. */
+#define PATTERN_MAX_COUNT 1000
+/* Instructions after counted repetitions are unrolled: a{1000} is 1000,
+ * (a{100}){100} would be 10000 and is refused. */
+#define PATTERN_MAX_PROGRAM 8192
+/* Nodes visited while unrolling, for repetitions of what emits nothing. */
+#define PATTERN_MAX_VISITS 32768
+#define CODE_POINT_MAX 0x10FFFFu
+#define REPLACEMENT_CHARACTER 0xFFFDu
+/* Counts as unbounded in a repetition's max. */
+#define REPEAT_UNBOUNDED (-1)
+
+typedef struct cp_range {
+	uint32_t lo, hi; /* inclusive */
+} cp_range;
+
+typedef enum re_op {
+	OP_CHAR,      /* x: the code point */
+	OP_ANY,       /* '.': any code point but a line terminator */
+	OP_CLASS,     /* ranges x .. x+y-1 of the program, sorted and merged */
+	OP_SPLIT,     /* go on at x and at y */
+	OP_JMP,       /* go on at x */
+	OP_BOL,       /* ^: the start of the string */
+	OP_EOL,       /* $: the end of the string */
+	OP_WORD_B,    /* \b */
+	OP_NOT_WORD_B, /* \B */
+	OP_MATCH
+} re_op;
+
+typedef struct re_inst {
+	uint32_t op;
+	uint32_t x, y;
+} re_inst;
+
+/* A compiled pattern and the scratch its searches use (one search at a
+ * time: validation is single-threaded and a search calls nothing back). */
+struct re_prog {
+	re_inst *code;
+	size_t len;
+	cp_range *ranges;
+	size_t n_ranges;
+	bool anchored;     /* starts with ^: no thread starts after position 0 */
+	uint32_t *scratch; /* two sparse sets and a stack: 6 * len + 2 */
+};
+
+typedef enum re_kind {
+	RN_EMPTY,
+	RN_CHAR,   /* value: code point */
+	RN_ANY,
+	RN_CLASS,  /* value: first range, count: number of ranges */
+	RN_ASSERT, /* value: OP_BOL, OP_EOL, OP_WORD_B or OP_NOT_WORD_B */
+	RN_CAT,    /* child: first of a sibling list */
+	RN_ALT,    /* child: first of a sibling list */
+	RN_REPEAT  /* child: the repeated node; min, max */
+} re_kind;
+
+typedef struct re_node {
+	re_kind kind;
+	uint32_t value, count;
+	int min, max;
+	int child; /* -1: none */
+	int next;  /* the next sibling in a CAT or ALT list, -1: none */
+} re_node;
+
+typedef struct re_parser {
+	const char *at, *end;
+	re_node *nodes;
+	size_t n_nodes, cap_nodes;
+	cp_range *ranges;
+	size_t n_ranges, cap_ranges;
+	int depth;
+	const char *why; /* set on the first failure; "out of memory" too */
+	char why_buf[96];
+} re_parser;
+
+static const char out_of_memory[] = "out of memory";
+
+static bool re_failed(const re_parser *p)
 {
-	if (ch && strchr(ere_special, ch))
-		tb_putc(out, '\\');
-	tb_putc(out, (char)ch);
+	return p->why != NULL;
 }
 
-static size_t utf8_encode(char out[4], unsigned long cp)
+__attribute__((format(printf, 2, 3)))
+static void re_fail(re_parser *p, const char *fmt, ...)
 {
-	if (cp < 0x80) {
-		out[0] = (char)cp;
-		return 1;
-	}
-	if (cp < 0x800) {
-		out[0] = (char)(0xC0 | (cp >> 6));
-		out[1] = (char)(0x80 | (cp & 0x3F));
-		return 2;
-	}
-	if (cp < 0x10000) {
-		out[0] = (char)(0xE0 | (cp >> 12));
-		out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-		out[2] = (char)(0x80 | (cp & 0x3F));
-		return 3;
-	}
-	out[0] = (char)(0xF0 | (cp >> 18));
-	out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-	out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-	out[3] = (char)(0x80 | (cp & 0x3F));
-	return 4;
+	va_list ap;
+
+	if (p->why)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(p->why_buf, sizeof(p->why_buf), fmt, ap);
+	va_end(ap);
+	p->why = p->why_buf;
 }
 
-/* Read `digits` hex digits at `s`; -1 when they are not there. */
-static long read_hex(const char *s, int digits)
+/* One code point of UTF-8 text; an invalid sequence reads as U+FFFD one
+ * byte wide, so that every byte is looked at once. */
+static uint32_t utf8_next(const unsigned char *s, size_t len, size_t *width)
+{
+	uint32_t cp;
+	size_t n, i;
+
+	if (s[0] < 0x80) {
+		*width = 1;
+		return s[0];
+	}
+	if ((s[0] & 0xE0) == 0xC0) {
+		n = 2;
+		cp = s[0] & 0x1Fu;
+	} else if ((s[0] & 0xF0) == 0xE0) {
+		n = 3;
+		cp = s[0] & 0x0Fu;
+	} else if ((s[0] & 0xF8) == 0xF0) {
+		n = 4;
+		cp = s[0] & 0x07u;
+	} else {
+		*width = 1;
+		return REPLACEMENT_CHARACTER;
+	}
+	if (n > len) {
+		*width = 1;
+		return REPLACEMENT_CHARACTER;
+	}
+	for (i = 1; i < n; i++) {
+		if ((s[i] & 0xC0) != 0x80) {
+			*width = 1;
+			return REPLACEMENT_CHARACTER;
+		}
+		cp = (cp << 6) | (s[i] & 0x3Fu);
+	}
+	*width = n;
+	return cp <= CODE_POINT_MAX ? cp : REPLACEMENT_CHARACTER;
+}
+
+static int re_new_node(re_parser *p, re_kind kind)
+{
+	re_node *node;
+
+	if (re_failed(p))
+		return -1;
+	if (p->n_nodes == p->cap_nodes && grow((void **)&p->nodes, &p->cap_nodes, p->n_nodes, sizeof(*p->nodes))) {
+		p->why = out_of_memory;
+		return -1;
+	}
+	node = &p->nodes[p->n_nodes];
+	memset(node, 0, sizeof(*node));
+	node->kind = kind;
+	node->child = -1;
+	node->next = -1;
+	return (int)p->n_nodes++;
+}
+
+static void re_add_range(re_parser *p, uint32_t lo, uint32_t hi)
+{
+	if (re_failed(p))
+		return;
+	if (p->n_ranges == p->cap_ranges && grow((void **)&p->ranges, &p->cap_ranges, p->n_ranges, sizeof(*p->ranges))) {
+		p->why = out_of_memory;
+		return;
+	}
+	p->ranges[p->n_ranges].lo = lo;
+	p->ranges[p->n_ranges].hi = hi;
+	p->n_ranges++;
+}
+
+/* ECMA-262's \d, \w and \s (WhiteSpace and LineTerminator). */
+static const cp_range digit_ranges[] = { { 0x30, 0x39 } };
+static const cp_range word_ranges[] = { { 0x30, 0x39 }, { 0x41, 0x5A }, { 0x5F, 0x5F }, { 0x61, 0x7A } };
+static const cp_range space_ranges[] = {
+	{ 0x09, 0x0D }, { 0x20, 0x20 }, { 0xA0, 0xA0 }, { 0x1680, 0x1680 }, { 0x2000, 0x200A },
+	{ 0x2028, 0x2029 }, { 0x202F, 0x202F }, { 0x205F, 0x205F }, { 0x3000, 0x3000 }, { 0xFEFF, 0xFEFF },
+};
+
+/* Append `set` (sorted, disjoint), or its complement. */
+static void re_add_set(re_parser *p, const cp_range *set, size_t n, bool complement)
+{
+	uint32_t next = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!complement)
+			re_add_range(p, set[i].lo, set[i].hi);
+		else if (set[i].lo > next)
+			re_add_range(p, next, set[i].lo - 1);
+		next = set[i].hi + 1;
+	}
+	if (complement && next <= CODE_POINT_MAX)
+		re_add_range(p, next, CODE_POINT_MAX);
+}
+
+/* The class escape letter `letter` (d, D, w, W, s, S): true when it is one. */
+static bool re_add_class_escape(re_parser *p, char letter)
+{
+	bool complement = isupper((unsigned char)letter) != 0;
+
+	switch (tolower((unsigned char)letter)) {
+	case 'd': re_add_set(p, digit_ranges, COUNT_OF(digit_ranges), complement); return true;
+	case 'w': re_add_set(p, word_ranges, COUNT_OF(word_ranges), complement); return true;
+	case 's': re_add_set(p, space_ranges, COUNT_OF(space_ranges), complement); return true;
+	default: return false;
+	}
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const cp_range *x = a, *y = b;
+
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* Sort and merge the ranges from `start` on; with `negate`, replace them
+ * by their complement. Returns how many there are now. */
+static uint32_t re_finish_class(re_parser *p, size_t start, bool negate)
+{
+	cp_range *set = NULL;
+	size_t n = p->n_ranges - start, merged = 0, i;
+
+	if (re_failed(p))
+		return 0;
+	if (n) {
+		set = malloc(n * sizeof(*set));
+		if (!set) {
+			p->why = out_of_memory;
+			return 0;
+		}
+		memcpy(set, p->ranges + start, n * sizeof(*set));
+		qsort(set, n, sizeof(*set), range_cmp);
+		for (i = 1; i < n; i++) {
+			if (set[i].lo <= set[merged].hi + 1) {
+				if (set[i].hi > set[merged].hi)
+					set[merged].hi = set[i].hi;
+			} else {
+				set[++merged] = set[i];
+			}
+		}
+		merged++;
+	}
+	p->n_ranges = start;
+	re_add_set(p, set, merged, negate);
+	free(set);
+	return (uint32_t)(p->n_ranges - start);
+}
+
+/* `digits` hex digits at p->at; -1 when they are not all there. */
+static long re_hex(re_parser *p, int digits)
 {
 	long value = 0;
 	int i, d;
 
 	for (i = 0; i < digits; i++) {
-		d = hex_digit(s[i]);
-		if (d < 0)
+		if (p->at + i >= p->end || (d = hex_digit(p->at[i])) < 0)
 			return -1;
 		value = value * 16 + d;
 	}
+	p->at += digits;
 	return value;
 }
 
-/* Decode a \uXXXX (with a following low surrogate) or \xHH escape starting
- * at the letter; returns the code point and sets *used, or -1. */
-static long escaped_code_point(const char *at, size_t *used)
+/* After "\u": XXXX (and a low surrogate's \uXXXX after a high one), or
+ * {X...} up to U+10FFFF. */
+static long re_unicode_escape(re_parser *p)
 {
+	const char *save;
 	long cp, lo;
 
-	if (*at == 'x') {
-		*used = 3;
-		return read_hex(at + 1, 2);
+	if (p->at < p->end && *p->at == '{') {
+		p->at++;
+		for (cp = 0; p->at < p->end && hex_digit(*p->at) >= 0 && cp <= (long)CODE_POINT_MAX; p->at++)
+			cp = cp * 16 + hex_digit(*p->at);
+		if (p->at >= p->end || *p->at != '}' || cp > (long)CODE_POINT_MAX)
+			return -1;
+		p->at++;
+		return cp;
 	}
-	cp = read_hex(at + 1, 4);
-	*used = 5;
-	if (cp >= 0xD800 && cp <= 0xDBFF && at[5] == '\\' && at[6] == 'u') {
-		lo = read_hex(at + 7, 4);
-		if (lo >= 0xDC00 && lo <= 0xDFFF) {
-			*used = 11;
-			cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-		}
+	cp = re_hex(p, 4);
+	if (cp >= 0xD800 && cp <= 0xDBFF && p->end - p->at >= 6 && p->at[0] == '\\' && p->at[1] == 'u') {
+		save = p->at;
+		p->at += 2;
+		lo = re_hex(p, 4);
+		if (lo >= 0xDC00 && lo <= 0xDFFF)
+			return 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+		p->at = save;
 	}
 	return cp;
 }
 
-static int control_escape(char letter)
+/* What an escape stands for: one code point, a set of them (ranges
+ * appended), or an assertion. */
+typedef enum re_escape {
+	ESC_CHAR,
+	ESC_SET,
+	ESC_ASSERT,
+	ESC_BAD
+} re_escape;
+
+/* The escape after a backslash (p->at is past it). Inside a class \b is a
+ * backspace and there are no assertions or back-references. */
+static re_escape re_parse_escape(re_parser *p, bool in_class, uint32_t *out)
 {
+	char letter;
+	long cp;
+
+	if (p->at >= p->end) {
+		re_fail(p, "trailing backslash");
+		return ESC_BAD;
+	}
+	letter = *p->at++;
+	if (re_add_class_escape(p, letter))
+		return ESC_SET;
 	switch (letter) {
-	case 'n': return '\n';
-	case 'r': return '\r';
-	case 't': return '\t';
-	case 'f': return '\f';
-	case 'v': return '\v';
-	default: return -1;
-	}
-}
-
-/* The parts of an ECMA character class, gathered before they are written
- * out in the order POSIX needs. */
-typedef struct class_parts {
-	text_buf members;
-	bool rbracket;
-	bool dash;
-	bool caret;
-} class_parts;
-
-/* An escape inside a class, at the letter after the backslash. */
-static int class_escape(class_parts *parts, const char **at, const char **why)
-{
-	const char *p = *at;
-	char bytes[4];
-	size_t used;
-	long cp;
-	int ctl = control_escape(*p);
-
-	if (*p == 'd')
-		tb_puts(&parts->members, "0-9");
-	else if (*p == 'w')
-		tb_puts(&parts->members, "A-Za-z0-9_");
-	else if (*p == 's')
-		tb_puts(&parts->members, "[:space:]");
-	else if (*p == ']')
-		parts->rbracket = true;
-	else if (*p == '-')
-		parts->dash = true;
-	else if (*p == '^')
-		parts->caret = true;
-	else if (*p == 'b')
-		tb_putc(&parts->members, '\b'); /* [\b] is a backspace */
-	else if (ctl >= 0)
-		tb_putc(&parts->members, (char)ctl);
-	else if (*p && !isalnum((unsigned char)*p))
-		tb_putc(&parts->members, *p);
-	else if (*p != 'u' && *p != 'x') {
-		*why = "escape not supported inside a character class";
-		return MB_EINVAL;
-	} else {
-		cp = escaped_code_point(p, &used);
-		if (cp <= 0) {
-			*why = "bad \\u or \\x escape";
-			return MB_EINVAL;
+	case 'n': *out = '\n'; return ESC_CHAR;
+	case 'r': *out = '\r'; return ESC_CHAR;
+	case 't': *out = '\t'; return ESC_CHAR;
+	case 'f': *out = '\f'; return ESC_CHAR;
+	case 'v': *out = '\v'; return ESC_CHAR;
+	case 'b':
+	case 'B':
+		if (in_class && letter == 'b') {
+			*out = '\b';
+			return ESC_CHAR;
 		}
-		tb_putn(&parts->members, bytes, utf8_encode(bytes, (unsigned long)cp));
-		*at = p + used - 1;
-	}
-	return 0;
-}
-
-/* One bracket expression "[...]" starting at `*at`. POSIX has no escapes
- * inside brackets, so "]" goes first, "^" after something and "-" last. */
-static int translate_class(text_buf *out, const char **at, const char **why)
-{
-	const char *p = *at + 1;
-	class_parts parts = { { NULL, 0, 0, false }, false, false, false };
-	bool negate = *p == '^', lone_caret;
-	int rc = 0;
-
-	for (p += negate; *p && *p != ']' && !rc; p++) {
-		if (*p == '\\') {
-			p++;
-			rc = class_escape(&parts, &p, why);
-		} else if (*p == '^') {
-			parts.caret = true;
-		} else {
-			tb_putc(&parts.members, *p);
+		if (in_class)
+			break;
+		*out = letter == 'b' ? OP_WORD_B : OP_NOT_WORD_B;
+		return ESC_ASSERT;
+	case 'c':
+		if (p->at < p->end && isalpha((unsigned char)*p->at)) {
+			*out = (uint32_t)(*p->at++ % 32);
+			return ESC_CHAR;
 		}
-	}
-	if (!rc && *p != ']') {
-		*why = "unterminated character class";
-		rc = MB_EINVAL;
-	} else if (!rc && !parts.members.len && !parts.rbracket && !parts.dash && !parts.caret) {
-		*why = "empty character class";
-		rc = MB_EINVAL;
-	}
-	if (rc)
-		goto cleanup;
-	/* "[^]" would read as a negation: a caret with nothing before it goes
-	 * after the dash, or alone */
-	lone_caret = parts.caret && !parts.rbracket && !parts.members.len;
-	if (lone_caret && !parts.dash && !negate) {
-		tb_puts(out, "\\^");
-		*at = p;
-		goto cleanup;
-	}
-	tb_puts(out, negate ? "[^" : "[");
-	if (parts.rbracket)
-		tb_putc(out, ']');
-	if (parts.members.data)
-		tb_puts(out, parts.members.data);
-	if (parts.caret && !lone_caret)
-		tb_putc(out, '^');
-	if (parts.dash)
-		tb_putc(out, '-');
-	if (lone_caret)
-		tb_putc(out, '^');
-	tb_putc(out, ']');
-	*at = p;
-cleanup:
-	free(parts.members.data);
-	return rc;
-}
-
-/* An escape outside brackets, at the letter after the backslash. */
-static int translate_escape(text_buf *out, const char **at, const char **why)
-{
-	static const struct { char letter; const char *posix; } classes[] = {
-		{ 'd', "[0-9]" }, { 'D', "[^0-9]" },
-		{ 'w', "[A-Za-z0-9_]" }, { 'W', "[^A-Za-z0-9_]" },
-		{ 's', "[[:space:]]" }, { 'S', "[^[:space:]]" },
-		{ 'b', "\\b" }, { 'B', "\\B" }, /* GNU word boundaries */
-	};
-	const char *p = *at;
-	char bytes[4];
-	size_t i, used, n;
-	long cp;
-	int ctl = control_escape(*p);
-
-	for (i = 0; i < sizeof(classes) / sizeof(classes[0]); i++) {
-		if (classes[i].letter == *p) {
-			tb_puts(out, classes[i].posix);
-			return 0;
+		re_fail(p, "\\c must be followed by a letter");
+		return ESC_BAD;
+	case '0':
+		if (p->at < p->end && isdigit((unsigned char)*p->at))
+			break;
+		*out = 0;
+		return ESC_CHAR;
+	case 'x':
+	case 'u':
+		cp = letter == 'x' ? re_hex(p, 2) : re_unicode_escape(p);
+		if (cp < 0) {
+			re_fail(p, "bad \\%c escape", letter);
+			return ESC_BAD;
 		}
-	}
-	if (ctl >= 0) {
-		tb_putc(out, (char)ctl);
-	} else if (*p >= '1' && *p <= '9') {
-		tb_putc(out, '\\'); /* a back-reference, which GNU ERE knows */
-		tb_putc(out, *p);
-	} else if (*p == 'u' || *p == 'x') {
-		cp = escaped_code_point(p, &used);
-		if (cp <= 0) {
-			*why = "bad \\u or \\x escape";
-			return MB_EINVAL;
+		*out = (uint32_t)cp;
+		return ESC_CHAR;
+	case 'p':
+	case 'P':
+		re_fail(p, "escape not supported: \\%c (Unicode property escapes)", letter);
+		return ESC_BAD;
+	case 'k':
+		re_fail(p, "escape not supported: \\k (back-references cannot be matched in bounded time)");
+		return ESC_BAD;
+	default:
+		if (letter >= '1' && letter <= '9' && !in_class) {
+			re_fail(p, "escape not supported: \\%c (back-references cannot be matched in bounded time)", letter);
+			return ESC_BAD;
 		}
-		n = utf8_encode(bytes, (unsigned long)cp);
-		for (i = 0; i < n; i++)
-			put_literal(out, (unsigned char)bytes[i]);
-		*at = p + used - 1;
-	} else if (*p && !isalnum((unsigned char)*p)) {
-		put_literal(out, (unsigned char)*p);
-	} else {
-		*why = *p ? "escape not supported" : "trailing backslash";
-		return MB_EINVAL;
+		if (!isalnum((unsigned char)letter) && (unsigned char)letter >= 0x20 && (unsigned char)letter < 0x7F) {
+			*out = (uint32_t)(unsigned char)letter;
+			return ESC_CHAR;
+		}
+		break;
 	}
-	return 0;
+	if ((unsigned char)letter >= 0x20 && (unsigned char)letter < 0x7F)
+		re_fail(p, "escape not supported%s: \\%c", in_class ? " inside a character class" : "", letter);
+	else
+		re_fail(p, "escape not supported%s", in_class ? " inside a character class" : "");
+	return ESC_BAD;
 }
 
-/* {n}, {n,} or {n,m} at `p`: its length, or 0 when "{" is a literal. */
-static size_t quantifier_length(const char *p)
+/* One class member: a code point (true) or a set escape (false, ranges
+ * appended). */
+static bool re_class_atom(re_parser *p, uint32_t *cp)
 {
-	size_t i = 1;
+	size_t width;
 
-	if (!isdigit((unsigned char)p[i]))
-		return 0;
-	while (isdigit((unsigned char)p[i]))
-		i++;
-	if (p[i] == ',')
-		for (i++; isdigit((unsigned char)p[i]); i++)
-			;
-	return p[i] == '}' ? i + 1 : 0;
+	if (*p->at == '\\') {
+		p->at++;
+		return re_parse_escape(p, true, cp) == ESC_CHAR;
+	}
+	*cp = utf8_next((const unsigned char *)p->at, (size_t)(p->end - p->at), &width);
+	p->at += width;
+	return true;
 }
 
-/* Translate the ECMA-262 subset schemas use into a POSIX extended regex.
- * Laziness (*?, +?) does not change whether a search matches, so it is
- * dropped; lookaround has no POSIX form and is refused. */
-static int ecma_to_posix(char **out, const char *pattern, const char **why)
+/* "[...]" with p->at on the "[". ECMA: "[]" matches nothing, "[^]" any
+ * code point; a "-" next to a set escape is a plain "-" (Annex B). */
+static int re_parse_class(re_parser *p)
 {
-	text_buf posix = {0};
-	const char *p;
-	bool after_quantifier = false;
-	size_t qlen;
-	int rc = 0;
+	size_t start = p->n_ranges;
+	bool negate;
+	uint32_t lo, hi;
+	int node;
 
-	for (p = pattern; *p && !rc; p++) {
-		bool quantifier = false;
-		if (*p == '?' && after_quantifier) {
-			after_quantifier = false;
+	p->at++;
+	negate = p->at < p->end && *p->at == '^';
+	p->at += negate;
+	while (!re_failed(p) && p->at < p->end && *p->at != ']') {
+		if (!re_class_atom(p, &lo))
 			continue;
-		}
-		switch (*p) {
-		case '\\':
-			p++;
-			rc = translate_escape(&posix, &p, why);
-			break;
-		case '[':
-			rc = translate_class(&posix, &p, why);
-			break;
-		case '(':
-			if (p[1] == '?' && p[2] != ':') {
-				*why = "lookaround and named groups are not supported";
-				rc = MB_EINVAL;
+		if (p->end - p->at >= 2 && p->at[0] == '-' && p->at[1] != ']') {
+			p->at++;
+			if (!re_class_atom(p, &hi)) {
+				re_add_range(p, lo, lo);
+				re_add_range(p, '-', '-');
+				continue;
 			}
-			tb_putc(&posix, '(');
-			p += p[1] == '?' ? 2 : 0;
-			break;
-		case '.':
-			tb_puts(&posix, "[^\n\r]"); /* ECMA's dot stops at line ends */
-			break;
-		case '*':
-		case '+':
-		case '?':
-			tb_putc(&posix, *p);
-			quantifier = true;
-			break;
-		case '{':
-			qlen = quantifier_length(p);
-			if (qlen) {
-				tb_putn(&posix, p, qlen);
-				p += qlen - 1;
-				quantifier = true;
-			} else {
-				tb_puts(&posix, "\\{");
+			if (hi < lo) {
+				re_fail(p, "range out of order in character class");
+				break;
 			}
-			break;
-		case '}':
-			tb_puts(&posix, "\\}");
-			break;
-		default:
-			tb_putc(&posix, *p);
+			re_add_range(p, lo, hi);
+		} else {
+			re_add_range(p, lo, lo);
 		}
-		after_quantifier = quantifier;
 	}
-	*out = tb_take(&posix);
-	if (!rc && !*out)
+	if (!re_failed(p) && p->at >= p->end)
+		re_fail(p, "unterminated character class");
+	if (re_failed(p))
+		return -1;
+	p->at++;
+	node = re_new_node(p, RN_CLASS);
+	if (node < 0)
+		return -1;
+	p->nodes[node].value = (uint32_t)start;
+	p->nodes[node].count = re_finish_class(p, start, negate);
+	return node;
+}
+
+/* The number at p->at, capped just above PATTERN_MAX_COUNT; -1: none. */
+static int re_count(re_parser *p)
+{
+	long n = 0;
+
+	if (p->at >= p->end || !isdigit((unsigned char)*p->at))
+		return -1;
+	for (; p->at < p->end && isdigit((unsigned char)*p->at); p->at++)
+		if (n <= PATTERN_MAX_COUNT)
+			n = n * 10 + (*p->at - '0');
+	return (int)n;
+}
+
+/* {n}, {n,} or {n,m} at p->at: true with min and max set and p->at past
+ * it; false with p->at untouched when the "{" is a plain character. */
+static bool re_braces(re_parser *p, int *min, int *max)
+{
+	const char *save = p->at;
+
+	p->at++;
+	*min = re_count(p);
+	*max = *min;
+	if (*min >= 0 && p->at < p->end && *p->at == ',') {
+		p->at++;
+		*max = re_count(p);
+		if (*max < 0)
+			*max = REPEAT_UNBOUNDED;
+	}
+	if (*min < 0 || p->at >= p->end || *p->at != '}') {
+		p->at = save;
+		return false;
+	}
+	p->at++;
+	return true;
+}
+
+static bool re_at_quantifier(re_parser *p)
+{
+	int min, max;
+	const char *save = p->at;
+	bool braces;
+
+	if (p->at >= p->end)
+		return false;
+	if (*p->at == '*' || *p->at == '+' || *p->at == '?')
+		return true;
+	if (*p->at != '{')
+		return false;
+	braces = re_braces(p, &min, &max);
+	p->at = save;
+	return braces;
+}
+
+static int re_parse_alternation(re_parser *p);
+
+/* "(...)", "(?:...)" or "(?<name>...)" with p->at on the "(". */
+static int re_parse_group(re_parser *p)
+{
+	int node;
+
+	p->at++;
+	if (p->at < p->end && *p->at == '?') {
+		if (p->end - p->at >= 2 && p->at[1] == ':') {
+			p->at += 2;
+		} else if (p->end - p->at >= 2 && (p->at[1] == '=' || p->at[1] == '!')) {
+			re_fail(p, "lookaround (?%c...) is not supported", p->at[1]);
+			return -1;
+		} else if (p->end - p->at >= 3 && p->at[1] == '<' && (p->at[2] == '=' || p->at[2] == '!')) {
+			re_fail(p, "lookaround (?<%c...) is not supported", p->at[2]);
+			return -1;
+		} else if (p->end - p->at >= 2 && p->at[1] == '<') {
+			/* a named group matches as any group; only \k could tell */
+			const char *name = p->at += 2;
+
+			while (p->at < p->end && (isalnum((unsigned char)*p->at) || *p->at == '_' || *p->at == '$'))
+				p->at++;
+			if (p->at == name || p->at >= p->end || *p->at != '>') {
+				re_fail(p, "bad group name");
+				return -1;
+			}
+			p->at++;
+		} else {
+			re_fail(p, "invalid group \"(?\"");
+			return -1;
+		}
+	}
+	if (++p->depth > PATTERN_MAX_NESTING) {
+		re_fail(p, "groups nest deeper than %d levels", PATTERN_MAX_NESTING);
+		return -1;
+	}
+	node = re_parse_alternation(p);
+	p->depth--;
+	if (re_failed(p))
+		return -1;
+	if (p->at >= p->end || *p->at != ')') {
+		re_fail(p, "missing )");
+		return -1;
+	}
+	p->at++;
+	return node;
+}
+
+static int re_leaf(re_parser *p, re_kind kind, uint32_t value)
+{
+	int node = re_new_node(p, kind);
+
+	if (node >= 0)
+		p->nodes[node].value = value;
+	return node;
+}
+
+/* One atom: a character, ".", a class, an escape, an assertion or a group. */
+static int re_parse_atom(re_parser *p)
+{
+	size_t start = p->n_ranges, width;
+	uint32_t cp;
+	int node;
+
+	switch (*p->at) {
+	case '(':
+		return re_parse_group(p);
+	case '[':
+		return re_parse_class(p);
+	case '.':
+		p->at++;
+		return re_new_node(p, RN_ANY);
+	case '^':
+		p->at++;
+		return re_leaf(p, RN_ASSERT, OP_BOL);
+	case '$':
+		p->at++;
+		return re_leaf(p, RN_ASSERT, OP_EOL);
+	case '\\':
+		p->at++;
+		switch (re_parse_escape(p, false, &cp)) {
+		case ESC_CHAR: return re_leaf(p, RN_CHAR, cp);
+		case ESC_ASSERT: return re_leaf(p, RN_ASSERT, cp);
+		case ESC_SET:
+			node = re_new_node(p, RN_CLASS);
+			if (node >= 0) {
+				p->nodes[node].value = (uint32_t)start;
+				p->nodes[node].count = re_finish_class(p, start, false);
+			}
+			return node;
+		case ESC_BAD: return -1;
+		}
+		return -1;
+	default:
+		if (re_at_quantifier(p)) {
+			re_fail(p, "nothing to repeat at \"%c\"", *p->at);
+			return -1;
+		}
+		cp = utf8_next((const unsigned char *)p->at, (size_t)(p->end - p->at), &width);
+		p->at += width;
+		return re_leaf(p, RN_CHAR, cp);
+	}
+}
+
+/* A quantifier after `atom`, if there is one. */
+static int re_parse_quantifier(re_parser *p, int atom)
+{
+	int min, max, node;
+
+	if (atom < 0 || !re_at_quantifier(p))
+		return atom;
+	if (p->nodes[atom].kind == RN_ASSERT) {
+		re_fail(p, "nothing to repeat: an assertion cannot be quantified");
+		return -1;
+	}
+	switch (*p->at) {
+	case '*': min = 0; max = REPEAT_UNBOUNDED; p->at++; break;
+	case '+': min = 1; max = REPEAT_UNBOUNDED; p->at++; break;
+	case '?': min = 0; max = 1; p->at++; break;
+	default: re_braces(p, &min, &max); break;
+	}
+	if (min > PATTERN_MAX_COUNT || max > PATTERN_MAX_COUNT) {
+		re_fail(p, "repetition count above %d", PATTERN_MAX_COUNT);
+		return -1;
+	}
+	if (max != REPEAT_UNBOUNDED && max < min) {
+		re_fail(p, "numbers out of order in {} quantifier");
+		return -1;
+	}
+	if (p->at < p->end && *p->at == '?')
+		p->at++; /* lazy: the same strings match */
+	if (re_at_quantifier(p)) {
+		re_fail(p, "nothing to repeat at \"%c\"", *p->at);
+		return -1;
+	}
+	node = re_new_node(p, RN_REPEAT);
+	if (node < 0)
+		return -1;
+	p->nodes[node].child = atom;
+	p->nodes[node].min = min;
+	p->nodes[node].max = max;
+	return node;
+}
+
+/* Terms up to "|", ")" or the end, as one RN_CAT. */
+static int re_parse_sequence(re_parser *p)
+{
+	int cat = re_new_node(p, RN_CAT), last = -1, term;
+
+	if (cat < 0)
+		return -1;
+	while (!re_failed(p) && p->at < p->end && *p->at != '|' && *p->at != ')') {
+		term = re_parse_quantifier(p, re_parse_atom(p));
+		if (term < 0)
+			return -1;
+		if (last < 0)
+			p->nodes[cat].child = term;
+		else
+			p->nodes[last].next = term;
+		last = term;
+	}
+	return re_failed(p) ? -1 : cat;
+}
+
+static int re_parse_alternation(re_parser *p)
+{
+	int alt = re_new_node(p, RN_ALT), last, seq;
+
+	if (alt < 0)
+		return -1;
+	last = re_parse_sequence(p);
+	p->nodes[alt].child = last;
+	while (!re_failed(p) && p->at < p->end && *p->at == '|') {
+		p->at++;
+		seq = re_parse_sequence(p);
+		if (seq < 0)
+			return -1;
+		p->nodes[last].next = seq;
+		last = seq;
+	}
+	return re_failed(p) ? -1 : alt;
+}
+
+/* The end of a chain of jumps still to be patched (linked through their
+ * targets). */
+#define CHAIN_END UINT32_MAX
+
+typedef struct re_emitter {
+	re_inst *code;
+	size_t len, cap;
+	size_t visits; /* nodes emitted, unrolled copies included */
+	const char *why; /* too long, or out of memory */
+} re_emitter;
+
+static size_t re_emit(re_emitter *e, re_op op, uint32_t x, uint32_t y)
+{
+	if (e->why)
+		return 0;
+	if (e->len >= PATTERN_MAX_PROGRAM) {
+		e->why = "too complex: its counted repetitions unroll to more than "
+			MB_SCHEMA_STRINGIFY(PATTERN_MAX_PROGRAM) " steps";
+		return 0;
+	}
+	if (e->len == e->cap && grow((void **)&e->code, &e->cap, e->len, sizeof(*e->code))) {
+		e->why = out_of_memory;
+		return 0;
+	}
+	e->code[e->len].op = op;
+	e->code[e->len].x = x;
+	e->code[e->len].y = y;
+	return e->len++;
+}
+
+static void re_emit_node(re_emitter *e, const re_parser *p, int index);
+
+/* x{min,max}: min copies, then either a loop or (max - min) optional
+ * copies that all skip to the end. */
+static void re_emit_repeat(re_emitter *e, const re_parser *p, const re_node *node)
+{
+	size_t split, loop;
+	uint32_t chain = CHAIN_END, next;
+	int i, copies = node->min;
+
+	if (node->max == REPEAT_UNBOUNDED && node->min > 0)
+		copies--; /* the loop's body is the last copy: x+ */
+	for (i = 0; i < copies && !e->why; i++)
+		re_emit_node(e, p, node->child);
+	if (node->max == REPEAT_UNBOUNDED && node->min > 0) {
+		loop = e->len;
+		re_emit_node(e, p, node->child);
+		re_emit(e, OP_SPLIT, (uint32_t)loop, (uint32_t)e->len + 1);
+	} else if (node->max == REPEAT_UNBOUNDED) {
+		split = re_emit(e, OP_SPLIT, (uint32_t)e->len + 1, 0);
+		re_emit_node(e, p, node->child);
+		re_emit(e, OP_JMP, (uint32_t)split, 0);
+		if (!e->why)
+			e->code[split].y = (uint32_t)e->len;
+	} else {
+		for (i = node->min; i < node->max && !e->why; i++) {
+			split = re_emit(e, OP_SPLIT, (uint32_t)e->len + 1, chain);
+			chain = (uint32_t)split;
+			re_emit_node(e, p, node->child);
+		}
+		/* every optional copy may be the last: each split's y leads out */
+		for (; !e->why && chain != CHAIN_END; chain = next) {
+			next = e->code[chain].y;
+			e->code[chain].y = (uint32_t)e->len;
+		}
+	}
+}
+
+static void re_emit_node(re_emitter *e, const re_parser *p, int index)
+{
+	const re_node *node = &p->nodes[index];
+	size_t split, jump;
+	uint32_t chain = CHAIN_END, next;
+	int child;
+
+	if (e->why)
+		return;
+	/* (()){1000} unrolls to nothing a thousand times: count visits too */
+	if (++e->visits > PATTERN_MAX_VISITS) {
+		e->why = "too complex: its counted repetitions unroll to more than "
+			MB_SCHEMA_STRINGIFY(PATTERN_MAX_VISITS) " parts";
+		return;
+	}
+	switch (node->kind) {
+	case RN_EMPTY: break;
+	case RN_CHAR: re_emit(e, OP_CHAR, node->value, 0); break;
+	case RN_ANY: re_emit(e, OP_ANY, 0, 0); break;
+	case RN_CLASS: re_emit(e, OP_CLASS, node->value, node->count); break;
+	case RN_ASSERT: re_emit(e, (re_op)node->value, 0, 0); break;
+	case RN_CAT:
+		for (child = node->child; child >= 0 && !e->why; child = p->nodes[child].next)
+			re_emit_node(e, p, child);
+		break;
+	case RN_ALT:
+		for (child = node->child; child >= 0 && !e->why; child = p->nodes[child].next) {
+			if (p->nodes[child].next < 0) {
+				re_emit_node(e, p, child);
+				break;
+			}
+			split = re_emit(e, OP_SPLIT, (uint32_t)e->len + 1, 0);
+			re_emit_node(e, p, child);
+			jump = re_emit(e, OP_JMP, chain, 0);
+			chain = (uint32_t)jump;
+			if (!e->why)
+				e->code[split].y = (uint32_t)e->len;
+		}
+		for (; !e->why && chain != CHAIN_END; chain = next) {
+			next = e->code[chain].x;
+			e->code[chain].x = (uint32_t)e->len;
+		}
+		break;
+	case RN_REPEAT:
+		re_emit_repeat(e, p, node);
+		break;
+	}
+}
+
+static void re_prog_free(re_prog *prog)
+{
+	free(prog->code);
+	free(prog->ranges);
+	free(prog->scratch);
+	memset(prog, 0, sizeof(*prog));
+}
+
+/* Compile `pattern` (len bytes of UTF-8). On failure *why says why, in
+ * words for "bad regex ...: <why>". */
+static int re_compile(re_prog *out, const char *pattern, size_t len, const char **why)
+{
+	re_parser p;
+	re_emitter e;
+	int root, rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	memset(&p, 0, sizeof(p));
+	memset(&e, 0, sizeof(e));
+	*why = NULL;
+	if (len > PATTERN_MAX_BYTES) {
+		*why = "longer than " MB_SCHEMA_STRINGIFY(PATTERN_MAX_BYTES) " bytes";
+		return MB_EINVAL;
+	}
+	p.at = pattern;
+	p.end = pattern + len;
+	root = re_parse_alternation(&p);
+	if (!re_failed(&p) && p.at < p.end)
+		re_fail(&p, "unmatched )");
+	if (re_failed(&p)) {
+		rc = p.why == out_of_memory ? MB_ENOMEM : MB_EINVAL;
+		/* the reason lives in the parser: keep it in a static buffer */
+		goto cleanup;
+	}
+	re_emit_node(&e, &p, root);
+	re_emit(&e, OP_MATCH, 0, 0);
+	if (e.why) {
+		rc = e.why == out_of_memory ? MB_ENOMEM : MB_EINVAL;
+		*why = e.why;
+		goto cleanup;
+	}
+	out->code = e.code;
+	out->len = e.len;
+	out->ranges = p.ranges;
+	out->n_ranges = p.n_ranges;
+	out->anchored = e.code[0].op == OP_BOL;
+	/* zeroed: a sparse set reads slots it has not written (harmless, but
+	 * memory checkers would say otherwise) */
+	out->scratch = calloc(6 * e.len + 2, sizeof(*out->scratch));
+	e.code = NULL;
+	p.ranges = NULL;
+	if (!out->scratch) {
 		rc = MB_ENOMEM;
-	if (rc) {
-		free(*out);
-		*out = NULL;
+		re_prog_free(out);
 	}
+cleanup:
+	if (rc && !*why) {
+		static char reason[sizeof(p.why_buf)];
+
+		snprintf(reason, sizeof(reason), "%s", p.why ? p.why : out_of_memory);
+		*why = reason;
+	}
+	free(p.nodes);
+	free(p.ranges);
+	free(e.code);
 	return rc;
 }
 
-/* The compiled form of `pattern`, compiled once per validation. */
-static int regex_get(const regex_t **out, validator *v, const char *keyword, const char *pattern)
+/* A sparse set of program counters (Briggs and Torczon): O(1) insert,
+ * membership and clear. */
+typedef struct pc_set {
+	uint32_t *dense, *sparse;
+	uint32_t n;
+} pc_set;
+
+static bool pc_set_has(const pc_set *s, uint32_t pc)
+{
+	return s->sparse[pc] < s->n && s->dense[s->sparse[pc]] == pc;
+}
+
+static void pc_set_add(pc_set *s, uint32_t pc)
+{
+	s->sparse[pc] = s->n;
+	s->dense[s->n++] = pc;
+}
+
+/* Where a search stands: the code points on either side of the position. */
+typedef struct re_context {
+	bool at_start, at_end;
+	uint32_t before, after;
+} re_context;
+
+static bool is_word_char(uint32_t cp)
+{
+	return (cp >= '0' && cp <= '9') || (cp >= 'A' && cp <= 'Z') || (cp >= 'a' && cp <= 'z') || cp == '_';
+}
+
+static bool is_line_terminator(uint32_t cp)
+{
+	return cp == '\n' || cp == '\r' || cp == 0x2028 || cp == 0x2029;
+}
+
+static bool class_has(const re_prog *prog, const re_inst *in, uint32_t cp)
+{
+	const cp_range *r;
+	size_t lo = 0, hi = in->y, mid;
+
+	if (!hi)
+		return false; /* "[]"; a program of such classes has no ranges at all */
+	r = prog->ranges + in->x;
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (cp < r[mid].lo)
+			hi = mid;
+		else if (cp > r[mid].hi)
+			lo = mid + 1;
+		else
+			return true;
+	}
+	return false;
+}
+
+/* Add `pc` and everything it reaches without reading a code point.
+ * Returns true when that reaches OP_MATCH. */
+static bool re_add_thread(const re_prog *prog, pc_set *set, uint32_t *stack, uint32_t pc, const re_context *ctx)
+{
+	size_t top = 0;
+	const re_inst *in;
+	bool word_before, word_after, matched = false;
+
+	stack[top++] = pc;
+	while (top) {
+		pc = stack[--top];
+		if (pc_set_has(set, pc))
+			continue;
+		pc_set_add(set, pc);
+		in = &prog->code[pc];
+		switch ((re_op)in->op) {
+		case OP_JMP: stack[top++] = in->x; break;
+		case OP_SPLIT:
+			stack[top++] = in->y;
+			stack[top++] = in->x;
+			break;
+		case OP_BOL:
+			if (ctx->at_start)
+				stack[top++] = pc + 1;
+			break;
+		case OP_EOL:
+			if (ctx->at_end)
+				stack[top++] = pc + 1;
+			break;
+		case OP_WORD_B:
+		case OP_NOT_WORD_B:
+			word_before = !ctx->at_start && is_word_char(ctx->before);
+			word_after = !ctx->at_end && is_word_char(ctx->after);
+			if ((word_before != word_after) == (in->op == OP_WORD_B))
+				stack[top++] = pc + 1;
+			break;
+		case OP_MATCH: matched = true; break;
+		default: break; /* reads a code point: stepped over later */
+		}
+	}
+	return matched;
+}
+
+static bool re_step_matches(const re_prog *prog, const re_inst *in, uint32_t cp)
+{
+	switch ((re_op)in->op) {
+	case OP_CHAR: return cp == in->x;
+	case OP_ANY: return !is_line_terminator(cp);
+	case OP_CLASS: return class_has(prog, in, cp);
+	default: return false;
+	}
+}
+
+/* Whether `prog` matches anywhere in `text` (len bytes). 1 or 0; -1 when
+ * the search would exceed *budget steps (which it draws down). */
+static int re_search(const re_prog *prog, const char *text, size_t len, size_t *budget)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	uint32_t *stack = prog->scratch + 4 * prog->len;
+	pc_set lists[2] = {
+		{ prog->scratch, prog->scratch + prog->len, 0 },
+		{ prog->scratch + 2 * prog->len, prog->scratch + 3 * prog->len, 0 },
+	};
+	pc_set *cur = &lists[0], *next = &lists[1], *swap;
+	re_context ctx = { true, len == 0, 0, 0 };
+	size_t pos = 0, width = 0, next_width = 0, i, work;
+	uint32_t cp = 0;
+
+	if (len)
+		ctx.after = cp = utf8_next(s, len, &width);
+	for (;;) {
+		if ((pos == 0 || !prog->anchored) && re_add_thread(prog, cur, stack, 0, &ctx))
+			return 1;
+		work = cur->n + 1;
+		if (work > *budget)
+			return -1;
+		*budget -= work;
+		if (pos >= len || (prog->anchored && cur->n == 0))
+			return 0;
+		/* the context after this code point */
+		ctx.at_start = false;
+		ctx.before = cp;
+		ctx.at_end = pos + width >= len;
+		ctx.after = ctx.at_end ? 0 : utf8_next(s + pos + width, len - pos - width, &next_width);
+		next->n = 0;
+		for (i = 0; i < cur->n; i++) {
+			const re_inst *in = &prog->code[cur->dense[i]];
+
+			if (re_step_matches(prog, in, cp) && re_add_thread(prog, next, stack, cur->dense[i] + 1, &ctx))
+				return 1;
+		}
+		pos += width;
+		cp = ctx.after;
+		width = next_width;
+		swap = cur;
+		cur = next;
+		next = swap;
+	}
+}
+
+/* The compiled form of `pattern` (len bytes), compiled once per validation. */
+static int regex_get(const re_prog **out, validator *v, const char *keyword, const char *pattern, size_t len)
 {
 	regex_entry *entry;
-	char *posix = NULL, reason[MB_SCHEMA_MESSAGE_MAX];
+	char quoted[QUOTE_MAX_BYTES];
 	const char *why = NULL;
-	size_t i;
-	int rc, status;
+	uint64_t h = hash_bytes(v->seed, pattern, len);
+	size_t cursor = 0, i;
+	json_t *text;
+	int rc;
 
-	for (i = 0; i < v->regex_count; i++) {
-		if (strcmp(v->regexes[i].pattern, pattern) == 0) {
-			*out = &v->regexes[i].compiled;
+	while ((i = hash_index_next(&v->regex_index, h, &cursor)) != SIZE_MAX) {
+		if (v->regexes[i].len == len && memcmp(v->regexes[i].pattern, pattern, len) == 0) {
+			*out = v->regexes[i].prog;
 			return 0;
 		}
 	}
 	rc = grow((void **)&v->regexes, &v->regex_cap, v->regex_count, sizeof(*v->regexes));
 	if (rc)
 		return schema_fail(v, rc, keyword, "out of memory");
-	rc = ecma_to_posix(&posix, pattern, &why);
-	if (rc) {
-		rc = rc == MB_ENOMEM ? schema_fail(v, rc, keyword, "out of memory")
-			: schema_fail(v, rc, keyword, "bad regex \"%s\": %s", pattern, why);
-		goto cleanup;
-	}
 	entry = &v->regexes[v->regex_count];
-	entry->pattern = strdup(pattern);
-	if (!entry->pattern) {
-		rc = schema_fail(v, MB_ENOMEM, keyword, "out of memory");
-		goto cleanup;
-	}
-	status = regcomp(&entry->compiled, posix, REG_EXTENDED | REG_NOSUB);
-	if (status) {
-		regerror(status, &entry->compiled, reason, sizeof(reason));
+	memset(entry, 0, sizeof(*entry));
+	entry->pattern = malloc(len + 1);
+	entry->prog = calloc(1, sizeof(*entry->prog));
+	if (!entry->pattern || !entry->prog) {
 		free(entry->pattern);
-		rc = schema_fail(v, MB_EINVAL, keyword, "bad regex \"%s\": %s", pattern, reason);
-		goto cleanup;
+		free(entry->prog);
+		return schema_fail(v, MB_ENOMEM, keyword, "out of memory");
+	}
+	memcpy(entry->pattern, pattern, len);
+	entry->pattern[len] = '\0';
+	entry->len = len;
+	rc = re_compile(entry->prog, pattern, len, &why);
+	if (rc) {
+		free(entry->pattern);
+		free(entry->prog);
+		if (rc == MB_ENOMEM)
+			return schema_fail(v, rc, keyword, "out of memory");
+		text = json_stringn_nocheck(pattern, len);
+		render(quoted, sizeof(quoted), text);
+		json_decref(text);
+		return schema_fail(v, rc, keyword, "bad regex %s: %s", quoted, why);
 	}
 	v->regex_count++;
-	*out = &entry->compiled;
-cleanup:
-	free(posix);
-	return rc;
+	if (hash_index_add(&v->regex_index, h, v->regex_count - 1))
+		return schema_fail(v, MB_ENOMEM, keyword, "out of memory");
+	*out = entry->prog;
+	return 0;
 }
 
-/* 1 on a match, 0 on none, or a negative code when the pattern is bad. */
-static int regex_search(validator *v, const char *keyword, const char *pattern, const char *text)
+/* 1 on a match, 0 on none, or a negative code when the pattern is bad or
+ * the document needs more pattern steps than its budget. */
+static int regex_search(validator *v, const char *keyword, const char *pattern, size_t pattern_len,
+	const char *text, size_t text_len)
 {
-	const regex_t *re = NULL;
-	int rc = regex_get(&re, v, keyword, pattern);
+	const re_prog *re = NULL;
+	int rc = regex_get(&re, v, keyword, pattern, pattern_len);
 
 	if (rc)
 		return rc;
-	return regexec(re, text, 0, NULL, 0) == 0;
+	rc = re_search(re, text, text_len, &v->match_steps_left);
+	if (rc < 0)
+		return schema_fail(v, MB_EINVAL, keyword,
+			"refused: matching this document's strings against the schema's patterns needs more "
+			"steps than its budget (%u + %u per byte of text)", MATCH_STEPS_BASE, MATCH_STEPS_PER_BYTE);
+	return rc;
 }
 
 /* ---- the pre-pass ------------------------------------------------------ */
@@ -1242,7 +2249,6 @@ static const char *const schema_map_keywords[] = {
 };
 static const char *const schema_list_keywords[] = { "allOf", "anyOf", "oneOf" };
 
-#define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
 static int walk(validator *v, const json_t *node, const char *base, visit_fn visit);
 
@@ -1332,6 +2338,9 @@ static int visit_index(validator *v, const json_t *node, const char *base)
 	v->ids[v->id_count].node = node;
 	v->ids[v->id_count].uri = uri;
 	v->id_count++;
+	if (hash_index_add(&v->ids_by_node, hash_pointer(v->seed, node), v->id_count - 1)
+		|| hash_index_add(&v->ids_by_uri, hash_bytes(v->seed, uri, strlen(uri)), v->id_count - 1))
+		return schema_fail(v, MB_ENOMEM, "$id", "out of memory");
 	return 0;
 }
 
@@ -1341,20 +2350,21 @@ static int visit_prepare(validator *v, const json_t *node, const char *base)
 {
 	const json_t *ref = json_object_get(node, "$ref"), *target, *pattern, *map;
 	const char *target_base, *key;
-	const regex_t *re;
+	const re_prog *re;
 	json_t *child;
+	size_t key_len;
 	int rc = 0;
 
 	if (ref)
 		rc = resolve_ref(&target, &target_base, v, ref, base);
 	pattern = json_object_get(node, "pattern");
 	if (!rc && json_is_string(pattern))
-		rc = regex_get(&re, v, "pattern", json_string_value(pattern));
+		rc = regex_get(&re, v, "pattern", json_string_value(pattern), json_string_length(pattern));
 	map = json_object_get(node, "patternProperties");
 	if (!rc && json_is_object(map)) {
 		/* jansson's iterators take non-const objects; they do not modify them */
-		json_object_foreach((json_t *)map, key, child) {
-			rc = regex_get(&re, v, "patternProperties", key);
+		json_object_keylen_foreach((json_t *)map, key, key_len, child) {
+			rc = regex_get(&re, v, "patternProperties", key, key_len);
 			if (rc)
 				break;
 		}
@@ -1478,19 +2488,62 @@ static int kw_type(validator *v, const keywords *kw, const json_t *inst, mb_sche
 	return MB_ESCHEMA;
 }
 
+/* Whether the large enum `values` holds `inst`: its members are hashed
+ * once per validation. 1, 0, or a negative code. */
+static int enum_has(validator *v, const json_t *values, const json_t *inst)
+{
+	uint64_t h = hash_pointer(v->seed, values);
+	size_t cursor = 0, i, n = json_array_size(values);
+	enum_set *set = NULL;
+
+	while ((i = hash_index_next(&v->enum_index, h, &cursor)) != SIZE_MAX) {
+		if (v->enums[i].values == values) {
+			set = &v->enums[i];
+			break;
+		}
+	}
+	if (!set) {
+		if (grow((void **)&v->enums, &v->enum_cap, v->enum_count, sizeof(*v->enums)))
+			return schema_fail(v, MB_ENOMEM, "enum", "out of memory");
+		set = &v->enums[v->enum_count++];
+		memset(set, 0, sizeof(*set));
+		set->values = values;
+		if (hash_index_add(&v->enum_index, h, v->enum_count - 1))
+			return schema_fail(v, MB_ENOMEM, "enum", "out of memory");
+		for (i = 0; i < n; i++)
+			if (hash_index_add(&set->members, value_hash(v->seed, json_array_get(values, i)), i))
+				return schema_fail(v, MB_ENOMEM, "enum", "out of memory");
+	}
+	h = value_hash(v->seed, inst);
+	cursor = 0;
+	while ((i = hash_index_next(&set->members, h, &cursor)) != SIZE_MAX)
+		if (values_equal(inst, json_array_get(values, i)))
+			return 1;
+	return 0;
+}
+
 static int kw_enum(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
 	const json_t *values = kw->value[KW_ENUM];
 	char value[QUOTE_MAX_BYTES], allowed[LIST_MAX_BYTES];
 	size_t i;
+	int found;
 
 	if (!values)
 		return 0;
 	if (!json_is_array(values))
 		return schema_fail(v, MB_EINVAL, "enum", "expected an array, got %s", type_name(values));
-	for (i = 0; i < json_array_size(values); i++)
-		if (values_equal(inst, json_array_get(values, i)))
+	if (json_array_size(values) > LINEAR_COMPARE_MAX) {
+		found = enum_has(v, values, inst);
+		if (found < 0)
+			return found;
+		if (found)
 			return 0;
+	} else {
+		for (i = 0; i < json_array_size(values); i++)
+			if (values_equal(inst, json_array_get(values, i)))
+				return 0;
+	}
 	if (sink) {
 		render(value, sizeof(value), inst);
 		render(allowed, sizeof(allowed), values);
@@ -1611,7 +2664,8 @@ static int kw_string(validator *v, const keywords *kw, const json_t *inst, mb_sc
 	}
 	if (!pattern || should_stop(rc, sink))
 		return rc;
-	found = regex_search(v, "pattern", json_string_value(pattern), json_string_value(inst));
+	found = regex_search(v, "pattern", json_string_value(pattern), json_string_length(pattern),
+		json_string_value(inst), json_string_length(inst));
 	if (found < 0)
 		return found;
 	if (!found) {
@@ -1669,10 +2723,114 @@ static int kw_contains(validator *v, const keywords *kw, const json_t *inst, mb_
 	return MB_ESCHEMA;
 }
 
+typedef struct hashed_item {
+	uint64_t hash;
+	size_t index;
+} hashed_item;
+
+static int hashed_item_cmp(const void *a, const void *b)
+{
+	const hashed_item *x = a, *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	return (x->index > y->index) - (x->index < y->index);
+}
+
+typedef struct equal_pair {
+	size_t first, second;
+} equal_pair;
+
+static int equal_pair_cmp(const void *a, const void *b)
+{
+	const equal_pair *x = a, *y = b;
+
+	return (x->first > y->first) - (x->first < y->first);
+}
+
+/* Small arrays, item by item. */
+static int check_unique_pairwise(validator *v, const json_t *inst, mb_schema_report *sink)
+{
+	size_t n = json_array_size(inst), i, j;
+	int rc = 0;
+
+	for (i = 0; i < n && !should_stop(rc, sink); i++) {
+		for (j = i + 1; j < n; j++) {
+			if (values_equal(json_array_get(inst, i), json_array_get(inst, j))) {
+				issue(v, sink, "uniqueItems", "items %zu and %zu are equal", i, j);
+				rc = MB_ESCHEMA;
+				break;
+			}
+		}
+	}
+	return rc;
+}
+
+/* Each item that equals a later one is reported with the first later one
+ * equal to it, in the order of the items, as the pairwise check does; but
+ * items are sorted by hash first, so only items of equal hash are compared:
+ * linear in the array (plus the sort), not quadratic. Within one hash, the
+ * items fall into classes of equal values; each joins the class it equals. */
+static int check_unique(validator *v, const json_t *inst, mb_schema_report *sink)
+{
+	size_t n = json_array_size(inst), run, end, k, c, n_classes, n_pairs = 0;
+	hashed_item *items = NULL;
+	equal_pair *pairs = NULL;
+	size_t *first = NULL, *last = NULL;
+	const json_t *item;
+	int rc = 0;
+
+	if (n <= LINEAR_COMPARE_MAX)
+		return check_unique_pairwise(v, inst, sink);
+	items = malloc(n * sizeof(*items));
+	pairs = malloc(n * sizeof(*pairs));
+	first = malloc(n * sizeof(*first));
+	last = malloc(n * sizeof(*last));
+	if (!items || !pairs || !first || !last) {
+		rc = schema_fail(v, MB_ENOMEM, "uniqueItems", "out of memory");
+		goto cleanup;
+	}
+	for (k = 0; k < n; k++) {
+		items[k].hash = value_hash(v->seed, json_array_get(inst, k));
+		items[k].index = k;
+	}
+	qsort(items, n, sizeof(*items), hashed_item_cmp);
+	for (run = 0; run < n && (sink || !n_pairs); run = end) {
+		for (end = run + 1; end < n && items[end].hash == items[run].hash; end++)
+			;
+		n_classes = 0;
+		for (k = run; k < end; k++) {
+			item = json_array_get(inst, items[k].index);
+			for (c = 0; c < n_classes && !values_equal(json_array_get(inst, first[c]), item); c++)
+				;
+			if (c < n_classes) {
+				pairs[n_pairs].first = last[c];
+				pairs[n_pairs++].second = items[k].index;
+				last[c] = items[k].index;
+			} else {
+				first[n_classes] = last[n_classes] = items[k].index;
+				n_classes++;
+			}
+		}
+	}
+	if (!n_pairs)
+		goto cleanup;
+	rc = MB_ESCHEMA;
+	qsort(pairs, n_pairs, sizeof(*pairs), equal_pair_cmp);
+	for (k = 0; k < n_pairs && sink; k++)
+		issue(v, sink, "uniqueItems", "items %zu and %zu are equal", pairs[k].first, pairs[k].second);
+cleanup:
+	free(items);
+	free(pairs);
+	free(first);
+	free(last);
+	return rc;
+}
+
 static int kw_array_size(validator *v, const keywords *kw, const json_t *inst, mb_schema_report *sink)
 {
 	const json_t *unique = kw->value[KW_UNIQUE_ITEMS];
-	size_t min_items = 0, max_items = 0, n = json_array_size(inst), i, j;
+	size_t min_items = 0, max_items = 0, n = json_array_size(inst);
 	bool has_min = false, has_max = false;
 	int rc;
 
@@ -1691,15 +2849,8 @@ static int kw_array_size(validator *v, const keywords *kw, const json_t *inst, m
 		issue(v, sink, "maxItems", "array has %zu items, more than maxItems %zu", n, max_items);
 		rc = MB_ESCHEMA;
 	}
-	for (i = 0; json_is_true(unique) && i < n && !should_stop(rc, sink); i++) {
-		for (j = i + 1; j < n; j++) {
-			if (values_equal(json_array_get(inst, i), json_array_get(inst, j))) {
-				issue(v, sink, "uniqueItems", "items %zu and %zu are equal", i, j);
-				rc = MB_ESCHEMA;
-				break;
-			}
-		}
-	}
+	if (json_is_true(unique) && !should_stop(rc, sink))
+		rc = merge(rc, check_unique(v, inst, sink));
 	return rc;
 }
 
@@ -1711,26 +2862,27 @@ static int expect_object(validator *v, const json_t *value, const char *keyword)
 }
 
 /* properties, patternProperties and additionalProperties for one member. */
-static int check_member(validator *v, const keywords *kw, const char *key, const json_t *value,
-	mb_schema_report *sink)
+static int check_member(validator *v, const keywords *kw, const char *key, size_t key_len,
+	const json_t *value, mb_schema_report *sink)
 {
 	const json_t *props = kw->value[KW_PROPERTIES];
 	const json_t *extra = kw->value[KW_ADDITIONAL_PROPERTIES];
 	json_t *pats = (json_t *)kw->value[KW_PATTERN_PROPERTIES], *sub; /* iterated below */
 	const char *pattern;
+	size_t pattern_len;
 	bool matched = false;
 	int rc = 0, found;
 
-	sub = props ? json_object_get(props, key) : NULL;
+	sub = props ? json_object_getn(props, key, key_len) : NULL;
 	if (sub) {
 		matched = true;
 		rc = descend(v, sub, value, sink, "properties", key);
 	}
 	if (pats) {
-		json_object_foreach(pats, pattern, sub) {
+		json_object_keylen_foreach(pats, pattern, pattern_len, sub) {
 			if (should_stop(rc, sink))
 				break;
-			found = regex_search(v, "patternProperties", pattern, key);
+			found = regex_search(v, "patternProperties", pattern, pattern_len, key, key_len);
 			if (found < 0)
 				return found;
 			matched = matched || found;
@@ -1761,7 +2913,7 @@ static int kw_members(validator *v, const keywords *kw, const json_t *inst, mb_s
 		return rc;
 	json_object_keylen_foreach(obj, key, key_len, value) {
 		old = inst_push(v, key, key_len);
-		rc = merge(rc, check_member(v, kw, key, value, sink));
+		rc = merge(rc, check_member(v, kw, key, key_len, value, sink));
 		path_pop(v->inst, &v->inst_len, old);
 		if (should_stop(rc, sink))
 			break;
@@ -1783,7 +2935,7 @@ static int kw_required(validator *v, const keywords *kw, const json_t *inst, mb_
 		name = json_array_get(required, i);
 		if (!json_is_string(name))
 			return schema_fail(v, MB_EINVAL, "required", "expected property names, got %s", type_name(name));
-		if (!json_is_object(inst) || json_object_get(inst, json_string_value(name)))
+		if (!json_is_object(inst) || json_object_getn(inst, json_string_value(name), json_string_length(name)))
 			continue;
 		issue(v, sink, "required", "missing required property \"%s\"", json_string_value(name));
 		rc = MB_ESCHEMA;
@@ -1818,12 +2970,12 @@ static int kw_property_count(validator *v, const keywords *kw, const json_t *ins
 static int check_name(validator *v, const json_t *names, const char *key, size_t key_len,
 	mb_schema_report *sink)
 {
-	json_t *name = json_stringn(key, key_len);
+	json_t *name = json_stringn_nocheck(key, key_len);
 	mb_schema_report *inner = NULL;
 	size_t old;
 	int rc;
 
-	if (!name)
+	if (!name || json_array_append_new(v->names, name))
 		return schema_fail(v, MB_ENOMEM, "propertyNames", "out of memory");
 	old = inst_push(v, key, key_len);
 	rc = descend(v, names, name, NULL, "propertyNames", NULL);
@@ -1841,7 +2993,6 @@ static int check_name(validator *v, const json_t *names, const char *key, size_t
 cleanup:
 	path_pop(v->inst, &v->inst_len, old);
 	free(inner);
-	json_decref(name);
 	return rc;
 }
 
@@ -1886,7 +3037,7 @@ static int kw_dependencies(validator *v, const keywords *kw, const json_t *inst,
 			name = json_array_get(dep, i);
 			if (!json_is_string(name))
 				return schema_fail(v, MB_EINVAL, "dependencies", "expected property names under \"%s\"", key);
-			if (json_object_get(inst, json_string_value(name)))
+			if (json_object_getn(inst, json_string_value(name), json_string_length(name)))
 				continue;
 			issue(v, sink, "dependencies", "property \"%s\" is required because \"%s\" is present",
 				json_string_value(name), key);
@@ -1948,6 +3099,11 @@ static int explain_branches(validator *v, const json_t *list, const json_t *inst
 		rc = schema_fail(v, MB_ENOMEM, keyword, "out of memory");
 		goto cleanup;
 	}
+	if (!v->explains_left) {
+		issue(v, sink, keyword, "no alternative matches");
+		goto cleanup;
+	}
+	v->explains_left--;
 	for (i = 0; i < json_array_size(list); i++) {
 		memset(cur, 0, sizeof(*cur));
 		rc = descend_index(v, json_array_get(list, i), inst, cur, keyword, i);
@@ -2137,17 +3293,124 @@ static uint32_t scan_keywords(keywords *out, const json_t *schema)
 	return needed;
 }
 
+static uint64_t memo_hash(const validator *v, const json_t *target, const json_t *inst, const char *base)
+{
+	return mix64(hash_pointer(v->seed, target) ^ hash_pointer(v->seed + 1, inst)
+		^ hash_pointer(v->seed + 2, base));
+}
+
+/* What is known of `target` against `inst` from `base`: NULL when nothing. */
+static const memo_entry *memo_find(const validator *v, const json_t *target, const json_t *inst,
+	const char *base)
+{
+	size_t cursor = 0, i;
+	uint64_t h = memo_hash(v, target, inst, base);
+
+	while ((i = hash_index_next(&v->memo_index, h, &cursor)) != SIZE_MAX)
+		if (v->memo[i].target == target && v->memo[i].instance == inst && v->memo[i].base == base)
+			return &v->memo[i];
+	return NULL;
+}
+
+/* Remember a finished evaluation; a full table only stops remembering. */
+static int memo_add(validator *v, const json_t *target, const json_t *inst, const char *base, bool valid)
+{
+	memo_entry *e;
+
+	if (v->memo_count >= MEMO_MAX_ENTRIES)
+		return 0;
+	if (grow((void **)&v->memo, &v->memo_cap, v->memo_count, sizeof(*v->memo)))
+		return schema_fail(v, MB_ENOMEM, "$ref", "out of memory");
+	e = &v->memo[v->memo_count];
+	e->target = target;
+	e->instance = inst;
+	e->base = base;
+	e->valid = valid;
+	if (hash_index_add(&v->memo_index, memo_hash(v, target, inst, base), v->memo_count))
+		return schema_fail(v, MB_ENOMEM, "$ref", "out of memory");
+	v->memo_count++;
+	return 0;
+}
+
+/* Whether the schema `node` holds a "$ref" anywhere below it (definitions
+ * included: a little too often, never too seldom). */
+static bool subtree_refers(const json_t *node, size_t depth)
+{
+	json_t *obj = (json_t *)node, *child; /* jansson iterators are not const */
+	const char *key;
+	size_t i;
+
+	if (json_is_array(node)) {
+		for (i = 0; i < json_array_size(node); i++)
+			if (subtree_refers(json_array_get(node, i), depth + 1))
+				return true;
+		return false;
+	}
+	if (!json_is_object(node))
+		return false;
+	/* deeper than anything check() may walk: say yes, it costs only memory */
+	if (depth >= MB_SCHEMA_MAX_NESTING || json_object_get(node, "$ref"))
+		return true;
+	json_object_foreach(obj, key, child)
+		if ((json_is_object(child) || json_is_array(child)) && strcmp(key, "enum") && strcmp(key, "const")
+			&& subtree_refers(child, depth + 1))
+			return true;
+	return false;
+}
+
+/* Whether `target` refers further; worked out once per target. A negative
+ * code when out of memory. */
+static int target_refers(validator *v, const json_t *target)
+{
+	uint64_t h = hash_pointer(v->seed, target);
+	size_t cursor = 0, i;
+	target_kind *k;
+
+	while ((i = hash_index_next(&v->target_index, h, &cursor)) != SIZE_MAX)
+		if (v->targets[i].target == target)
+			return v->targets[i].refers;
+	if (grow((void **)&v->targets, &v->target_cap, v->target_count, sizeof(*v->targets))
+		|| hash_index_add(&v->target_index, h, v->target_count))
+		return schema_fail(v, MB_ENOMEM, "$ref", "out of memory");
+	k = &v->targets[v->target_count++];
+	k->target = target;
+	k->refers = subtree_refers(target, 0);
+	return k->refers;
+}
+
+/* A $ref target is evaluated once per value it meets (from one base): the
+ * result is remembered, so that definitions shared by many paths (a chain
+ * of anyOf over the same $ref) cost one walk each, not one per path. A
+ * remembered success is final; a remembered failure is walked again only
+ * where its issues are wanted, a bounded number of times. */
 static int follow_ref(validator *v, const json_t *ref, const json_t *inst, mb_schema_report *sink)
 {
 	char saved_loc[SCHEMA_LOCATION_MAX];
 	size_t saved_len = v->loc_len, i;
 	const char *saved_base = v->base, *target_base = NULL;
 	const json_t *target = NULL;
-	int rc;
+	const memo_entry *known = NULL;
+	int rc, refers;
 
 	rc = resolve_ref(&target, &target_base, v, ref, v->base);
 	if (rc)
 		return rc;
+	/* a target that refers no further cannot multiply paths: not worth
+	 * remembering (a receipt's samples each meet one) */
+	refers = target_refers(v, target);
+	if (refers < 0)
+		return refers;
+	if (refers)
+		known = memo_find(v, target, inst, target_base);
+	if (known && (known->valid || !sink))
+		return known->valid ? 0 : MB_ESCHEMA;
+	if (known && !v->ref_repeats_left) {
+		issue(v, sink, "$ref", "value fails \"%s\" (its issues are reported where it was checked first)",
+			json_string_value(ref));
+		return MB_ESCHEMA;
+	}
+	if (known)
+		v->ref_repeats_left--;
 	for (i = 0; i < v->active_count; i++)
 		if (v->active[i].target == target && v->active[i].instance == inst)
 			return schema_fail(v, MB_EINVAL, "$ref",
@@ -2167,6 +3430,8 @@ static int follow_ref(validator *v, const json_t *ref, const json_t *inst, mb_sc
 	memcpy(v->loc, saved_loc, saved_len + 1);
 	v->loc_len = saved_len;
 	v->active_count--;
+	if (refers && !known && !is_fatal(rc))
+		rc = merge(rc, memo_add(v, target, inst, target_base, rc == 0));
 	return rc;
 }
 
@@ -2189,6 +3454,10 @@ static int check(validator *v, const json_t *schema, const json_t *inst, mb_sche
 	if (v->depth >= SCHEMA_MAX_DEPTH)
 		return schema_fail(v, MB_EINVAL, "", "schemas nest deeper than %d levels (a $ref cycle?)",
 			SCHEMA_MAX_DEPTH);
+	if (++v->check_steps > v->check_steps_max)
+		return schema_fail(v, MB_EINVAL, "", "refused: validating this document needs more than %zu "
+			"schema checks (%u + %u per value); the schema's references and combinators expand too far",
+			v->check_steps_max, CHECK_STEPS_BASE, CHECK_STEPS_PER_VALUE);
 	v->depth++;
 	needed = scan_keywords(&kw, schema);
 	if (kw.value[KW_REF]) {
@@ -2214,14 +3483,92 @@ static void validator_free(validator *v)
 	for (i = 0; i < v->id_count; i++)
 		free(v->ids[i].uri);
 	for (i = 0; i < v->regex_count; i++) {
-		regfree(&v->regexes[i].compiled);
+		re_prog_free(v->regexes[i].prog);
+		free(v->regexes[i].prog);
 		free(v->regexes[i].pattern);
 	}
+	for (i = 0; i < v->enum_count; i++)
+		hash_index_free(&v->enums[i].members);
 	free(v->ids);
+	hash_index_free(&v->ids_by_node);
+	hash_index_free(&v->ids_by_uri);
 	free(v->regexes);
+	hash_index_free(&v->regex_index);
+	free(v->memo);
+	hash_index_free(&v->memo_index);
+	free(v->targets);
+	hash_index_free(&v->target_index);
+	free(v->enums);
+	hash_index_free(&v->enum_index);
+	json_decref(v->names);
 	free(v->refs);
 	free(v->root_uri);
 	free(v);
+}
+
+/* ---- documents ------------------------------------------------------------ */
+
+typedef struct doc_stats {
+	size_t values;     /* every value, containers included */
+	size_t text_bytes; /* strings and member names */
+} doc_stats;
+
+/* Count `value`; false when it nests deeper than MB_SCHEMA_MAX_NESTING
+ * (the recursion stops there, so it is bounded whatever the value). */
+static bool measure(const json_t *value, size_t depth, doc_stats *st)
+{
+	json_t *obj = (json_t *)value, *member; /* jansson iterators are not const */
+	const char *key;
+	size_t key_len, i;
+
+	st->values++;
+	if (json_is_string(value))
+		st->text_bytes += json_string_length(value);
+	if (!json_is_array(value) && !json_is_object(value))
+		return true;
+	if (depth >= MB_SCHEMA_MAX_NESTING)
+		return false;
+	for (i = 0; i < json_array_size(value); i++)
+		if (!measure(json_array_get(value, i), depth + 1, st))
+			return false;
+	json_object_keylen_foreach(obj, key, key_len, member) {
+		st->text_bytes += key_len;
+		if (!measure(member, depth + 1, st))
+			return false;
+	}
+	return true;
+}
+
+static size_t saturating_budget(size_t base, size_t per_unit, size_t units)
+{
+	return units > (SIZE_MAX - base) / per_unit ? SIZE_MAX : base + per_unit * units;
+}
+
+static uint64_t fresh_seed(const void *salt)
+{
+	uint64_t seed = 0;
+
+	if (getrandom(&seed, sizeof(seed), GRND_NONBLOCK) != (ssize_t)sizeof(seed))
+		seed = (uint64_t)(uintptr_t)salt; /* only speed, never a result, depends on it */
+	return mix64(seed);
+}
+
+/* Measure both documents and set the budgets from their size. */
+static int size_up(validator *v, const json_t *schema, const json_t *instance, mb_error *err)
+{
+	doc_stats s = { 0, 0 }, i = { 0, 0 };
+
+	if (!measure(schema, 0, &s))
+		return mb_error_set(err, MB_EINVAL, "schema", "refused: arrays and objects nest deeper than %d levels",
+			MB_SCHEMA_MAX_NESTING);
+	if (!measure(instance, 0, &i))
+		return mb_error_set(err, MB_EINVAL, "", "refused: arrays and objects nest deeper than %d levels",
+			MB_SCHEMA_MAX_NESTING);
+	v->check_steps_max = saturating_budget(CHECK_STEPS_BASE, CHECK_STEPS_PER_VALUE, s.values + i.values);
+	v->match_steps_left = saturating_budget(MATCH_STEPS_BASE, MATCH_STEPS_PER_BYTE, i.text_bytes);
+	v->explains_left = EXPLAIN_BUDGET;
+	v->ref_repeats_left = REF_REPEAT_BUDGET;
+	return 0;
 }
 
 /* Without a caller's report, issues still go somewhere, so that `err` can
@@ -2263,8 +3610,16 @@ int mb_schema_validate(const json_t *schema, const json_t *instance,
 	sink = report ? report : own;
 	v->root = schema;
 	v->err = err;
+	v->seed = fresh_seed(v);
+	v->names = json_array();
 	v->loc_len = (size_t)snprintf(v->loc, sizeof(v->loc), "#");
-	rc = prepare(v);
+	if (!v->names) {
+		rc = mb_error_set(err, MB_ENOMEM, "", "out of memory");
+		goto cleanup;
+	}
+	rc = size_up(v, schema, instance, err);
+	if (!rc)
+		rc = prepare(v);
 	if (rc)
 		goto cleanup;
 	v->base = node_base(v, schema, v->root_uri);
@@ -2277,6 +3632,7 @@ cleanup:
 	return rc;
 }
 
+/* One line per kept issue; the parts were made single-line by issue(). */
 void mb_schema_report_print(const mb_schema_report *report, const char *prefix, void *file)
 {
 	FILE *out = file;
@@ -2290,4 +3646,100 @@ void mb_schema_report_print(const mb_schema_report *report, const char *prefix, 
 	if (report->total > report->count)
 		fprintf(out, "%s: %zu more issues not shown\n", prefix ? prefix : "",
 			report->total - report->count);
+}
+
+/* ---- reading documents ------------------------------------------------- */
+
+int mb_schema_load_buffer(json_t **out, const char *text, size_t len, const char *name, mb_error *err)
+{
+	char where[MB_ERROR_WHERE_MAX];
+	json_error_t jerr;
+
+	*out = NULL;
+	if (!name)
+		name = "<buffer>";
+	if (!text)
+		return mb_error_set(err, MB_EINVAL, name, "no JSON text given");
+	if (len > MB_SCHEMA_FILE_MAX_BYTES)
+		return mb_error_set(err, MB_EINVAL, name, "refused: %zu bytes, more than the %u a JSON document may have",
+			len, MB_SCHEMA_FILE_MAX_BYTES);
+	*out = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+	if (!*out) {
+		snprintf(where, sizeof(where), "%s:%d:%d", name, jerr.line, jerr.column);
+		escape_controls(jerr.text, sizeof(jerr.text));
+		return mb_error_set(err, MB_EINVAL, where, "not valid JSON: %s", jerr.text);
+	}
+	return 0;
+}
+
+/* At most MB_SCHEMA_FILE_MAX_BYTES + 1 bytes of `f`: one more than allowed
+ * is enough to refuse the file, whatever it is (a pipe has no size). */
+static int read_capped(char **out, size_t *out_len, FILE *f, const char *path, mb_error *err)
+{
+	const size_t limit = (size_t)MB_SCHEMA_FILE_MAX_BYTES + 1;
+	size_t len = 0, cap = 0, n;
+	char *buf = NULL, *grown;
+	int rc = 0;
+
+	*out = NULL;
+	*out_len = 0;
+	do {
+		if (len == cap) {
+			cap = cap ? cap * 2 : 1u << 16;
+			cap = cap > limit ? limit : cap;
+			grown = realloc(buf, cap);
+			if (!grown) {
+				rc = mb_error_set(err, MB_ENOMEM, path, "out of memory reading the file");
+				goto cleanup;
+			}
+			buf = grown;
+		}
+		n = fread(buf + len, 1, cap - len, f);
+		len += n;
+	} while (n > 0 && len < limit);
+	if (ferror(f)) {
+		rc = mb_error_set(err, MB_EIO, path, "cannot read: %s", strerror(errno ? errno : EIO));
+		goto cleanup;
+	}
+	if (len >= limit) {
+		rc = mb_error_set(err, MB_EINVAL, path, "refused: more than the %u bytes a JSON document may have",
+			MB_SCHEMA_FILE_MAX_BYTES);
+		goto cleanup;
+	}
+	*out = buf;
+	*out_len = len;
+	buf = NULL;
+cleanup:
+	free(buf);
+	return rc;
+}
+
+int mb_schema_load_file(json_t **out, const char *path, mb_error *err)
+{
+	struct stat st;
+	FILE *f = NULL;
+	char *text = NULL;
+	size_t len = 0;
+	int rc;
+
+	*out = NULL;
+	f = fopen(path, "rb");
+	if (!f) {
+		rc = mb_error_set(err, errno == ENOENT ? MB_ENOTFOUND : MB_EIO, path, "cannot read: %s", strerror(errno));
+		goto cleanup;
+	}
+	/* a regular file too large is refused before a byte of it is read */
+	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > (off_t)MB_SCHEMA_FILE_MAX_BYTES) {
+		rc = mb_error_set(err, MB_EINVAL, path, "refused: %lld bytes, more than the %u a JSON document may have",
+			(long long)st.st_size, MB_SCHEMA_FILE_MAX_BYTES);
+		goto cleanup;
+	}
+	rc = read_capped(&text, &len, f, path, err);
+	if (!rc)
+		rc = mb_schema_load_buffer(out, text, len, path, err);
+cleanup:
+	free(text);
+	if (f)
+		fclose(f);
+	return rc;
 }

@@ -257,6 +257,94 @@ static void test_json_layout(void)
 	json_decref(doc);
 }
 
+
+/* Never replace: an existing file is refused and left as it was, whether
+ * it was there before the write began or appeared while it ran. */
+static void test_no_replace(void)
+{
+	char path[PATH_BYTES];
+	char buf[FILE_MAX_BYTES];
+	mb_error err;
+
+	snprintf(path, sizeof(path), "%s/keep.json", root);
+	spit(path, "old\n");
+	CHECK(mb_atomic_write_ex(path, "new\n", 4, MB_ATOMIC_NO_REPLACE, &err) == MB_EIO);
+	CHECK_MSG(strcmp(err.where, path) == 0 && strstr(err.text, "already exists"), "%s: %s", err.where, err.text);
+	CHECK(slurp(path, buf, sizeof(buf)) >= 0 && strcmp(buf, "old\n") == 0);
+	CHECK(count_prefixed(root, ".keep.json.") == 0);
+	CHECK(mb_atomic_write_probe(path, MB_ATOMIC_NO_REPLACE, &err) == MB_EIO);
+	CHECK(mb_atomic_write_probe(path, 0, &err) == 0);
+	CHECK(remove(path) == 0);
+	CHECK(mb_atomic_write_ex(path, "new\n", 4, MB_ATOMIC_NO_REPLACE, &err) == 0);
+	CHECK(slurp(path, buf, sizeof(buf)) >= 0 && strcmp(buf, "new\n") == 0);
+	CHECK(remove(path) == 0);
+}
+
+/* The probe: the real temporary is made and removed, the path untouched. */
+static void test_probe(void)
+{
+	enum { at_limit = 255, over_limit = 256 };
+	char path[PATH_BYTES], name[over_limit + 1];
+	char buf[FILE_MAX_BYTES];
+	mb_error err;
+	int before = count_entries(root);
+
+	snprintf(path, sizeof(path), "%s/probe.json", root);
+	CHECK_MSG(mb_atomic_write_probe(path, MB_ATOMIC_NO_REPLACE, &err) == 0, "%s: %s", err.where, err.text);
+	CHECK(count_entries(root) == before);
+	CHECK(access(path, F_OK) != 0);
+	CHECK(mb_atomic_write_probe("-", 0, &err) == 0);
+	snprintf(path, sizeof(path), "%s/no/such/dir/r.json", root);
+	CHECK(mb_atomic_write_probe(path, 0, &err) == MB_EIO);
+	CHECK_MSG(strstr(err.text, "does not exist"), "%s", err.text);
+	snprintf(path, sizeof(path), "%s", root);
+	CHECK(mb_atomic_write_probe(path, 0, &err) == MB_EINVAL);
+
+	/* A name at the file system's limit: the temporary (".NAME.XXXXXX")
+	 * would be 8 longer, so it is cut short, and the write succeeds. */
+	memset(name, 'a', at_limit);
+	name[at_limit] = '\0';
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	CHECK_MSG(mb_atomic_write_probe(path, 0, &err) == 0, "%s", err.text);
+	CHECK_MSG(mb_atomic_write(path, "long\n", 5, &err) == 0, "%s", err.text);
+	CHECK(slurp(path, buf, sizeof(buf)) >= 0 && strcmp(buf, "long\n") == 0);
+	CHECK(remove(path) == 0);
+	CHECK(count_entries(root) == before);
+	/* one more is not a file name at all: said before anything is written */
+	memset(name, 'a', over_limit);
+	name[over_limit] = '\0';
+	snprintf(path, sizeof(path), "%s/%s", root, name);
+	CHECK(mb_atomic_write_probe(path, 0, &err) == MB_EINVAL);
+	CHECK_MSG(strstr(err.text, "longer than the 255"), "%s", err.text);
+}
+
+/* A full disk (here: the file size limit) fails the probe, so that a run
+ * never starts whose receipt cannot be written. */
+static void test_probe_full(void)
+{
+	enum { probe_limit_bytes = 1024 };
+	char path[PATH_BYTES];
+	pid_t pid;
+	int status = 0;
+
+	snprintf(path, sizeof(path), "%s/full.json", root);
+	fflush(NULL);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct rlimit lim = {probe_limit_bytes, probe_limit_bytes};
+		mb_error err;
+
+		signal(SIGXFSZ, SIG_IGN);
+		if (setrlimit(RLIMIT_FSIZE, &lim) != 0)
+			_exit(2);
+		_exit(mb_atomic_write_probe(path, 0, &err) == MB_EIO && strstr(err.text, "File too large") ? 0 : 1);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid);
+	CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+	CHECK(count_prefixed(root, ".full.json.") == 0);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -272,6 +360,9 @@ int main(void)
 	test_unwritable_parent();
 	test_stdout();
 	test_json_layout();
+	test_no_replace();
+	test_probe();
+	test_probe_full();
 	nftw(root, remove_one, NFTW_FDS, FTW_DEPTH | FTW_PHYS);
 	return mb_test_finish("test_atomic_write");
 }

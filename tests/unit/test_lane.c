@@ -123,25 +123,27 @@ static void fill(mb_lane_samples *s, double median, int n, int rounds)
 }
 
 /* The printers rank the rows by their saving: rope_qk (5%) above the
- * rmsnorm that saves nothing, in text and in markdown. */
+ * rmsnorm that saves nothing, in text, Markdown and HTML. */
 static void check_printed(json_t *lane)
 {
+	static const char *const deltas_head[] = {"saved per step", "| row |", "<th>row</th>"};
+	static const char *const fused_run[] = {"fused ", "| fused | eager |", "<td>fused</td><td>eager</td>"};
 	json_t *receipt = json_pack("{s:[O]}", "lanes", lane);
 
-	for (int md = 0; md < 2; md++) {
+	for (int fmt = MB_PRINT_TEXT; fmt <= MB_PRINT_HTML; fmt++) {
 		char *buf = NULL;
 		size_t len = 0;
 		FILE *f = open_memstream(&buf, &len);
 		const char *deltas, *rope, *norm;
 
-		mb_print_lanes(f, receipt, md);
+		mb_print_lanes(f, receipt, (mb_print_format)fmt);
 		fclose(f);
-		deltas = strstr(buf, md ? "| row |" : "saved/step");
+		deltas = strstr(buf, deltas_head[fmt]);
 		rope = deltas ? strstr(deltas, "rope_qk") : NULL;
 		norm = deltas ? strstr(deltas, "residual_rmsnorm") : NULL;
 		CHECK_MSG(rope && norm && rope < norm, "rows not ranked by saving:\n%s", buf);
 		CHECK_MSG(strstr(buf, "fused wins (SLOWER)") && strstr(buf, "+5.00%"), "no 5%% win shown:\n%s", buf);
-		CHECK_MSG(strstr(buf, md ? "| fused | eager |" : "fused "), "no fused run:\n%s", buf);
+		CHECK_MSG(strstr(buf, fused_run[fmt]), "no fused run:\n%s", buf);
 		free(buf);
 	}
 	json_decref(receipt);

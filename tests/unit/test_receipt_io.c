@@ -281,6 +281,54 @@ static void test_save_refuses_invalid(const json_t *receipt)
 	json_decref(doc);
 }
 
+
+/* mb_read_file: the one read-whole-file helper, with its cap. */
+static void test_read_file(void)
+{
+	enum { cap = 16 };
+	char path[PATH_BYTES], *text = NULL;
+	size_t len = 0;
+	mb_error err;
+	FILE *f;
+
+	in_root(path, "small.txt");
+	f = fopen(path, "wb");
+	CHECK(f != NULL);
+	if (f) {
+		fputs("0123456789abcdef", f); /* exactly the cap */
+		fclose(f);
+	}
+	CHECK(mb_read_file(&text, &len, path, cap, "a test file", &err) == 0);
+	CHECK(text && len == cap && strcmp(text, "0123456789abcdef") == 0);
+	free(text);
+	text = NULL;
+	CHECK(mb_read_file(&text, &len, path, cap - 1, "a test file", &err) == MB_EIO);
+	CHECK_MSG(strcmp(err.where, path) == 0 && strcmp(err.text, "larger than 15 bytes, the limit for a test file; "
+		"is this the right file?") == 0, "%s: %s", err.where, err.text);
+	CHECK(text == NULL);
+	/* a device has no size to trust: reading stops at the cap */
+	CHECK(mb_read_file(&text, &len, "/dev/zero", cap, "a test file", &err) == MB_EIO);
+	CHECK(text == NULL);
+	CHECK(mb_read_file(&text, &len, in_root(path, "none.json"), cap, "a test file", &err) == MB_ENOTFOUND);
+	CHECK(strstr(err.text, "No such file") != NULL);
+}
+
+/* Never replace unless asked: the receipt already there is untouched. */
+static void test_save_no_replace(const json_t *receipt)
+{
+	char path[PATH_BYTES];
+	long before_len = 0, after_len = 0;
+	mb_error err;
+
+	in_root(path, "keep.json");
+	CHECK(mb_receipt_save_ex(receipt, path, MB_ATOMIC_NO_REPLACE, &err) == 0);
+	CHECK(slurp(path, &before_len) != NULL);
+	CHECK(mb_receipt_save_ex(receipt, path, MB_ATOMIC_NO_REPLACE, &err) == MB_EIO);
+	CHECK_MSG(strstr(err.text, "already exists"), "%s", err.text);
+	CHECK(slurp(path, &after_len) != NULL && after_len == before_len);
+	CHECK(mb_receipt_save_ex(receipt, path, 0, &err) == 0);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -306,7 +354,9 @@ int main(void)
 		test_truncated();
 		test_schema_breaks(receipt);
 		test_save_refuses_invalid(receipt);
+		test_save_no_replace(receipt);
 	}
+	test_read_file();
 	json_decref(receipt);
 	json_decref(receipt_no_git);
 	nftw(root, remove_one, NFTW_FDS, FTW_DEPTH | FTW_PHYS);

@@ -9,52 +9,18 @@
  */
 #include "receipts/schema.h"
 
-#include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#define SUITE_DIR_DEFAULT "/usr/share/json-schema-test-suite/tests/draft7"
-#define EXIT_SKIP 77
-#define PATH_BYTES 4096
-
-typedef struct tally {
-	size_t passed;
-	size_t failed;
-	size_t skipped;
-} tally;
-
-static const char *const excluded_files[] = {
-	"refRemote.json", /* needs the suite's HTTP server on localhost:1234 */
-};
-
-static bool is_excluded(const char *name)
-{
-	size_t i;
-
-	for (i = 0; i < sizeof(excluded_files) / sizeof(excluded_files[0]); i++)
-		if (strcmp(name, excluded_files[i]) == 0)
-			return true;
-	return false;
-}
-
-static int json_file_filter(const struct dirent *entry)
-{
-	size_t len = strlen(entry->d_name);
-
-	return len > 5 && strcmp(entry->d_name + len - 5, ".json") == 0;
-}
-
-static int dir_filter(const struct dirent *entry)
-{
-	return entry->d_name[0] != '.';
-}
+#include "schema_suite.h"
 
 /* One group: a schema and its cases. Returns the group's tally. */
-static tally run_group(const char *file, const json_t *group, bool verbose)
+static tally run_group(void *ctx, const char *file, size_t index, const json_t *group)
 {
+	const bool verbose = *(const bool *)ctx;
 	const json_t *schema = json_object_get(group, "schema");
 	const json_t *tests = json_object_get(group, "tests");
 	const char *group_name = json_string_value(json_object_get(group, "description"));
@@ -65,6 +31,7 @@ static tally run_group(const char *file, const json_t *group, bool verbose)
 	tally t = { 0, 0, 0 };
 	bool unsupported = false;
 
+	(void)index;
 	for (i = 0; codes && i < n; i++) {
 		mb_error_clear(&err);
 		codes[i] = mb_schema_validate(schema, json_object_get(json_array_get(tests, i), "data"),
@@ -97,78 +64,23 @@ static tally run_group(const char *file, const json_t *group, bool verbose)
 	return t;
 }
 
-static void add(tally *into, tally t)
-{
-	into->passed += t.passed;
-	into->failed += t.failed;
-	into->skipped += t.skipped;
-}
-
-static tally run_file(const char *path, const char *label, bool verbose)
-{
-	json_error_t parse_error;
-	json_t *groups = json_load_file(path, 0, &parse_error);
-	tally t = { 0, 0, 0 };
-	size_t i;
-
-	if (!json_is_array(groups)) {
-		/* jansson refuses integers beyond 64 bits (optional/bignum.json) */
-		fprintf(stderr, "%s: cannot load: line %d: %s\n", label, parse_error.line, parse_error.text);
-		t.failed = 1;
-	}
-	for (i = 0; i < json_array_size(groups); i++)
-		add(&t, run_group(label, json_array_get(groups, i), verbose));
-	json_decref(groups);
-	printf("  %-36s %4zu passed, %zu failed, %zu skipped\n", label, t.passed, t.failed, t.skipped);
-	return t;
-}
-
-/* Every *.json of `dir` (and, when `recurse`, of its sub-folders), sorted. */
-static tally run_dir(const char *dir, const char *label_prefix, bool recurse, bool verbose)
-{
-	struct dirent **names = NULL;
-	char path[PATH_BYTES], label[PATH_BYTES];
-	struct stat st;
-	tally t = { 0, 0, 0 };
-	int i, n = scandir(dir, &names, recurse ? dir_filter : json_file_filter, alphasort);
-
-	for (i = 0; i < n; i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]->d_name);
-		snprintf(label, sizeof(label), "%s%s", label_prefix, names[i]->d_name);
-		if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-			if (recurse) {
-				snprintf(label, sizeof(label), "%s%s/", label_prefix, names[i]->d_name);
-				add(&t, run_dir(path, label, recurse, verbose));
-			}
-		} else if (json_file_filter(names[i]) && !is_excluded(names[i]->d_name)) {
-			add(&t, run_file(path, label, verbose));
-		}
-		free(names[i]);
-	}
-	free(names);
-	return t;
-}
-
 int main(void)
 {
-	const char *dir = getenv("MB_SCHEMA_SUITE_DIR");
-	char optional[PATH_BYTES];
+	const char *dir = schema_suite_dir();
+	char optional[SCHEMA_SUITE_PATH_BYTES];
 	struct stat st;
 	tally main_tally, extra;
+	bool verbose = true, quiet = false;
 
-	if (!dir || !*dir)
-		dir = SUITE_DIR_DEFAULT;
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		printf("conformance: %s not found (install json-schema-test-suite): skipped\n", dir);
-		return EXIT_SKIP;
-	}
+	if (!dir)
+		return SCHEMA_SUITE_SKIP;
 	printf("draft-07 suite: %s\n", dir);
-	main_tally = run_dir(dir, "", false, true);
+	main_tally = schema_suite_run_dir(dir, "", false, run_group, &verbose);
 
 	snprintf(optional, sizeof(optional), "%s/optional", dir);
 	if (stat(optional, &st) == 0 && S_ISDIR(st.st_mode)) {
 		printf("optional (informative, not counted; format is annotation only):\n");
-		extra = run_dir(optional, "optional/", true, false);
+		extra = schema_suite_run_dir(optional, "optional/", true, run_group, &quiet);
 		printf("optional: %zu passed, %zu failed, %zu skipped\n", extra.passed, extra.failed, extra.skipped);
 	}
 	printf("conformance: %zu passed, %zu failed, %zu skipped (remote refs)\n",

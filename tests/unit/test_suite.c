@@ -273,7 +273,7 @@ static void expect_plan_error(const mb_suite *suite, const mb_plan_filter *filte
 static size_t plan_count(const mb_suite *suite, const char *rows, const char *dtypes,
 	const char *modes)
 {
-	mb_plan_filter f = {rows, dtypes, NULL, modes};
+	mb_plan_filter f = {.rows = rows, .dtypes = dtypes, .modes = modes};
 	mb_plan *plan = plan_ok(suite, &f, "cpu");
 	size_t n = plan ? plan->n_cases : 0;
 
@@ -389,9 +389,8 @@ static void test_suite_filters(void)
 	mb_plan_free(plan);
 
 	f.rows = "residual_rmsnorm";
-	snprintf(want, sizeof(want), "%s: no case left after filters (backend cpu; "
-		"--rows=residual_rmsnorm; filters.rows = [\"rope_qk\"]; filters.dtypes = [\"fp16\", \"fp32\"])",
-		suite_path);
+	snprintf(want, sizeof(want), "--rows residual_rmsnorm: the suite %s runs none of these rows (check its "
+		"[rows] and filters.rows)", suite_path);
 	expect_plan_error(suite, &f, "cpu", MB_EINVAL, want);
 
 #if MB_HAVE_CUDA
@@ -409,7 +408,7 @@ static void test_suite_filters(void)
 	f.rows = "rope_qk";
 	f.dtypes = "bf16,fp16";
 	mb_error_clear(&err);
-	CHECK(mb_plan_filters_json(&rows, &dtypes, &variants, suite, &f, &err) == 0);
+	CHECK(mb_plan_filters_json_on(&rows, &dtypes, &variants, suite, &f, "cuda", &err) == 0);
 	dumped = json_dumps(rows, JSON_COMPACT);
 	CHECK_MSG(dumped && strcmp(dumped, "[\"rope_qk\"]") == 0, "%s", dumped);
 	free(dumped);
@@ -426,11 +425,20 @@ static void test_suite_filters(void)
 	f.rows = NULL;
 	f.dtypes = "bf16,fp16";
 	f.variants = "fused";
-	CHECK(suite && mb_plan_filters_json(&rows, &dtypes, &variants, suite, &f, &err) == 0);
+	CHECK(suite && mb_plan_filters_json_on(&rows, &dtypes, &variants, suite, &f, "cuda", &err) == 0);
 	dumped = json_dumps(dtypes, JSON_COMPACT);
 	CHECK_MSG(dumped && strcmp(dumped, "[\"bf16\",\"fp16\"]") == 0, "%s", dumped);
 	free(dumped);
 	CHECK(json_array_size(rows) == 0 && json_array_size(variants) == 1);
+	json_decref(rows);
+	json_decref(dtypes);
+	json_decref(variants);
+	/* on the cpu backend --variants fused did not apply: not recorded */
+	f.variants = "fused,reference";
+	CHECK(suite && mb_plan_filters_json_on(&rows, &dtypes, &variants, suite, &f, "cpu", &err) == 0);
+	dumped = json_dumps(variants, JSON_COMPACT);
+	CHECK_MSG(dumped && strcmp(dumped, "[\"reference\"]") == 0, "%s", dumped);
+	free(dumped);
 	json_decref(rows);
 	json_decref(dtypes);
 	json_decref(variants);
@@ -469,7 +477,7 @@ static void test_load_errors(void)
 	mb_error_clear(&err);
 	CHECK(mb_suite_load(&suite, "/nonexistent/megabench/s.toml", &err) == MB_EIO);
 	CHECK(strcmp(err.where, "/nonexistent/megabench/s.toml") == 0);
-	CHECK(strcmp(err.text, "cannot read: No such file or directory") == 0);
+	CHECK(strcmp(err.text, "cannot open: No such file or directory") == 0);
 	CHECK(suite == NULL);
 
 	expect_load_error("[rows.rope_qk]\nfamilies = [{ name = \"a\", axes = { T = 1, Hq = 1, Hk = 1, D = 2 } }]\n",
@@ -482,6 +490,13 @@ static void test_load_errors(void)
 	expect_load_error("[suite]\nname = \"x\"\n[rows.rope_qk]\ndtypes = [\"fp32\", \"fp32\"]\n"
 		"families = [{ name = \"a\", axes = { T = 1, Hq = 1, Hk = 1, D = 2 } }]\n",
 		MB_ESCHEMA, "rows.rope_qk.dtypes[1]: duplicate value string \"fp32\" (already given at [0])");
+	/* the first duplicate in file order, not the first of the sorted values */
+	expect_load_error("[suite]\nname = \"x\"\n[rows.rope_qk]\n"
+		"families = [{ name = \"a\", axes = { T = [9, 5, 3, 7, 3, 5, 5], Hq = 1, Hk = 1, D = 2 } }]\n",
+		MB_ESCHEMA, "rows.rope_qk.families[0].axes.T[4]: duplicate value 3 (already given at [2])");
+	expect_load_error("[suite]\nname = \"x\"\n[rows.rope_qk]\n"
+		"families = [{ name = \"a\", axes = { T = [8, 6, 8, 6], Hq = 1, Hk = 1, D = 2 } }]\n",
+		MB_ESCHEMA, "rows.rope_qk.families[0].axes.T[2]: duplicate value 8 (already given at [0])");
 	expect_load_error("[suite]\nname = \"x\"\n[rows.rope_qk]\n"
 		"families = [{ name = \"a\", axes = { T = 1, Hq = 1, Hk = 1, D = [2, 0] } }]\n",
 		MB_ESCHEMA, "rows.rope_qk.families[0].axes.D[1]: expected a positive integer, got 0");
@@ -528,6 +543,246 @@ static void test_load_errors(void)
 	test_too_many_shapes();
 }
 
+
+/* --- overrides (--set) ----------------------------------------------------- */
+
+static mb_suite *load_with(const char *text, const mb_suite_set *sets, size_t n, mb_error *err)
+{
+	mb_suite *suite = NULL;
+
+	mb_error_clear(err);
+	mb_suite_load_with(&suite, write_suite(text), sets, n, err);
+	return suite;
+}
+
+/* One --set on `text`; compare "where: text" with `want` (the suite path
+ * spelled %s, when it appears). */
+static void expect_set_error(const char *text, const char *set, const char *want_fmt)
+{
+	mb_suite_set one = {set, NULL};
+	mb_error err;
+	char got[MESSAGE_BYTES], want[MESSAGE_BYTES];
+	mb_suite *suite = load_with(text, &one, 1, &err);
+
+	mb_error_format(&err, got, sizeof(got));
+	snprintf(want, sizeof(want), want_fmt, suite_path);
+	CHECK(suite == NULL);
+	CHECK_MSG(strcmp(got, want) == 0, "\n  got:  %s\n  want: %s", got, want);
+	mb_suite_free(suite);
+}
+
+static void test_overrides(void)
+{
+	mb_suite_set sets[] = {
+		{"timing.modes=hot,graph", NULL},
+		{"axes.T=4096,8192", NULL},
+		{"rows.rope_qk.axes.D=64", NULL},
+		{"suite.seed=99", NULL},
+		{"timing.min_time_s=0.25", NULL},
+		{"rows.residual_rmsnorm.families[0].axes.H=[512]", NULL},
+		{"correctness.max_check_rows=8", NULL},
+	};
+	mb_error err;
+	mb_suite *suite = load_with(good_suite, sets, sizeof(sets) / sizeof(sets[0]), &err);
+	mb_plan *plan;
+
+	CHECK_MSG(suite != NULL, "%s: %s", err.where, err.text);
+	if (!suite)
+		return;
+	CHECK(suite->settings.n_modes == 2);
+	CHECK(suite->settings.modes[0] == MB_MODE_HOT && suite->settings.modes[1] == MB_MODE_GRAPH);
+	CHECK(suite->settings.seed == 99);
+	CHECK(suite->settings.min_time_s == 0.25);
+	CHECK(suite->settings.max_check_rows == 8);
+	plan = plan_ok(suite, NULL, "cpu");
+	/* rope_qk: T in {4096, 8192}, D = 64: 2 shapes x 3 dtypes x 2 modes;
+	 * residual_rmsnorm: T in {4096, 8192}, H = 512: 2 x 2 x 2 */
+	CHECK_MSG(plan && plan->n_cases == 12 + 8, "%zu cases", plan ? plan->n_cases : 0);
+	if (plan && plan->n_cases == 20) {
+		CHECK(strcmp(plan->cases[0].id, "rope_qk/reference/bf16/hot/gqa/T=4096,Hq=4,Hk=2,D=64") == 0);
+		CHECK(strcmp(plan->cases[19].id, "residual_rmsnorm/reference/bf16/graph/small/T=8192,H=512") == 0);
+	}
+	mb_plan_free(plan);
+	mb_suite_free(suite);
+
+	/* a single value where the suite takes an array: an array of one */
+	sets[0] = (mb_suite_set){"timing.modes=hot", NULL};
+	suite = load_with(minimal_suite, sets, 1, &err);
+	CHECK(suite && suite->settings.n_modes == 1 && suite->settings.modes[0] == MB_MODE_HOT);
+	mb_suite_free(suite);
+	/* the label names how the user wrote it */
+	sets[0] = (mb_suite_set){"timing.modes=warm", "--modes warm"};
+	suite = load_with(minimal_suite, sets, 1, &err);
+	CHECK(!suite && strstr(err.where, "(from --modes warm)"));
+	mb_suite_free(suite);
+
+	expect_set_error(minimal_suite, "timing.modes=warm",
+		"%s: timing.modes[0] (from --set timing.modes=warm): expected one of \"cold\", \"hot\", \"graph\", "
+		"got string \"warm\"");
+	expect_set_error(minimal_suite, "timing.mdoes=hot",
+		"%s: timing.mdoes (from --set timing.mdoes=hot): unknown key; expected one of: modes, max_noise, "
+		"min_samples, max_samples, min_time_s, timeout_s, warmup");
+	expect_set_error(minimal_suite, "suite.seed=-3",
+		"%s: suite.seed (from --set suite.seed=-3): expected a non-negative integer, got -3");
+	expect_set_error(minimal_suite, "rows.residual_rmsnorm.families[2].axes.T=3",
+		"%s: rows.residual_rmsnorm.families[2] (from --set rows.residual_rmsnorm.families[2].axes.T=3): "
+		"the array has 1 item");
+	expect_set_error(minimal_suite, "axes.D=64", "--set axes.D=64: no row of %s has an axis \"D\"");
+	expect_set_error(minimal_suite, "rows.rope_qk.axes.T=8",
+		"%s: rows.rope_qk (from --set rows.rope_qk.axes.T=8): the suite has no row rope_qk");
+	expect_set_error(minimal_suite, "rows.residual_rmsnorm.axes.D=8",
+		"%s: rows.residual_rmsnorm (from --set rows.residual_rmsnorm.axes.D=8): row residual_rmsnorm has no "
+		"axis \"D\"; its axes: T, H");
+	expect_set_error(good_suite, "axes.D=3",
+		"%s: rows.rope_qk.families[0].axes (from --set axes.D=3): shape T=8,Hq=4,Hk=2,D=3: D must be even for "
+		"rotate-half RoPE, got 3");
+	expect_set_error(minimal_suite, "timing.modes", "--set timing.modes: expected KEY=VALUE, e.g. "
+		"timing.modes=hot,graph or axes.T=4096");
+	expect_set_error(minimal_suite, "timing..modes=hot", "--set timing..modes=hot: expected a key of letters, "
+		"digits, _ or - at \".modes\" (KEY=VALUE, keys joined by '.', [N] for an array element)");
+	expect_set_error(minimal_suite, "timing.modes=hot,,cold",
+		"--set timing.modes=hot,,cold: empty item in the list \"hot,,cold\"");
+	{
+		/* a TOML value that does not parse: toml++'s words, after the label */
+		mb_suite_set bad = {"timing.max_noise=[0.1", NULL};
+		mb_error err2;
+		mb_suite *none = load_with(minimal_suite, &bad, 1, &err2);
+		CHECK(none == NULL && strncmp(err2.where, "--set timing.max_noise=[0.1:1:", 30) == 0);
+		mb_suite_free(none);
+	}
+}
+
+/* --- selection: regexes, why a filter leaves nothing, recorded variants ---- */
+
+static void expect_match_error(const mb_suite *suite, const mb_plan_match *m, const char *want)
+{
+	mb_plan *plan = NULL;
+	mb_error err;
+	char got[MESSAGE_BYTES];
+
+	mb_error_clear(&err);
+	CHECK(mb_plan_build_ex(&plan, suite, NULL, m, "cpu", &err) == MB_EINVAL);
+	mb_error_format(&err, got, sizeof(got));
+	CHECK(plan == NULL);
+	CHECK_MSG(strcmp(got, want) == 0, "\n  got:  %s\n  want: %s", got, want);
+	mb_plan_free(plan);
+}
+
+static void test_selection(void)
+{
+	mb_suite *suite = load_ok(good_suite);
+	mb_plan_filter f = {0};
+	mb_plan_match m = {0};
+	mb_plan *plan = NULL;
+	mb_error err;
+	char want[MESSAGE_BYTES], ignored[MESSAGE_BYTES];
+
+	if (!suite)
+		return;
+	mb_error_clear(&err);
+	m.filter = "^rope_qk/.*/(bf16|fp32)/cold/";
+	CHECK(mb_plan_build_ex(&plan, suite, NULL, &m, "cpu", &err) == 0);
+	CHECK_MSG(plan && plan->n_cases == 4, "%zu cases", plan ? plan->n_cases : 0);
+	mb_plan_free(plan);
+	plan = NULL;
+	m.exclude = "D=32";
+	CHECK(mb_plan_build_ex(&plan, suite, NULL, &m, "cpu", &err) == 0);
+	CHECK(plan && plan->n_cases == 2);
+	for (size_t i = 0; plan && i < plan->n_cases; i++)
+		CHECK(strstr(plan->cases[i].id, "D=16") != NULL);
+	mb_plan_free(plan);
+
+	m = (mb_plan_match){.filter = "("};
+	expect_match_error(suite, &m, "--filter: invalid regular expression \"(\": Unmatched ( or \\(");
+	m = (mb_plan_match){.filter = "nothing-like-this"};
+	expect_match_error(suite, &m, "--filter nothing-like-this: matches none of the 28 case ids left by the suite "
+		"and the other filters (such as rope_qk/reference/bf16/cold/gqa/T=8,Hq=4,Hk=2,D=16; --list prints them "
+		"all)");
+	m = (mb_plan_match){.exclude = "/"};
+	expect_match_error(suite, &m, "--exclude /: removes every one of the 28 cases left by the suite and the "
+		"other filters");
+	/* --variants fused on the cpu backend says why, instead of running
+	 * the reference and recording "fused" */
+	f = (mb_plan_filter){.variants = "fused"};
+	expect_plan_error(suite, &f, "cpu", MB_EINVAL, "--variants fused: the cpu backend runs only the reference "
+		"variant (the fp32 C reference); fused, fallback and vendor variants need --backend cuda");
+	mb_plan_ignored_variants(ignored, sizeof(ignored), suite, &f, "cpu");
+	CHECK_MSG(strcmp(ignored, "fused") == 0, "%s", ignored);
+	f = (mb_plan_filter){.variants = "reference"};
+	plan = plan_ok(suite, &f, "cpu");
+	CHECK(plan && plan->n_cases == 28);
+	mb_plan_free(plan);
+	/* --dtypes the rows do not list: which they do, and how to run it */
+	f = (mb_plan_filter){.rows = "residual_rmsnorm", .dtypes = "fp16"};
+	snprintf(want, sizeof(want), "--dtypes fp16: the selected rows list only fp32, bf16 (rows.NAME.dtypes in %s; "
+		"--set rows.NAME.dtypes=fp16 runs it anyway)", suite_path);
+	expect_plan_error(suite, &f, "cpu", MB_EINVAL, want);
+	/* "any" plans every variant, built in or not: what validate counts */
+	plan = plan_ok(suite, NULL, "any");
+	CHECK_MSG(plan && plan->n_cases == 3 * 28, "%zu cases", plan ? plan->n_cases : 0);
+	mb_plan_free(plan);
+	mb_suite_free(suite);
+}
+
+/* A suite of more than MB_PLAN_MAX_CASES cases is refused by planning,
+ * before it takes the memory of a million cases. */
+static void test_plan_limit(void)
+{
+	enum { t_values = 300, h_values = 200 };
+	char *text = malloc(65536);
+	size_t used;
+	mb_suite *suite;
+	mb_plan *plan = NULL;
+	mb_error err;
+	char want[MESSAGE_BYTES], got[MESSAGE_BYTES];
+
+	if (!text)
+		return;
+	used = (size_t)sprintf(text, "[suite]\nname = \"big\"\n[timing]\nmodes = [\"cold\", \"hot\", \"graph\"]\n"
+		"[rows.residual_rmsnorm]\n");
+	for (int fam = 0; fam < 2; fam++) {
+		used += (size_t)sprintf(text + used, "[[rows.residual_rmsnorm.families]]\nname = \"f%d\"\naxes.T = [", fam);
+		for (int i = 1; i <= t_values; i++)
+			used += (size_t)sprintf(text + used, "%s%d", i > 1 ? "," : "", i + fam * t_values);
+		used += (size_t)sprintf(text + used, "]\naxes.H = [");
+		for (int i = 1; i <= h_values; i++)
+			used += (size_t)sprintf(text + used, "%s%d", i > 1 ? "," : "", 8 * i);
+		used += (size_t)sprintf(text + used, "]\n");
+	}
+	suite = load_ok(text);
+	mb_error_clear(&err);
+	CHECK(suite && mb_plan_build(&plan, suite, NULL, "cpu", &err) == MB_EINVAL);
+	mb_error_format(&err, got, sizeof(got));
+	snprintf(want, sizeof(want), "%s: the suite expands into more than %d cases", suite_path, MB_PLAN_MAX_CASES);
+	CHECK_MSG(strcmp(got, want) == 0, "\n  got:  %s\n  want: %s", got, want);
+	CHECK(plan == NULL);
+	mb_suite_free(suite);
+	free(text);
+}
+
+/* /dev/zero is not read until memory runs out. */
+static void test_size_cap(void)
+{
+	mb_suite *suite = NULL;
+	mb_error err;
+	char want[MESSAGE_BYTES];
+
+	mb_error_clear(&err);
+	CHECK(mb_suite_load(&suite, "/dev/zero", &err) == MB_EIO);
+	snprintf(want, sizeof(want), "larger than %zu bytes, the limit for a suite; is this the right file?",
+		MB_SUITE_MAX_BYTES);
+	CHECK_MSG(strcmp(err.where, "/dev/zero") == 0 && strcmp(err.text, want) == 0, "%s: %s", err.where, err.text);
+	CHECK(suite == NULL);
+	/* a name that would not fit the receipt's file name */
+	{
+		enum { long_name = 300 };
+		char text[1024];
+		snprintf(text, sizeof(text), "[suite]\nname = \"%0*d\"\n[rows.residual_rmsnorm]\n"
+			"families = [{ name = \"one\", axes = { T = 1, H = 8 } }]\n", long_name, 0);
+		expect_load_error(text, MB_ESCHEMA, "suite.name: expected at most 128 characters, got 300");
+	}
+}
+
 int main(void)
 {
 	snprintf(tmp_dir, sizeof(tmp_dir), "/tmp/mb_test_suite.XXXXXX");
@@ -545,6 +800,10 @@ int main(void)
 	test_plan_filters();
 	test_suite_filters();
 	test_load_errors();
+	test_overrides();
+	test_selection();
+	test_plan_limit();
+	test_size_cap();
 
 	unlink(suite_path);
 	rmdir(tmp_dir);

@@ -266,6 +266,7 @@ void mb_console_print_table(FILE *out, const json_t *receipt)
 				mb_print_terminal_safe(kind, sizeof(kind), json_string_value(json_object_get(f, "kind"))),
 				mb_print_terminal_safe(message, sizeof(message), json_string_value(json_object_get(f, "message"))));
 	}
+	mb_print_lanes(out, receipt, MB_PRINT_TEXT);
 	if (json_is_object(good))
 		fprintf(out, "goodput: %.1f%% of %.2f s wall time was timed kernel work\n",
 			100 * num(good, "goodput_fraction"), num(good, "wall_ns") / NS_PER_S);

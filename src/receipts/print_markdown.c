@@ -270,6 +270,7 @@ static int md_verdicts(FILE *out, const mb_verdict_set *set, const json_t *recei
 		fputs(" | ", out);
 		verdict_cells(out, &set->rows[i]);
 	}
+	mb_print_lanes(out, receipt, MB_PRINT_MARKDOWN);
 	policy_note(out, policy);
 	return 0;
 }

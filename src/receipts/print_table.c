@@ -194,6 +194,7 @@ static int table_verdicts(FILE *out, const mb_verdict_set *set, const json_t *re
 			goto cleanup;
 	}
 	table_print(out, &t);
+	mb_print_lanes(out, receipt, MB_PRINT_TEXT);
 cleanup:
 	if (rc)
 		mb_error_set(err, MB_ENOMEM, "table", "no memory");

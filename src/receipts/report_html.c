@@ -1508,7 +1508,7 @@ static void css(FILE *out)
 		".wrap{overflow-x:auto}\n"
 		"table{border-collapse:collapse;font-size:13px;margin:8px 0;width:100%}\n"
 		"th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word}\n"
-		"th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}\n"
+		"th{background:#f6f8fa}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\n"
 		"table.cases{font-size:12px}table.cases td.num{white-space:nowrap}\n"
 		".keep{background:#dafbe1}.conditional{background:#fff8c5}.drop{background:#ffebe9}"
 		".ambiguous{background:#eaeef2}.nee{color:#57606a}\n"
@@ -1608,6 +1608,12 @@ static int group_section(FILE *out, const group *g, size_t index)
 		fputs("<p class=\"meta\">Each row from the newest receipt that has it (the last column names it).</p>\n",
 			out);
 	verdict_table(out, g);
+	if (g->sets[g->n - 1].lanes_present) {
+		fputs("<h3>Lanes: training-step slices</h3>\n<p class=\"meta\">Step time and goodput (busy / step) "
+			"per configuration and mode, then the rows ranked by what their fused kernel saves per step "
+			"(the step with that row on its fallback, every other row fused).</p>\n", out);
+		mb_print_lanes(out, g->revs[g->n - 1], MB_PRINT_HTML);
+	}
 	fprintf(out, "<h3 id=\"time-g%zu\">Time per call by shape</h3>\n", index + 1);
 	fputs("<p class=\"meta\">Median per-call time of every case on a log axis; "
 		"the bar spans the 10th to 90th percentile of its samples. The right column is the verdict's speedup "

@@ -2435,7 +2435,9 @@ static int read_count(size_t *out, bool *present, validator *v, const json_t *va
 		return 0;
 	if (!is_integral(value) || number_of(value) < 0)
 		return schema_fail(v, MB_EINVAL, keyword, "expected a non-negative integer, got %s", type_name(value));
-	*out = (size_t)number_of(value);
+	/* beyond size_t, no string, array or object can reach the count: as
+	 * good as infinite (a cast would be undefined) */
+	*out = number_of(value) >= (double)SIZE_MAX ? SIZE_MAX : (size_t)number_of(value);
 	return 0;
 }
 

@@ -406,6 +406,11 @@ static void test_any_document(void)
 		{ "{\"maxLength\":2}", "\"abc\"", MB_ESCHEMA },
 		{ "{\"const\":false}", "false", 0 },
 		{ "{\"type\":\"null\"}", "  null  ", 0 },
+		/* counts beyond size_t are as good as infinite (found by fuzz_schema:
+		 * casting them was undefined, and could make a minimum of 0) */
+		{ "{\"maxLength\":1e124}", "\"abc\"", 0 },
+		{ "{\"minLength\":1e30}", "\"abc\"", MB_ESCHEMA },
+		{ "{\"minItems\":18446744073709551616.0}", "[1]", MB_ESCHEMA },
 	};
 	json_t *schema = NULL, *inst = NULL;
 	mb_error err;

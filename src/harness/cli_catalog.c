@@ -56,16 +56,21 @@ static json_t *row_json(const mb_row *row)
 			"description", v->description, "available", variant_available(v), "dtypes", dtypes,
 			"launches_per_call", v->launches_per_call, "kernels", kernels));
 	}
-	return json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o}", "name", row->name, "block", block,
+	json_t *out = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o}", "name", row->name, "block", block,
 		"status", mb_row_status_name(row->status), "summary", row->summary, "axes", axes,
 		"reference", row->reference_name, "tolerances", tols, "variants", variants, "sources", sources);
+
+	if (out && row->condition)
+		json_object_set_new(out, "condition", json_string(row->condition));
+	return out;
 }
 
 static void print_table(const mb_row *const *rows, size_t n)
 {
 	for (size_t r = 0; r < n; r++) {
 		const mb_row *row = rows[r];
-		printf("%s  [%c] %s\n  %s\n  axes:", row->name, row->block, mb_row_status_name(row->status), row->summary);
+		printf("%s  [%c] %s%s%s%s\n  %s\n  axes:", row->name, row->block, mb_row_status_name(row->status),
+			row->condition ? " (" : "", row->condition ? row->condition : "", row->condition ? ")" : "", row->summary);
 		for (int i = 0; i < row->n_axes; i++)
 			printf(" %s", row->axes[i]);
 		printf("\n  variants:");

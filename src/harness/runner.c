@@ -595,6 +595,24 @@ static json_t *summary_json(const json_t *cases)
 	return s;
 }
 
+/* Each row's status as built (the promotion a reviewed change made), so
+ * that the gate can hold the claim against the receipt's own evidence. */
+static json_t *catalog_json(void)
+{
+	json_t *c = json_object();
+	size_t n;
+	const mb_row *const *rows = mb_catalog_rows_all(&n);
+
+	for (size_t i = 0; i < n; i++) {
+		json_t *row = json_pack("{s:s}", "status", mb_row_status_name(rows[i]->status));
+
+		if (rows[i]->condition)
+			json_object_set_new(row, "condition", json_string(rows[i]->condition));
+		json_object_set_new(c, rows[i]->name, row);
+	}
+	return c;
+}
+
 static json_t *suite_json(const mb_suite *suite)
 {
 	json_t *s = json_pack("{s:s, s:s, s:s}", "path", suite->path, "name", suite->name, "blob_id", suite->blob_id);
@@ -695,6 +713,7 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	host = NULL;
 	json_object_set(r, "device", st.device);
 	json_object_set_new(r, "suite", suite_json(o->suite));
+	json_object_set_new(r, "catalog", catalog_json());
 	json_object_set_new(r, "settings", settings);
 	settings = NULL;
 	json_object_set(r, "ceilings", st.ceilings);

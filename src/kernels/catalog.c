@@ -92,6 +92,18 @@ const char *mb_row_status_name(mb_row_status status)
 	return (unsigned)status < COUNT(names) ? names[status] : "?";
 }
 
+int mb_row_status_check(const mb_row *row, char *why, size_t why_len)
+{
+	bool conditional = row->status == MB_ROW_CONDITIONAL;
+	bool named = row->condition && *row->condition;
+
+	if (conditional == named)
+		return 0;
+	snprintf(why, why_len, "%s: status %s %s", row->name, mb_row_status_name(row->status),
+		conditional ? "needs a named condition (.condition)" : "takes no condition (only conditional does)");
+	return -1;
+}
+
 const char *mb_variant_kind_name(mb_variant_kind kind)
 {
 	static const char *const names[] = {"fused", "fallback", "vendor", "reference"};

@@ -121,7 +121,15 @@ typedef struct mb_row {
 	const char *name;
 	char block;                 /* 'A' attention, 'M' state space, 'E' expert,
 	                               'R' recurrent, 'X' cross-cutting */
+	/* The promotion: a reviewed change of this line (README, the nightly
+	 * gate). `megabench gate` fails when the head receipt's evidence on its
+	 * device does not support it (receipts/promotion.h). */
 	mb_row_status status;
+	/* MB_ROW_CONDITIONAL only: the condition the row wins under, in the
+	 * verdict's words ("wins at T >= 32768", "wins in isolated cases, not
+	 * in every lane step"); the gate checks the verdict names the same.
+	 * NULL for every other status. */
+	const char *condition;
 	const char *summary;
 	int n_axes;
 	const char *axes[MB_MAX_AXES];
@@ -169,6 +177,9 @@ const mb_variant *mb_row_find_variant(const mb_row *row, const char *name);
 int mb_row_axis_index(const mb_row *row, const char *axis);
 
 const char *mb_row_status_name(mb_row_status status);
+/* Whether the row's status and condition agree: a conditional row names a
+ * condition, no other row does. 0, or -1 with `why` set. */
+int mb_row_status_check(const mb_row *row, char *why, size_t why_len);
 const char *mb_variant_kind_name(mb_variant_kind kind);
 /* "rope_qk, residual_rmsnorm" for messages naming the known rows. */
 void mb_catalog_names(char *buf, size_t len);

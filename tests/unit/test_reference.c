@@ -90,6 +90,22 @@ static void catalog_rules(void)
 		CHECK(mb_row_find_variant(r, "fused") && mb_row_find_variant(r, "fallback")
 			&& mb_row_find_variant(r, "reference"));
 	}
+	/* a status is a reviewed claim: conditional names its condition,
+	 * nothing else has one */
+	mb_catalog_rows_all(&n);
+	for (size_t i = 0; i < n; i++) {
+		const mb_row *r = mb_catalog_rows_all(&n)[i];
+		CHECK_MSG(mb_row_status_check(r, why, sizeof(why)) == 0, "%s", why);
+	}
+	{
+		mb_row bad = *rope;
+		bad.status = MB_ROW_CONDITIONAL;
+		bad.condition = NULL;
+		CHECK(mb_row_status_check(&bad, why, sizeof(why)) == -1 && strstr(why, "needs a named condition"));
+		bad.status = MB_ROW_KEEP;
+		bad.condition = "wins at T >= 32768";
+		CHECK(mb_row_status_check(&bad, why, sizeof(why)) == -1 && strstr(why, "takes no condition"));
+	}
 }
 
 int main(void)

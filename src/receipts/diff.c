@@ -610,6 +610,22 @@ static int diff_cases(mb_diff *d, const diff_index *ix, mb_error *err)
 	return missing_fallbacks(d, ix, err);
 }
 
+/* Each head status against the head's own evidence: a claim it does not
+ * support is a finding; a demotion never is. */
+static int promotions(mb_diff *d, mb_error *err)
+{
+	int rc = mb_promotion_check(&d->promotions, &d->n_promotions, d->base, d->head, &d->head_verdicts,
+		&d->base_verdicts, err);
+
+	for (size_t i = 0; !rc && i < d->n_promotions; i++) {
+		const mb_promotion *p = &d->promotions[i];
+
+		if (p->claims && !p->supported && !p->demotion)
+			rc = add_finding(d, MB_FINDING_UNSUPPORTED_PROMOTION, p->row, err, "%s", p->message);
+	}
+	return rc;
+}
+
 int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_name,
 	const char *head_name, const mb_policy *policy, bool force, mb_error *err)
 {
@@ -643,6 +659,7 @@ int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_
 		mb_error_prefix(err, head_name);
 		goto cleanup;
 	}
+	rc = promotions(out, err);
 cleanup:
 	diff_index_free(&ix);
 	return rc;
@@ -682,6 +699,8 @@ int mb_diff_gate_exit(const mb_diff *d)
 			return MB_GATE_DRIFT;
 	if (count_failing(d, MB_FINDING_REGRESSION))
 		return MB_GATE_REGRESSION;
+	if (count_failing(d, MB_FINDING_UNSUPPORTED_PROMOTION))
+		return MB_GATE_PROMOTION;
 	for (size_t k = 0; k < N_KINDS(inconclusive_kinds); k++)
 		if (count_failing(d, inconclusive_kinds[k]))
 			return MB_GATE_INCONCLUSIVE;
@@ -718,7 +737,7 @@ static void list_failing(char *buf, size_t len, const mb_diff *d, const mb_findi
 void mb_diff_gate_reason(const mb_diff *d, char *buf, size_t len)
 {
 	char list[MB_DIFF_TEXT_MAX] = "";
-	size_t n, tail = 0;
+	size_t n, tail = 0, n_listed = 0;
 
 	buf[0] = '\0';
 	switch (mb_diff_gate_exit(d)) {
@@ -742,6 +761,12 @@ void mb_diff_gate_reason(const mb_diff *d, char *buf, size_t len)
 		mb_text_appendf(buf, len, "regression: %zu case%s slower", n, n == 1 ? "" : "s");
 		if (tail)
 			mb_text_appendf(buf, len, " (%zu in the tail only)", tail);
+		break;
+	case MB_GATE_PROMOTION:
+		mb_text_appendf(buf, len, "unsupported promotion:");
+		for (size_t i = 0; i < d->n_findings; i++)
+			if (d->findings[i].kind == MB_FINDING_UNSUPPORTED_PROMOTION && d->findings[i].fails)
+				mb_text_appendf(buf, len, "%s %s", n_listed++ ? "," : "", d->findings[i].subject);
 		break;
 	default:
 		if (d->inconsistent)
@@ -822,5 +847,6 @@ void mb_diff_free(mb_diff *d)
 	free(d->findings);
 	mb_verdict_set_free(&d->base_verdicts);
 	mb_verdict_set_free(&d->head_verdicts);
+	free(d->promotions);
 	memset(d, 0, sizeof(*d));
 }

@@ -27,6 +27,7 @@
 #include "receipts/error.h"
 #include "receipts/compare.h"
 #include "receipts/policy.h"
+#include "receipts/promotion.h"
 #include "receipts/verdict.h"
 
 #define MB_DIFF_TEXT_MAX 1024
@@ -37,6 +38,7 @@ enum {
 	MB_GATE_REGRESSION = 1,
 	MB_GATE_DRIFT = 2,        /* wrong answers, tolerance / launch / kernel / field / status drift, missing cases */
 	MB_GATE_INCONCLUSIVE = 3, /* incomparable, inconsistent, unreadable or ambiguous input, machine changed */
+	MB_GATE_PROMOTION = 4,    /* a head status (keep, conditional) its own evidence does not support */
 	MB_GATE_USAGE = 64
 };
 
@@ -73,6 +75,9 @@ typedef struct mb_diff {
 	mb_finding *findings;
 	size_t n_findings, cap_findings;
 	mb_verdict_set base_verdicts, head_verdicts;
+	/* rows whose head status claims keep or conditional, or changed */
+	mb_promotion *promotions;
+	size_t n_promotions;
 	size_t n_same, n_faster, n_slower, n_ambiguous, n_wrong;
 	size_t n_still_wrong;     /* wrong on both sides (not in n_wrong) */
 	size_t n_machine_changed; /* identical code beyond the loose bound (not in n_slower, n_faster) */
@@ -95,8 +100,8 @@ bool mb_diff_receipt_consistent(const json_t *receipt, const char *name, char *r
 bool mb_diff_refused(const mb_diff *diff);
 
 /* The gate's exit code: 3 refused; else 2 on a failing drift finding; else 1
- * on a failing regression; else 3 on a failing ambiguous or machine_changed
- * finding; else 0. */
+ * on a failing regression; else 4 on a failing unsupported_promotion;
+ * else 3 on a failing ambiguous or machine_changed finding; else 0. */
 int mb_diff_gate_exit(const mb_diff *diff);
 
 /* Why the gate gives its exit code, as one line: "pass", "regression: 1

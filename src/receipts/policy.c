@@ -31,6 +31,7 @@ static const char *const finding_names[MB_FINDING_KIND_COUNT] = {
 	[MB_FINDING_STATUS_CHANGE] = "status_change",
 	[MB_FINDING_MACHINE_CHANGED] = "machine_changed",
 	[MB_FINDING_AMBIGUOUS_FASTER] = "ambiguous_faster",
+	[MB_FINDING_UNSUPPORTED_PROMOTION] = "unsupported_promotion",
 };
 
 /* A new case is information, not a failure: adding shapes must not break CI.

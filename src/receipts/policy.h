@@ -44,6 +44,7 @@ typedef enum mb_finding_kind {
 	MB_FINDING_STATUS_CHANGE,    /* status ok in base, skipped in head */
 	MB_FINDING_MACHINE_CHANGED,  /* identical code, yet the time moved beyond the loose bound */
 	MB_FINDING_AMBIGUOUS_FASTER, /* ambiguous, but the estimate is a speed-up */
+	MB_FINDING_UNSUPPORTED_PROMOTION, /* a head status the head's evidence does not show (promotion.h) */
 	MB_FINDING_KIND_COUNT
 } mb_finding_kind;
 

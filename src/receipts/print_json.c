@@ -136,6 +136,22 @@ static int dump(FILE *out, json_t *doc, mb_error *err)
 	return rc;
 }
 
+/* Each status check of the head (promotion.h). */
+static json_t *promotions_json(const mb_diff *d)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; i < d->n_promotions; i++) {
+		const mb_promotion *p = &d->promotions[i];
+
+		json_array_append_new(a, json_pack("{s:s, s:s, s:s, s:s, s:b, s:b, s:s}", "row", p->row,
+			"base_status", p->base_status[0] ? p->base_status : "unknown", "head_status", p->head_status,
+			"condition", p->condition, "supported", p->supported, "demotion", p->demotion,
+			"message", p->message));
+	}
+	return a;
+}
+
 static int json_diff(FILE *out, const mb_diff *d, mb_error *err)
 {
 	char headline[MB_DIFF_TEXT_MAX], gate[MB_DIFF_TEXT_MAX];
@@ -189,6 +205,7 @@ static int json_diff(FILE *out, const mb_diff *d, mb_error *err)
 	json_object_set_new(doc, "cases", cases);
 	json_object_set_new(doc, "findings", findings);
 	json_object_set_new(doc, "rows", rows);
+	json_object_set_new(doc, "promotions", promotions_json(d));
 	return dump(out, doc, err);
 }
 

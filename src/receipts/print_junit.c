@@ -21,7 +21,10 @@
  * case's row (row-level findings such as a missing fallback). */
 static bool belongs(const mb_finding *f, const char *id, const char *row)
 {
-	return f->fails && (!strcmp(f->subject, id) || (row && !strcmp(f->subject, row)));
+	/* a status claim is the row's own testcase (promotion_cases), not
+	 * its cases': a promoted row may have none */
+	return f->fails && f->kind != MB_FINDING_UNSUPPORTED_PROMOTION
+		&& (!strcmp(f->subject, id) || (row && !strcmp(f->subject, row)));
 }
 
 static size_t failures_for(const mb_diff *d, const char *id, const char *row)
@@ -81,6 +84,37 @@ static void property(FILE *out, const char *name, const char *value)
 	fputs("\"/>\n", out);
 }
 
+/* A status check fails unless the head's evidence supports the claim; a
+ * demotion never fails. */
+static bool promotion_passes(const mb_promotion *p)
+{
+	return p->supported || p->demotion;
+}
+
+/* One testcase per status check (classname the row, name "status ROW"),
+ * failed with its own type, unsupported_promotion. */
+static void promotion_cases(FILE *out, const mb_diff *d)
+{
+	for (size_t i = 0; i < d->n_promotions; i++) {
+		const mb_promotion *p = &d->promotions[i];
+
+		fputs("    <testcase classname=\"", out);
+		mb_print_xml_escaped(out, p->row);
+		fputs("\" name=\"status ", out);
+		mb_print_xml_escaped(out, p->row);
+		fputs("\" time=\"0\">\n", out);
+		if (!promotion_passes(p)) {
+			fprintf(out, "      <failure type=\"%s\" message=\"",
+				mb_finding_kind_name(MB_FINDING_UNSUPPORTED_PROMOTION));
+			mb_print_xml_escaped(out, p->message);
+			fputs("\">", out);
+			mb_print_xml_escaped(out, p->message);
+			fputs("</failure>\n", out);
+		}
+		fputs("    </testcase>\n", out);
+	}
+}
+
 typedef struct junit_counts {
 	size_t tests, failures, skipped;
 	double seconds;
@@ -110,6 +144,10 @@ static void count_cases(junit_counts *c, const mb_diff *d, bool refused)
 			c->failures++;
 		else if (skip_reason(cd))
 			c->skipped++;
+	}
+	for (size_t i = 0; i < d->n_promotions; i++) {
+		c->tests++;
+		c->failures += !promotion_passes(&d->promotions[i]);
 	}
 }
 
@@ -197,6 +235,7 @@ int mb_print_junit(FILE *out, const mb_diff *d, mb_error *err)
 		refused_cases(out, d);
 	else
 		compared_cases(out, d);
+	promotion_cases(out, d);
 	fputs("    <system-out>", out);
 	mb_print_xml_escaped(out, headline);
 	fputs("; gate: ", out);

@@ -161,6 +161,35 @@ static void rows_section(FILE *out, const mb_diff *d)
 	json_decref(base_rows);
 }
 
+/* The head's status claims against its own evidence; nothing when no row
+ * claims keep or conditional and none changed status. */
+static void promotions_section(FILE *out, const mb_diff *d)
+{
+	if (!d->n_promotions)
+		return;
+	fputs("\n### Catalog status against the head's evidence\n\n| row | base status | head status | check |\n"
+		"|---|---|---|---|\n", out);
+	for (size_t i = 0; i < d->n_promotions; i++) {
+		const mb_promotion *p = &d->promotions[i];
+
+		fputs("| ", out);
+		mb_print_md_cell(out, p->row);
+		fputs(" | ", out);
+		mb_print_md_cell(out, p->base_status[0] ? p->base_status : "unknown");
+		fputs(" | ", out);
+		mb_print_md_cell(out, p->head_status);
+		if (p->condition[0]) {
+			fputs(" (", out);
+			mb_print_md_cell(out, p->condition);
+			fputs(")", out);
+		}
+		fprintf(out, " | %s: ", p->demotion ? "demotion" : !p->claims ? "no claim" : p->supported ? "supported"
+			: "**unsupported**");
+		mb_print_md_cell(out, p->message);
+		fputs(" |\n", out);
+	}
+}
+
 static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
 {
 	char headline[MB_DIFF_TEXT_MAX], gate[MB_DIFF_TEXT_MAX];
@@ -241,6 +270,7 @@ static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
 		fprintf(out, "%s\n", f->fails ? " (fails the gate)" : "");
 	}
 	rows_section(out, d);
+	promotions_section(out, d);
 	policy_note(out, d->policy);
 	free(order);
 	return 0;

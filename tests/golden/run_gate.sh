@@ -8,17 +8,21 @@
 # `megabench noise-floor aa/*.json` writes (--bless rewrites it), every
 # pair of aa/ receipts must pass the gate with it, base/head must give
 # expected_exit_default without it, and noise-floor must refuse an aa/
-# receipt together with one of another revision.
+# receipt together with one of another revision. An optional args file
+# holds further options for both diff and gate, one a line (--force).
+# Usage: run_gate.sh [--bless] [FOLDER] (default tests/golden/gate; the
+# promotion scenarios live in tests/golden/promotion).
 set -u
 src="${MB_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd)}"
 mb="${MEGABENCH:?MEGABENCH must name the megabench binary}"
 bless=0
-[ "${1:-}" = "--bless" ] && bless=1
+[ "${1:-}" = "--bless" ] && bless=1 && shift
+cases="${1:-$src/tests/golden/gate}"
 tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 failed=0
 count=0
-for dir in "$src"/tests/golden/gate/*/; do
+for dir in "$cases"/*/; do
 	name=$(basename "$dir")
 	count=$((count + 1))
 	if [ -d "$dir/aa" ]; then
@@ -58,6 +62,11 @@ for dir in "$src"/tests/golden/gate/*/; do
 	fi
 	set --
 	[ -f "$dir/policy.toml" ] && set -- --policy policy.toml
+	if [ -f "$dir/args" ]; then
+		while IFS= read -r arg; do
+			[ -n "$arg" ] && set -- "$@" "$arg"
+		done <"$dir/args"
+	fi
 	# run inside the folder so that file names in the output are stable
 	(cd "$dir" && "$mb" diff --format markdown "$@" base.json head.json) >"$tmp/$name.md" 2>"$tmp/$name.err"
 	diff_rc=$?
@@ -92,6 +101,9 @@ for dir in "$src"/tests/golden/gate/*/; do
 	elif [ "$want" != 0 ] && ! grep -q '<failure' "$tmp/$name.xml"; then
 		echo "FAIL $name: gate failed ($want) but the JUnit XML has no <failure>"
 		failed=$((failed + 1))
+	elif [ "$want" = 4 ] && ! grep -q '<failure type="unsupported_promotion"' "$tmp/$name.xml"; then
+		echo "FAIL $name: unsupported promotion (4) without its own JUnit failure type"
+		failed=$((failed + 1))
 	elif [ "$want" = 0 ] && grep -q '<failure' "$tmp/$name.xml"; then
 		echo "FAIL $name: gate passed but the JUnit XML has a <failure>"
 		failed=$((failed + 1))
@@ -99,7 +111,7 @@ for dir in "$src"/tests/golden/gate/*/; do
 	[ "$failed" = 0 ] && echo "ok   $name (gate exit $gate_rc)"
 done
 if [ "$count" = 0 ]; then
-	echo "no golden scenarios found under $src/tests/golden/gate"
+	echo "no golden scenarios found under $cases"
 	exit 1
 fi
 echo "$count scenarios, $failed failures"

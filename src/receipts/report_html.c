@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "receipts/printer.h"
+#include "receipts/receipt_group.h"
 #include "receipts/text.h"
 
 /* ---- geometry (SVG user units; the SVG scales to its card) ---- */
@@ -218,26 +219,6 @@ static enum style kind_style(const char *kind)
 
 /* ---- receipts in order, and their groups ---- */
 
-/* Oldest commit first, then the earlier run. */
-static bool later(const json_t *a, const json_t *b)
-{
-	if (commit_time(a) != commit_time(b))
-		return commit_time(a) > commit_time(b);
-	return strcmp(mb_text_get(a, "started_at"), mb_text_get(b, "started_at")) > 0;
-}
-
-static void order_receipts(size_t *idx, json_t *const *receipts, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		idx[i] = i;
-	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && later(receipts[idx[j - 1]], receipts[idx[j]]); j--) {
-			size_t t = idx[j];
-			idx[j] = idx[j - 1];
-			idx[j - 1] = t;
-		}
-}
-
 /* A row as the group shows it: its verdict from the newest receipt that
  * has the row (a small receipt newer than a full one must not hide the
  * rows it did not run). */
@@ -248,6 +229,7 @@ typedef struct group_row {
 
 /* Receipts that can be compared: one device model, backend and suite. */
 typedef struct group {
+	/* borrowed from the report's mb_receipt_groups */
 	const json_t *first;   /* its key: device, backend and suite of this receipt */
 	json_t **revs;         /* oldest first */
 	const char **names;
@@ -264,26 +246,19 @@ typedef struct group {
 	char notes[MB_DIFF_TEXT_MAX]; /* pairs of revisions that could not be compared */
 } group;
 
-static bool same_group(const json_t *a, const json_t *b)
-{
-	return !strcmp(device_name(a), device_name(b)) && !strcmp(mb_text_get(a, "backend"), mb_text_get(b, "backend"))
-		&& !strcmp(suite_name(a), suite_name(b));
-}
-
 typedef struct report {
 	json_t *const *receipts;
 	const char *const *names;
 	size_t n;
-	size_t *order;
+	mb_receipt_groups rg;  /* the grouping and order (receipt_group.h) */
+	size_t *order;         /* borrowed from rg */
 	group *groups;
 	size_t n_groups;
-	int *group_of;         /* per receipt (input index) */
+	int *group_of;         /* per receipt (input index), borrowed from rg */
 } report;
 
 static void group_free(group *g)
 {
-	free(g->revs);
-	free(g->names);
 	for (size_t i = 0; i < g->n_sets; i++)
 		mb_verdict_set_free(&g->sets[i]);
 	free(g->sets);
@@ -298,8 +273,7 @@ static void report_free(report *r)
 	for (size_t i = 0; r->groups && i < r->n_groups; i++)
 		group_free(&r->groups[i]);
 	free(r->groups);
-	free(r->order);
-	free(r->group_of);
+	mb_receipt_groups_free(&r->rg);
 }
 
 /* Each revision against the one before it: the rows with a SLOWER case. */
@@ -388,31 +362,25 @@ static int report_prepare(report *r, json_t *const *receipts, const char *const 
 	r->receipts = receipts;
 	r->names = names;
 	r->n = n;
-	r->order = calloc(n, sizeof(*r->order));
-	r->groups = calloc(n, sizeof(*r->groups));
-	r->group_of = calloc(n, sizeof(*r->group_of));
-	if (!r->order || !r->groups || !r->group_of)
+	int rc = mb_receipt_groups_build(&r->rg, receipts, names, n, err);
+
+	if (rc)
+		return rc;
+	r->order = r->rg.order;
+	r->group_of = r->rg.group_of;
+	r->groups = calloc(r->rg.n_groups + 1, sizeof(*r->groups));
+	if (!r->groups)
 		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
-	order_receipts(r->order, receipts, n);
-	for (size_t i = 0; i < n; i++) {
-		size_t k = r->order[i], g;
-		for (g = 0; g < r->n_groups && !same_group(r->groups[g].first, receipts[k]); g++)
-			;
-		if (g == r->n_groups) {
-			r->groups[g].first = receipts[k];
-			r->groups[g].revs = calloc(n, sizeof(*r->groups[g].revs));
-			r->groups[g].names = calloc(n, sizeof(*r->groups[g].names));
-			r->n_groups++;
-			if (!r->groups[g].revs || !r->groups[g].names)
-				return mb_error_set(err, MB_ENOMEM, "report", "no memory");
-		}
-		r->groups[g].revs[r->groups[g].n] = receipts[k];
-		r->groups[g].names[r->groups[g].n++] = names[k];
-		r->group_of[k] = (int)g;
+	r->n_groups = r->rg.n_groups;
+	for (size_t g = 0; g < r->n_groups; g++) {
+		const mb_receipt_group *rg = &r->rg.groups[g];
+		r->groups[g].first = rg->first;
+		r->groups[g].revs = rg->revs;
+		r->groups[g].names = rg->names;
+		r->groups[g].n = rg->n;
 	}
 	for (size_t g = 0; g < r->n_groups; g++) {
-		int rc = group_verdicts(&r->groups[g], policy, err);
-
+		rc = group_verdicts(&r->groups[g], policy, err);
 		if (!rc)
 			rc = find_regressions(&r->groups[g], policy, err);
 		if (rc)

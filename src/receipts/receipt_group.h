@@ -1,0 +1,53 @@
+/* Receipts that may be compared: one device model, backend and suite (a
+ * "group"), oldest commit first. The report, the nightly history and the
+ * gate's --baseline-dir all group and order receipts through here, so that
+ * they agree on what is comparable and what is newest.
+ *
+ * A group borrows the receipts and names it was built from; they must
+ * outlive it. mb_receipt_groups_free releases what the groups own.
+ */
+#ifndef MB_RECEIPTS_RECEIPT_GROUP_H
+#define MB_RECEIPTS_RECEIPT_GROUP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "receipts/error.h"
+
+/* Same device name, backend and suite name. */
+bool mb_receipt_same_group(const json_t *a, const json_t *b);
+
+/* `a` comes after `b`: a later provenance.commit_time, then a later
+ * started_at. */
+bool mb_receipt_later(const json_t *a, const json_t *b);
+
+/* idx[0..n) = the receipts' indices, oldest first (stable). */
+void mb_receipt_order(size_t *idx, json_t *const *receipts, size_t n);
+
+typedef struct mb_receipt_group {
+	const json_t *first;   /* its key: device, backend and suite of this receipt */
+	json_t **revs;         /* oldest first (borrowed receipts) */
+	const char **names;
+	size_t n;
+} mb_receipt_group;
+
+typedef struct mb_receipt_groups {
+	mb_receipt_group *groups; /* in the order of their oldest receipt */
+	size_t n_groups;
+	size_t *order;         /* input indices, oldest first */
+	int *group_of;         /* per input index */
+} mb_receipt_groups;
+
+int mb_receipt_groups_build(mb_receipt_groups *out, json_t *const *receipts, const char *const *names, size_t n,
+	mb_error *err);
+void mb_receipt_groups_free(mb_receipt_groups *groups);
+
+/* The paths DIR/NAME of every regular "*.json" file in `dir`, sorted by
+ * name; *out and each path are the caller's (mb_receipt_paths_free).
+ * Errors: MB_ENOTFOUND no such directory, MB_EIO cannot be read,
+ * MB_ENOMEM. */
+int mb_receipt_dir_list(char ***out, size_t *n_out, const char *dir, mb_error *err);
+void mb_receipt_paths_free(char **paths, size_t n);
+
+#endif

@@ -42,6 +42,12 @@ int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *
 int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
 	const mb_policy *policy, mb_error *err);
 
+/* The nightly history (history.h): Markdown and a self-contained HTML
+ * page (print_history.c). */
+struct mb_history;
+int mb_print_history_markdown(FILE *out, const struct mb_history *history, mb_error *err);
+int mb_print_history_html(FILE *out, const struct mb_history *history, mb_error *err);
+
 /* The formats a section shared by several printers comes in. */
 typedef enum mb_print_format { MB_PRINT_TEXT, MB_PRINT_MARKDOWN, MB_PRINT_HTML } mb_print_format;
 

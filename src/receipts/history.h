@@ -1,0 +1,91 @@
+/* The nightly history: receipts grouped by device, backend and suite
+ * (receipt_group.h), oldest commit first, and per row its verdict and lane
+ * delta in each receipt, with the decision the training stack acts on.
+ *
+ * A nightly is a loss for a row when its verdict is drop: the fallback
+ * wins, or no pair wins by more than the minimum effect, or a wrong answer.
+ * A win is keep or conditional; ambiguous, not enough evidence and a
+ * receipt without the row are neither and break a streak.
+ *
+ *   demote     the row's last two nightlies of the group are both losses
+ *              (both receipts named): the fallback has caught up.
+ *   confirmed  the row's last two or more nightlies are all keep.
+ *   watch      anything else (one losing nightly between wins included).
+ *
+ * The history borrows the receipts and names; it owns the rest
+ * (mb_history_free).
+ */
+#ifndef MB_RECEIPTS_HISTORY_H
+#define MB_RECEIPTS_HISTORY_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "receipts/error.h"
+#include "receipts/policy.h"
+#include "receipts/receipt_group.h"
+#include "receipts/verdict.h"
+
+/* Consecutive losing nightlies that flag a row for demotion, and keep
+ * nightlies that confirm it. */
+#define MB_HISTORY_STREAK 2
+
+typedef enum mb_history_mark {
+	MB_HISTORY_ABSENT, /* the receipt has no case of the row */
+	MB_HISTORY_WIN,
+	MB_HISTORY_LOSS,
+	MB_HISTORY_NEITHER
+} mb_history_mark;
+
+typedef enum mb_history_decision {
+	MB_HISTORY_WATCH,
+	MB_HISTORY_DEMOTE,
+	MB_HISTORY_CONFIRMED
+} mb_history_decision;
+
+typedef struct mb_history_row {
+	char *row;
+	const mb_row_verdict **cells; /* per revision; NULL where absent (borrowed from the sets) */
+	mb_history_mark *marks;
+	mb_history_decision decision;
+	size_t streak;                /* nightlies in the trailing streak that decided it */
+	size_t from, to;              /* demote: the two losing revisions (to = the newest) */
+} mb_history_row;
+
+typedef struct mb_history_group {
+	const mb_receipt_group *g;    /* borrowed from the history's groups */
+	mb_verdict_set *sets;         /* per revision */
+	size_t n_sets;
+	mb_history_row *rows;         /* newest receipt's rows first */
+	size_t n_rows;
+} mb_history_group;
+
+typedef struct mb_history {
+	mb_receipt_groups rg;
+	mb_history_group *groups;
+	size_t n_groups;
+	const mb_policy *policy;      /* borrowed */
+} mb_history;
+
+int mb_history_build(mb_history *out, json_t *const *receipts, const char *const *names, size_t n,
+	const mb_policy *policy, mb_error *err);
+void mb_history_free(mb_history *h);
+
+/* "demote", "confirmed", "watch". */
+const char *mb_history_decision_name(mb_history_decision d);
+
+/* One line: "demote: drop in A (2026-11-20, abc1234) and B (...)",
+ * "confirmed: keep in the last 3 nightlies", "watch: ...". */
+void mb_history_decision_text(char *buf, size_t len, const mb_history_group *g, const mb_history_row *r);
+
+/* A cell's lane delta: "lane -12.3 us/step (+2.24%)" for a significant
+ * win, "lane: no win" with lane evidence but none significant, "no lane"
+ * without. */
+void mb_history_lane_text(char *buf, size_t len, const mb_row_verdict *v);
+
+/* A revision's label: "2026-11-23 abc1234def56" (commit date and short
+ * commit, or the file name without provenance). */
+void mb_history_revision_label(char *buf, size_t len, const json_t *receipt, const char *name);
+
+#endif

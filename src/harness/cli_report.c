@@ -13,9 +13,12 @@
 #include "harness/cli.h"
 #include "receipts/atomic_write.h"
 #include "receipts/diff.h"
+#include "receipts/history.h"
+#include "receipts/receipt_group.h"
 #include "receipts/noise_floor.h"
 #include "receipts/printer.h"
 #include "receipts/receipt_io.h"
+#include "receipts/text.h"
 #include "receipts/verdict.h"
 
 #define PATH_MAX_LEN 4096
@@ -27,6 +30,7 @@ typedef struct report_opts {
 	const char *format;
 	const char *policy_path;
 	const char *baseline; /* gate */
+	const char *baseline_dir; /* gate: the newest comparable receipt in it */
 	const char *junit;    /* gate */
 	const char *outdir;   /* report */
 	bool force;
@@ -69,6 +73,7 @@ static bool parse_opts(report_opts *out, int *out_status, const command *cmd, in
 		case 'F': out->force = true; break;
 		case 'T': out->always_test = true; break;
 		case 'b': out->baseline = optarg; break;
+		case 'B': out->baseline_dir = optarg; break;
 		case 'j': out->junit = optarg; break;
 		case 'o': out->outdir = optarg; break;
 		case 'h': cmd->usage(stdout); *out_status = 0; return true;
@@ -271,8 +276,13 @@ int mb_cli_diff(int argc, char **argv)
 
 static void gate_usage(FILE *f)
 {
-	fputs("usage: megabench gate --baseline BASE.json [--policy policy.toml] [--junit out.xml]\n"
-		"                      [--format table|markdown|json|csv] [--force] [--always-test] HEAD.json\n"
+	fputs("usage: megabench gate (--baseline BASE.json | --baseline-dir DIR) [--policy policy.toml]\n"
+		"                      [--junit out.xml] [--format table|markdown|json|csv] [--force] [--always-test]\n"
+		"                      HEAD.json\n"
+		"--baseline-dir DIR takes as the baseline the newest receipt in DIR (by commit time, then\n"
+		"start time) of the head's device, backend and suite, other than the head's own run, and\n"
+		"says on standard error which it took; files in DIR that are not valid receipts are\n"
+		"named and passed over; none comparable is exit 3.\n"
 		"Exit 0 pass, 1 performance regression (median or tail), 2 drift: new wrong answers,\n"
 		"cases still wrong, tolerance, launch, kernel, missing field, ok -> skipped, missing case\n"
 		"or fallback (2 wins over 1), and also a receipt, policy or --junit path that cannot be\n"
@@ -294,6 +304,7 @@ static void gate_usage(FILE *f)
 
 static const struct option gate_long[] = {
 	{"baseline", required_argument, NULL, 'b'},
+	{"baseline-dir", required_argument, NULL, 'B'},
 	{"policy", required_argument, NULL, 'p'},
 	{"junit", required_argument, NULL, 'j'},
 	{"format", required_argument, NULL, 'f'},
@@ -303,11 +314,70 @@ static const struct option gate_long[] = {
 	{NULL, 0, NULL, 0},
 };
 
-static const command gate_cmd = {"gate", "b:p:j:f:FTh", gate_long, gate_usage};
+static const command gate_cmd = {"gate", "b:B:p:j:f:FTh", gate_long, gate_usage};
 
 static int render_junit(FILE *out, const void *ctx, mb_error *err)
 {
 	return mb_print_junit(out, ctx, err);
+}
+
+/* The newest receipt in `dir` comparable with the head at `head_path` (same
+ * device, backend and suite; not the head's own run) into `out` (the
+ * caller frees it). Files that do not load are named on standard error and
+ * passed over. Returns 0, or an error with *out_exit set: 2 the head or
+ * the folder cannot be read, 3 the head is invalid or nothing in the
+ * folder is comparable. */
+static int pick_baseline(char **out, const char *dir, const char *head_path, int *out_exit, mb_error *err)
+{
+	json_t *head = NULL, *best = NULL;
+	char **paths = NULL;
+	size_t n = 0, comparable = 0, best_i = 0;
+	int rc = mb_receipt_load(&head, head_path, err);
+
+	*out = NULL;
+	*out_exit = load_exit(rc);
+	if (!rc) {
+		rc = mb_receipt_dir_list(&paths, &n, dir, err);
+		*out_exit = MB_EXIT_INPUT;
+	}
+	for (size_t i = 0; !rc && i < n; i++) {
+		json_t *r = NULL;
+		mb_error skip;
+
+		if (mb_receipt_load(&r, paths[i], &skip)) {
+			mb_error_prefix(&skip, "--baseline-dir: passed over");
+			mb_cli_error(&skip);
+			continue;
+		}
+		if (mb_receipt_same_group(r, head) && strcmp(mb_text_get(r, "run_id"), mb_text_get(head, "run_id"))) {
+			comparable++;
+			if (!best || mb_receipt_later(r, best)) {
+				json_decref(best);
+				best = json_incref(r);
+				best_i = i;
+			}
+		}
+		json_decref(r);
+	}
+	if (!rc && !best) {
+		*out_exit = MB_GATE_INCONCLUSIVE;
+		rc = mb_error_set(err, MB_EINVAL, dir, "no receipt of device %s, backend %s and suite %s other than the "
+			"head's own run among its %zu receipt files: nothing to gate against",
+			mb_text_get(json_object_get(head, "device"), "name"), mb_text_get(head, "backend"),
+			mb_text_get(json_object_get(head, "suite"), "name"), n);
+	}
+	if (!rc) {
+		*out = strdup(paths[best_i]);
+		if (!*out)
+			rc = mb_error_set(err, MB_ENOMEM, dir, "no memory");
+		else
+			fprintf(stderr, "megabench: gate: baseline %s (the newest of %zu comparable receipts in %s: %s)\n",
+				*out, comparable, dir, mb_print_revision(best, *out));
+	}
+	json_decref(best);
+	json_decref(head);
+	mb_receipt_paths_free(paths, n);
+	return rc;
 }
 
 int mb_cli_gate(int argc, char **argv)
@@ -316,12 +386,13 @@ int mb_cli_gate(int argc, char **argv)
 	const mb_printer *printer;
 	diff_run r;
 	mb_error err;
+	char *picked = NULL;
 	int rc, status;
 
 	if (parse_opts(&o, &status, &gate_cmd, argc, argv))
 		return status;
-	if (!o.baseline)
-		return mb_cli_usage_error("gate", "--baseline is required");
+	if (!o.baseline == !o.baseline_dir)
+		return mb_cli_usage_error("gate", "one of --baseline or --baseline-dir is required");
 	if (argc - optind != 1)
 		return mb_cli_usage_error("gate", "expected one head receipt, got %d", argc - optind);
 	if ((status = find_printer(&printer, &gate_cmd, o.format)))
@@ -331,6 +402,13 @@ int mb_cli_gate(int argc, char **argv)
 	if (o.junit && mb_atomic_write_probe(o.junit, 0, &err)) {
 		mb_cli_error(&err);
 		return MB_EXIT_INPUT;
+	}
+	if (o.baseline_dir) {
+		if (pick_baseline(&picked, o.baseline_dir, argv[optind], &status, &err)) {
+			mb_cli_error(&err);
+			return status;
+		}
+		o.baseline = picked;
 	}
 	diff_run_init(&r);
 	rc = diff_run_print(&r, printer, &o, o.baseline, argv[optind], &status, &err);
@@ -347,6 +425,7 @@ int mb_cli_gate(int argc, char **argv)
 			report_incomparable(&r.d, "");
 	}
 	diff_run_free(&r);
+	free(picked);
 	return status;
 }
 
@@ -607,6 +686,153 @@ int mb_cli_report(int argc, char **argv)
 	for (size_t i = 0; receipts && i < n; i++)
 		json_decref(receipts[i]);
 	free(receipts);
+	mb_policy_free(&policy);
+	return rc ? status : 0;
+}
+
+/* ---- history ------------------------------------------------------------------ */
+
+static void history_usage(FILE *f)
+{
+	fputs("usage: megabench history [--policy policy.toml] [-o DIR] PATH...\n"
+		"The nightly history: every receipt under PATH (a folder: its *.json files; or a receipt\n"
+		"file), grouped by device, backend and suite and ordered by commit time (then start\n"
+		"time); per row its verdict and lane delta in each receipt, with commit dates and\n"
+		"commits, and a decision: demote when the row is drop (its fallback wins, or its win is\n"
+		"under the minimum effect) in the last two consecutive nightlies of its group, naming\n"
+		"both receipts; confirmed when it is keep in the last two or more; else watch (one losing\n"
+		"nightly between wins is not flagged). Markdown to standard output, or with -o DIR\n"
+		"DIR/index.html (self-contained) and DIR/summary.md. Gzipped receipts are not read:\n"
+		"gunzip them into a folder first.\n"
+		"Exit 0; 2 when a path, a receipt or the policy cannot be read or DIR cannot be\n"
+		"written; 3 when a receipt is invalid; 64 usage error.\n", f);
+}
+
+static const command history_cmd = {"history", "o:p:h", report_long, history_usage};
+
+/* The receipt files PATH... name: a folder's *.json files (sorted), or the
+ * file itself. */
+static int history_paths(char ***out, size_t *n_out, char **args, size_t n_args, mb_error *err)
+{
+	char **all = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < n_args; i++) {
+		struct stat st;
+		char **found = NULL, **grown;
+		size_t n_found = 0;
+
+		if (stat(args[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+			rc = mb_receipt_dir_list(&found, &n_found, args[i], err);
+		} else {
+			found = malloc(sizeof(*found));
+			if (found && (found[0] = strdup(args[i])))
+				n_found = 1;
+			else
+				rc = mb_error_set(err, MB_ENOMEM, args[i], "no memory");
+		}
+		grown = rc ? NULL : realloc(all, (n + n_found + 1) * sizeof(*all));
+		if (!rc && !grown)
+			rc = mb_error_set(err, MB_ENOMEM, args[i], "no memory");
+		if (!rc) {
+			all = grown;
+			memcpy(all + n, found, n_found * sizeof(*found));
+			n += n_found;
+			free(found);
+		} else {
+			mb_receipt_paths_free(found, n_found);
+		}
+	}
+	if (!rc && !n)
+		rc = mb_error_set(err, MB_ENOTFOUND, args[0], "no *.json receipt here");
+	if (rc) {
+		mb_receipt_paths_free(all, n);
+		all = NULL;
+		n = 0;
+	}
+	*out = all;
+	*n_out = n;
+	return rc;
+}
+
+static int render_history_html(FILE *out, const void *ctx, mb_error *err)
+{
+	return mb_print_history_html(out, ctx, err);
+}
+
+static int render_history_md(FILE *out, const void *ctx, mb_error *err)
+{
+	return mb_print_history_markdown(out, ctx, err);
+}
+
+/* DIR/NAME of a history page. */
+static int write_history_page(const char *outdir, const char *name, render_fn render, const mb_history *h,
+	mb_error *err)
+{
+	char path[PATH_MAX_LEN];
+
+	snprintf(path, sizeof(path), "%s/%s", outdir, name);
+	return write_rendered(path, render, h, err);
+}
+
+int mb_cli_history(int argc, char **argv)
+{
+	report_opts o;
+	json_t **receipts = NULL;
+	char **paths = NULL;
+	const char **names = NULL;
+	size_t n = 0;
+	mb_policy policy;
+	mb_history h;
+	mb_error err;
+	int rc, status;
+
+	if (parse_opts(&o, &status, &history_cmd, argc, argv))
+		return status;
+	if (argc - optind < 1)
+		return mb_cli_usage_error("history", "expected a folder of receipts (or receipt files)");
+	mb_policy_defaults(&policy);
+	memset(&h, 0, sizeof(h));
+	status = MB_EXIT_INPUT;
+	rc = history_paths(&paths, &n, argv + optind, (size_t)(argc - optind), &err);
+	if (!rc) {
+		receipts = calloc(n, sizeof(*receipts));
+		names = calloc(n, sizeof(*names));
+		if (!receipts || !names)
+			rc = mb_error_set(&err, MB_ENOMEM, "history", "no memory");
+	}
+	/* a receipt is named by its file name: the folder is the run's choice */
+	for (size_t i = 0; !rc && i < n; i++) {
+		const char *slash = strrchr(paths[i], '/');
+		names[i] = slash ? slash + 1 : paths[i];
+	}
+	if (!rc)
+		rc = load_inputs(&policy, receipts, o.policy_path, (const char *const *)paths, n, &status, &err);
+	if (!rc) {
+		status = MB_GATE_INCONCLUSIVE;
+		rc = mb_history_build(&h, receipts, names, n, &policy, &err);
+	}
+	if (!rc && o.outdir) {
+		status = MB_EXIT_INPUT;
+		rc = make_dirs(o.outdir, &err);
+		if (!rc)
+			rc = write_history_page(o.outdir, "index.html", render_history_html, &h, &err);
+		if (!rc)
+			rc = write_history_page(o.outdir, "summary.md", render_history_md, &h, &err);
+	} else if (!rc) {
+		rc = mb_print_history_markdown(stdout, &h, &err);
+	}
+	if (rc)
+		mb_cli_error(&err);
+	else if (o.outdir)
+		printf("wrote %s/index.html and %s/summary.md\n", o.outdir, o.outdir);
+	mb_history_free(&h);
+	for (size_t i = 0; receipts && i < n; i++)
+		json_decref(receipts[i]);
+	free(receipts);
+	free(names);
+	mb_receipt_paths_free(paths, n);
 	mb_policy_free(&policy);
 	return rc ? status : 0;
 }

@@ -77,6 +77,9 @@ static void run_usage(FILE *f)
 		"                        '-' = stdout, the table then goes to stderr)\n"
 		"      --force           replace FILE when it exists (without it, an existing receipt is\n"
 		"                        never replaced)\n"
+		"      --save-to DIR     store the receipt in DIR (made if missing) as\n"
+		"                        YYYYMMDDTHHMMSS.mmmZ-SUITE-PID.json: names sort by time, and an\n"
+		"                        existing file is never replaced (not with -o or --force)\n"
 		"  -b, --backend NAME    auto (default: cuda when a device is visible, else cpu), cuda, cpu\n"
 		"      --devices LIST    GPU indices (default 0): the whole plan runs on each in turn,\n"
 		"                        one receipt per device (FILE-gpuN.json when there are several)\n"
@@ -119,6 +122,7 @@ typedef struct run_args {
 	const char *min_time;
 	const char *repetitions;
 	const char *timeout;
+	const char *save_to;
 	mb_suite_set sets[MB_SUITE_MAX_SETS];
 	size_t n_sets;
 	char modes_set[PATH_BYTES], modes_label[PATH_BYTES];
@@ -137,7 +141,7 @@ static int once(const char **slot, const char *flag)
 static int parse_args(run_args *a, int argc, char **argv)
 {
 	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY,
-		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE };
+		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE, OPT_SAVE_TO };
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"backend", required_argument, NULL, 'b'},
@@ -151,6 +155,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 		{"list", no_argument, NULL, OPT_LIST},
 		{"devices", required_argument, NULL, OPT_DEVICES},
 		{"force", no_argument, NULL, OPT_FORCE},
+		{"save-to", required_argument, NULL, OPT_SAVE_TO},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"min-time", required_argument, NULL, OPT_MIN_TIME},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -184,6 +189,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 		case OPT_LIST: a->list = 1; break;
 		case OPT_DEVICES: a->devices = optarg; break;
 		case OPT_FORCE: a->force = 1; break;
+		case OPT_SAVE_TO: a->save_to = optarg; break;
 		case OPT_SEED: a->seed = optarg; break;
 		case OPT_MIN_TIME: a->min_time = optarg; break;
 		case OPT_TIMEOUT: a->timeout = optarg; break;
@@ -201,6 +207,9 @@ static int parse_args(run_args *a, int argc, char **argv)
 	a->suite_path = argv[optind];
 	if (strcmp(a->backend, "auto") && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda"))
 		return mb_cli_usage_error("run", "--backend must be auto, cuda or cpu, got \"%s\"", a->backend);
+	if (a->save_to && (a->output || a->force))
+		return mb_cli_usage_error("run", "--save-to names the file itself and never replaces one: "
+			"not with %s", a->output ? "-o" : "--force");
 	if (a->modes) {
 		/* --modes chooses the modes to time: the suite's timing.modes
 		 * replaced, so that --modes hot runs hot on a suite that says cold */
@@ -296,8 +305,10 @@ static int devices_arg(int *out, int *out_n, const char *text)
 
 /* receipts/SUITE-20261123T215525.123Z-4242.json: two runs started in the
  * same second (or millisecond, on two hosts sharing a directory) still get
- * names of their own. */
-static void default_output(char *buf, size_t len, const mb_suite *suite)
+ * names of their own. With --save-to DIR the time comes first,
+ * DIR/20261123T215525.123Z-SUITE-4242.json, so that a folder of nightlies
+ * of several suites lists in the order they ran. */
+static void default_output(char *buf, size_t len, const char *save_to, const mb_suite *suite)
 {
 	struct timespec ts;
 	struct tm tm;
@@ -306,9 +317,13 @@ static void default_output(char *buf, size_t len, const mb_suite *suite)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
-	mkdir(DEFAULT_DIR, DIR_MODE); /* may exist; the probe reports real problems */
-	snprintf(buf, len, DEFAULT_DIR "/%s-%s.%03ldZ-%ld.json", suite->name, stamp, ts.tv_nsec / NS_PER_MS,
-		(long)getpid());
+	mkdir(save_to ? save_to : DEFAULT_DIR, DIR_MODE); /* may exist; the probe reports real problems */
+	if (save_to)
+		snprintf(buf, len, "%s/%s.%03ldZ-%s-%ld.json", save_to, stamp, ts.tv_nsec / NS_PER_MS, suite->name,
+			(long)getpid());
+	else
+		snprintf(buf, len, DEFAULT_DIR "/%s-%s.%03ldZ-%ld.json", suite->name, stamp, ts.tv_nsec / NS_PER_MS,
+			(long)getpid());
 }
 
 /* With several devices each gets its own receipt: r.json -> r-gpu1.json. */
@@ -646,7 +661,7 @@ int mb_cli_run(int argc, char **argv)
 	if (a.output)
 		snprintf(base_path, sizeof(base_path), "%s", a.output);
 	else
-		default_output(base_path, sizeof(base_path), suite);
+		default_output(base_path, sizeof(base_path), a.save_to, suite);
 	for (int d = 0; d < n_devices; d++) {
 		struct stat st;
 		device_output(out_paths[d], sizeof(out_paths[d]), base_path, devices[d], n_devices);

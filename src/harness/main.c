@@ -19,6 +19,7 @@ static const command commands[] = {
 	{"gate", mb_cli_gate, "pass or block a change: exit code from a receipt pair"},
 	{"verdict", mb_cli_verdict, "keep / conditional / drop per row within one receipt"},
 	{"report", mb_cli_report, "write an HTML and Markdown report of receipts"},
+	{"history", mb_cli_history, "nightly history: verdicts over time, rows to demote"},
 	{"noise-floor", mb_cli_noise_floor, "learn the between-run noise floor from A/A receipts"},
 	{"version", mb_cli_version, "print the version and the features built in"},
 };

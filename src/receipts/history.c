@@ -36,21 +36,31 @@ static mb_history_mark mark_of(const mb_row_verdict *v)
 	}
 }
 
-/* The decision from the trailing streak of the row's nightlies. */
+/* The decision from the trailing streak of the row's own nightlies: the
+ * receipts that ran it (one that left the row out says nothing about it). */
 static void decide(mb_history_row *r, size_t n)
 {
-	size_t losses = 0, keeps = 0;
+	size_t losses = 0, keeps = 0, last[MB_HISTORY_STREAK], seen = 0;
+	bool losing = true, keeping = true;
 
-	for (size_t k = n; k-- > 0 && r->marks[k] == MB_HISTORY_LOSS;)
-		losses++;
-	for (size_t k = n; k-- > 0 && r->cells[k] && r->cells[k]->kind == MB_VERDICT_KEEP;)
-		keeps++;
+	for (size_t k = n; k-- > 0;) {
+		if (r->marks[k] == MB_HISTORY_ABSENT)
+			continue;
+		losing = losing && r->marks[k] == MB_HISTORY_LOSS;
+		keeping = keeping && r->cells[k]->kind == MB_VERDICT_KEEP;
+		losses += losing;
+		keeps += keeping;
+		if (seen < MB_HISTORY_STREAK)
+			last[seen++] = k;
+		if (!losing && !keeping)
+			break;
+	}
 	r->decision = MB_HISTORY_WATCH;
 	if (losses >= MB_HISTORY_STREAK) {
 		r->decision = MB_HISTORY_DEMOTE;
 		r->streak = losses;
-		r->to = n - 1;
-		r->from = n - 2;
+		r->to = last[0];
+		r->from = last[1];
 	} else if (keeps >= MB_HISTORY_STREAK) {
 		r->decision = MB_HISTORY_CONFIRMED;
 		r->streak = keeps;
@@ -184,6 +194,10 @@ void mb_history_decision_text(char *buf, size_t len, const mb_history_group *g, 
 	char a[MB_VERDICT_TEXT_MAX], b[MB_VERDICT_TEXT_MAX];
 	size_t n = g->g->n;
 
+	/* the newest receipt that ran the row */
+	while (n > 1 && !r->cells[n - 1])
+		n--;
+
 	switch (r->decision) {
 	case MB_HISTORY_DEMOTE:
 		mb_history_revision_label(a, sizeof(a), g->g->revs[r->from], g->g->names[r->from]);
@@ -198,7 +212,7 @@ void mb_history_decision_text(char *buf, size_t len, const mb_history_group *g, 
 		break;
 	default:
 		if (!n || !r->cells[n - 1])
-			snprintf(buf, len, "watch: not in the newest nightly");
+			snprintf(buf, len, "watch: in no nightly");
 		else if (r->marks[n - 1] == MB_HISTORY_LOSS)
 			snprintf(buf, len, "watch: drop in the newest nightly only");
 		else if (r->cells[n - 1]->kind == MB_VERDICT_KEEP)

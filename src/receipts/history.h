@@ -4,11 +4,12 @@
  *
  * A nightly is a loss for a row when its verdict is drop: the fallback
  * wins, or no pair wins by more than the minimum effect, or a wrong answer.
- * A win is keep or conditional; ambiguous, not enough evidence and a
- * receipt without the row are neither and break a streak.
+ * A win is keep or conditional; ambiguous and not enough evidence are
+ * neither and break a streak. A row's nightlies are the receipts of the
+ * group that ran it: one that left the row out says nothing about it.
  *
- *   demote     the row's last two nightlies of the group are both losses
- *              (both receipts named): the fallback has caught up.
+ *   demote     the row's last two nightlies are both losses (both receipts
+ *              named): the fallback has caught up.
  *   confirmed  the row's last two or more nightlies are all keep.
  *   watch      anything else (one losing nightly between wins included).
  *
@@ -49,7 +50,8 @@ typedef struct mb_history_row {
 	const mb_row_verdict **cells; /* per revision; NULL where absent (borrowed from the sets) */
 	mb_history_mark *marks;
 	mb_history_decision decision;
-	size_t streak;                /* nightlies in the trailing streak that decided it */
+	size_t streak;                /* nightlies in the trailing streak that decided it
+	                                 (of those that ran the row) */
 	size_t from, to;              /* demote: the two losing revisions (to = the newest) */
 } mb_history_row;
 

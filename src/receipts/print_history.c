@@ -98,8 +98,8 @@ int mb_print_history_markdown(FILE *out, const mb_history *h, mb_error *err)
 		n += h->groups[g].g->n;
 	fprintf(out, "# megabench history\n\n%zu receipt%s in %zu group%s (device, backend and suite), oldest commit "
 		"first. A row is flagged demote when it is drop (its fallback wins, or its win is under the minimum "
-		"effect) in the last %d consecutive nightlies of its group, confirmed when it is keep in the last %d "
-		"or more; policy: ", n, n == 1 ? "" : "s", h->n_groups, h->n_groups == 1 ? "" : "s", MB_HISTORY_STREAK,
+		"effect) in the last %d consecutive nightlies of its group that ran it, confirmed when it is keep in the "
+		"last %d or more; policy: ", n, n == 1 ? "" : "s", h->n_groups, h->n_groups == 1 ? "" : "s", MB_HISTORY_STREAK,
 		MB_HISTORY_STREAK);
 	mb_print_md_cell(out, h->policy->source);
 	fputs(".\n", out);
@@ -197,7 +197,8 @@ int mb_print_history_html(FILE *out, const mb_history *h, mb_error *err)
 		"</style></head><body>\n<h1>megabench history</h1>\n", out);
 	fprintf(out, "<p>%zu receipt%s in %zu group%s (device, backend and suite), oldest commit first. A row is "
 		"flagged demote when it is drop (its fallback wins, or its win is under the minimum effect) in the last "
-		"%d consecutive nightlies of its group, confirmed when it is keep in the last %d or more; policy: ", n,
+		"%d consecutive nightlies of its group that ran it, confirmed when it is keep in the last %d or more; "
+		"policy: ", n,
 		n == 1 ? "" : "s", h->n_groups, h->n_groups == 1 ? "" : "s", MB_HISTORY_STREAK, MB_HISTORY_STREAK);
 	mb_print_xml_escaped(out, h->policy->source);
 	fputs(".</p>\n", out);

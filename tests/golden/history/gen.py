@@ -5,10 +5,10 @@ rows rmsnorm and rope win every pair) and expected.md, the exact
 `megabench history receipts` output (written by run_history.sh --bless and
 reviewed by hand).
 
-A winning nightly carries a lane in which rmsnorm's fallback makes the step
+A winning nightly (W) carries a lane in which rmsnorm's fallback makes the step
 5% slower (keep with lane evidence); a losing one gives rmsnorm's fused
 cases its fallback's samples, so no pair wins by the minimum effect (drop).
-rope wins in every nightly, in isolation only.
+rope wins in every nightly, in isolation only. A gap (X) leaves rmsnorm out.
 
 Usage: gen.py [OUTDIR]   (default: the folder of this script). Seeded.
 """
@@ -29,6 +29,9 @@ SCENARIOS = {
     "two_losing_nightlies": "WLL",
     # one bad night between two good ones: not flagged
     "one_losing_nightly": "WLW",
+    # a nightly that left rmsnorm out says nothing about it: the losses on
+    # either side of it are consecutive for the row, and flag it
+    "losing_around_a_gap": "WLXL",
 }
 
 
@@ -43,7 +46,11 @@ def nightly(src, k, outcome):
     r["started_at"] = day + "T02:00:00Z"
     r["finished_at"] = day + "T02:10:00Z"
     r["catalog"] = promotion.catalog(rmsnorm="keep")
-    if outcome == "W":
+    if outcome == "X":
+        r["cases"] = [c for c in r["cases"] if c["row"] != "rmsnorm"]
+        r["summary"]["cases"] = len(r["cases"])
+        r["summary"]["ok"] = sum(c["status"] == "ok" for c in r["cases"])
+    elif outcome == "W":
         r["lanes"] = [promotion.lane("rmsnorm", promotion.LANE_WIN, 10 + k)]
     else:
         fallback = {c["id"].replace("/fallback/", "/fused/"): c for c in r["cases"] if c["variant"] == "fallback"}

@@ -202,8 +202,9 @@ void mb_history_decision_text(char *buf, size_t len, const mb_history_group *g, 
 	case MB_HISTORY_DEMOTE:
 		mb_history_revision_label(a, sizeof(a), g->g->revs[r->from], g->g->names[r->from]);
 		mb_history_revision_label(b, sizeof(b), g->g->revs[r->to], g->g->names[r->to]);
-		snprintf(buf, len, "demote: drop (the fallback wins, or the win is under the minimum effect) in %zu "
-			"consecutive nightlies: %s (%s) and %s (%s)", r->streak, a, g->g->names[r->from], b, g->g->names[r->to]);
+		snprintf(buf, len, "demote: drop (the fallback wins, or the win is under the minimum effect) in the last "
+			"%zu nightlies that ran it, the newest two %s (%s) and %s (%s)", r->streak, a, g->g->names[r->from], b,
+			g->g->names[r->to]);
 		break;
 	case MB_HISTORY_CONFIRMED:
 		snprintf(buf, len, "confirmed: keep in the last %zu nightlies%s", r->streak,

@@ -127,7 +127,6 @@ int mb_promotion_check(mb_promotion **out, size_t *n_out, const json_t *base, co
 		const char *hs = json_string_value(json_object_get(entry, "status"));
 		const char *bs = base ? mb_promotion_status(base, row, NULL) : NULL;
 
-		(void)entry;
 		if (mb_promotion_rank(hs) < mb_promotion_rank("conditional") && (!bs || !strcmp(bs, hs ? hs : "")))
 			continue; /* claims nothing and did not change */
 		check_row(p, base, head, row, head_verdicts, base_verdicts);

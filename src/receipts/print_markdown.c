@@ -183,7 +183,8 @@ static void promotions_section(FILE *out, const mb_diff *d)
 			mb_print_md_cell(out, p->condition);
 			fputs(")", out);
 		}
-		fprintf(out, " | %s: ", p->demotion ? "demotion" : !p->claims ? "no claim" : p->supported ? "supported"
+		fprintf(out, " | %s: ", p->demotion ? "demotion" : p->unchecked ? "not checked"
+			: !p->claims ? "no claim" : p->supported ? "supported"
 			: "**unsupported**");
 		mb_print_md_cell(out, p->message);
 		fputs(" |\n", out);

@@ -78,9 +78,20 @@ static void check_row(mb_promotion *p, const json_t *base, const json_t *head, c
 	snprintf(p->head_status, sizeof(p->head_status), "%s", hs ? hs : "");
 	snprintf(p->base_status, sizeof(p->base_status), "%s", bs ? bs : "");
 	snprintf(p->condition, sizeof(p->condition), "%s", cond ? cond : "");
-	p->claims = mb_promotion_rank(hs) >= mb_promotion_rank("conditional");
 	p->demotion = bs && mb_promotion_rank(hs) < mb_promotion_rank(bs);
 	p->promotion = mb_promotion_rank(hs) > mb_promotion_rank(bs);
+	/* the CPU backend runs the reference variant only: it has no evidence
+	 * about a fused kernel either way, and a CPU gate must not fail every
+	 * promoted row */
+	if (!strcmp(mb_text_get(head, "backend"), MB_PROMOTION_UNCHECKED_BACKEND)) {
+		p->supported = true;
+		p->unchecked = true;
+		snprintf(p->message, sizeof(p->message), "%s%s%s: not checked on the %s backend, which runs no fused "
+			"variant", bs && strcmp(bs, hs ? hs : "") ? bs : "", bs && strcmp(bs, hs ? hs : "") ? " -> " : "",
+			hs ? hs : "unknown", MB_PROMOTION_UNCHECKED_BACKEND);
+		return;
+	}
+	p->claims = mb_promotion_rank(hs) >= mb_promotion_rank("conditional");
 	p->supported = mb_promotion_supported(hs, cond, mb_verdict_find(hv, row), why, sizeof(why));
 	if (p->demotion) {
 		snprintf(p->message, sizeof(p->message), "%s -> %s: a demotion never fails the gate", bs, hs);

@@ -13,7 +13,9 @@
  *                 status lower than the base's) never fails.
  *
  * A row claimed keep or conditional without a single case in the head
- * receipt is unsupported. A receipt without `catalog` (older than the
+ * receipt is unsupported. A head from the CPU backend (the reference
+ * variant only: no evidence about a fused kernel either way) is not
+ * checked; its entries say so. A receipt without `catalog` (older than the
  * field) claims nothing: its statuses are unknown, and the check says so.
  *
  * The entries borrow nothing: every string is copied.
@@ -30,6 +32,7 @@
 
 #define MB_PROMOTION_TEXT_MAX 1024
 #define MB_PROMOTION_STATUS_MAX 16
+#define MB_PROMOTION_UNCHECKED_BACKEND "cpu"
 
 /* A row's status in a receipt's `catalog`: "keep", "conditional",
  * "experimental", "drop", or NULL when the receipt records none (older
@@ -55,7 +58,8 @@ typedef struct mb_promotion {
 	char base_status[MB_PROMOTION_STATUS_MAX]; /* "" unknown */
 	char head_status[MB_PROMOTION_STATUS_MAX];
 	char condition[MB_VERDICT_TEXT_MAX];       /* head's, conditional only */
-	bool claims;       /* head status keep or conditional: checked */
+	bool claims;       /* head status keep or conditional, checked */
+	bool unchecked;    /* the head's backend gives no evidence either way (CPU) */
 	bool supported;    /* claims and the head's evidence shows it (or no claim) */
 	bool demotion;     /* head status ranks below the base's */
 	bool promotion;    /* head status ranks above the base's (or base unknown) */

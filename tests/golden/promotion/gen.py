@@ -11,7 +11,12 @@ evidence, a synthetic lane whose step gets slower (the fused row wins) or
 not with the row alone on its fallback. expected.md is written by
 run_gate.sh --bless and reviewed by hand.
 
-Usage: gen_promotion.py [OUTDIR]   (default: the folder of this script).
+promotion_on_cpu/ is not written here: one receipt of
+`megabench run suites/smoke.toml --backend cpu --rows rope_qk --dtypes bf16`
+as the base, and as the head with rope_qk's status edited to keep, which the CPU backend
+(reference variant only) can neither support nor refute: not checked, pass.
+
+Usage: gen.py [OUTDIR]   (default: the folder of this script).
 Seeded: the same script always writes the same bytes.
 """
 import copy

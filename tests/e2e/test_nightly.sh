@@ -63,5 +63,11 @@ rm "$night/broken.json"
 "$MB" history -o "$tmp/hist" "$night" >/dev/null 2>"$tmp/err" && [ -s "$tmp/hist/index.html" ] && [ -s "$tmp/hist/summary.md" ] \
 	&& grep -q "NVIDIA H200" "$tmp/hist/summary.md" && ok || { bad "history over the nightly folder"; cat "$tmp/err" >&2; }
 
+# the JSON diff carries each status check
+p=tests/golden/promotion/promotion_without_lanes
+sup=$("$MB" diff --format json "$p/base.json" "$p/head.json" | "$PY" -c \
+	"import json,sys; p=json.load(sys.stdin)['promotions'][0]; print(p['row'], p['head_status'], p['supported'])")
+[ "$sup" = "rmsnorm keep False" ] && ok || bad "diff --format json promotions: '$sup'"
+
 echo "$checks checks, $fails failures"
 [ "$fails" = 0 ]

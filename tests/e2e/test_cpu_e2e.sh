@@ -7,22 +7,9 @@
 # exit codes of the reporter, JUnit against the common schema, escaping of
 # control characters, the table's columns and the Ctrl-C line.
 set -u
-MB=${MEGABENCH:?}
 MBT=${MEGABENCH_TEST:?} # megabench with the test-only rows: runs the fault rows (step 5)
-SRC=${MB_SOURCE_ROOT:?}
-PY=/usr/bin/python3
-cd "$SRC"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-checks=0
-ok() { checks=$((checks + 1)); }
-bad() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL: $*" >&2; }
-expect() { # expect CODE DESCRIPTION -- command...
-	local want=$1 what=$2; shift 3
-	"$@" >"$tmp/out" 2>"$tmp/err"; local got=$?
-	if [ "$got" = "$want" ]; then ok; else bad "$what: exit $got, expected $want"; cat "$tmp/err" >&2; fi
-}
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
 jq_py() { "$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); print($2)" "$1"; }
 schema_check() { # independent validator: python3-jsonschema, draft 7
 	"$PY" - "$SRC/schemas/receipt.schema.json" "$1" <<'PY'
@@ -346,5 +333,4 @@ line = header[0].rstrip("\r").split("\r")[-1].replace("\x1b[K", "")
 assert line.startswith("row"), repr(header[0][:120])
 PY
 
-echo "cpu e2e: $((checks - fails)) passed, $fails failed"
-[ "$fails" = 0 ]
+finish "cpu e2e"

@@ -5,16 +5,8 @@
 # one of another device kind, not a file that is no receipt) and says which;
 # history reads the folder; and the receipt records each row's status.
 set -u
-MB=${MEGABENCH:?}
-SRC=${MB_SOURCE_ROOT:?}
-PY=/usr/bin/python3
-cd "$SRC"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-checks=0
-ok() { checks=$((checks + 1)); }
-bad() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL: $*" >&2; }
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
 night="$tmp/nightly"
 run() { "$MB" run suites/smoke.toml --backend cpu --rows rope_qk -q --save-to "$night" 2>&1 | sed -n 's/.*receipt written to //p'; }
 
@@ -69,5 +61,4 @@ sup=$("$MB" diff --format json "$p/base.json" "$p/head.json" | "$PY" -c \
 	"import json,sys; p=json.load(sys.stdin)['promotions'][0]; print(p['row'], p['head_status'], p['supported'])")
 [ "$sup" = "rmsnorm keep False" ] && ok || bad "diff --format json promotions: '$sup'"
 
-echo "$checks checks, $fails failures"
-[ "$fails" = 0 ]
+finish nightly

@@ -631,8 +631,8 @@ static int make_dirs(const char *path, mb_error *err)
 	return 0;
 }
 
-/* Render one page of the report into DIR/NAME. */
-static int write_page(const char *outdir, const char *name, render_fn render, const report_ctx *ctx, mb_error *err)
+/* Render one page (of the report, of the history) into DIR/NAME. */
+static int write_page(const char *outdir, const char *name, render_fn render, const void *ctx, mb_error *err)
 {
 	char path[PATH_MAX_LEN];
 
@@ -766,16 +766,6 @@ static int render_history_md(FILE *out, const void *ctx, mb_error *err)
 	return mb_print_history_markdown(out, ctx, err);
 }
 
-/* DIR/NAME of a history page. */
-static int write_history_page(const char *outdir, const char *name, render_fn render, const mb_history *h,
-	mb_error *err)
-{
-	char path[PATH_MAX_LEN];
-
-	snprintf(path, sizeof(path), "%s/%s", outdir, name);
-	return write_rendered(path, render, h, err);
-}
-
 int mb_cli_history(int argc, char **argv)
 {
 	report_opts o;
@@ -817,9 +807,9 @@ int mb_cli_history(int argc, char **argv)
 		status = MB_EXIT_INPUT;
 		rc = make_dirs(o.outdir, &err);
 		if (!rc)
-			rc = write_history_page(o.outdir, "index.html", render_history_html, &h, &err);
+			rc = write_page(o.outdir, "index.html", render_history_html, &h, &err);
 		if (!rc)
-			rc = write_history_page(o.outdir, "summary.md", render_history_md, &h, &err);
+			rc = write_page(o.outdir, "summary.md", render_history_md, &h, &err);
 	} else if (!rc) {
 		rc = mb_print_history_markdown(stdout, &h, &err);
 	}

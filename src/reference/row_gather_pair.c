@@ -40,7 +40,11 @@ static int pair_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, m
 const mb_row mb_row_row_gather_pair = {
 	.name = "row_gather_pair",
 	.block = 'A',
-	.status = MB_ROW_EXPERIMENTAL,
+	/* drop: against a fallback written as a framework writes it, the fused
+	 * gather is slower at the largest nam56r shape (0.91x, bf16) and in fp32
+	 * kv_1024 on the H200 nightlies (reports/history: drop in the last three,
+	 * 525539a); the bytes model predicts no saving (1.00x). */
+	.status = MB_ROW_DROP,
 	.summary = "k_out[b,i,:] = k[b,idx[b,i],:] and v_out likewise, on k, v [B,S,D] with one idx [B,N] int32",
 	.n_axes = 4,
 	.axes = {"B", "S", "N", "D"},

@@ -737,7 +737,8 @@ static int history_paths(char ***out, size_t *n_out, char **args, size_t n_args,
 			rc = mb_error_set(err, MB_ENOMEM, args[i], "no memory");
 		if (!rc) {
 			all = grown;
-			memcpy(all + n, found, n_found * sizeof(*found));
+			if (n_found) /* an empty folder lists nothing: found may be NULL */
+				memcpy(all + n, found, n_found * sizeof(*found));
 			n += n_found;
 			free(found);
 		} else {

@@ -69,50 +69,34 @@ static void decide(mb_history_row *r, size_t n)
 
 static int group_build(mb_history_group *hg, const mb_receipt_group *g, const mb_policy *policy, mb_error *err)
 {
-	size_t cap = 0;
+	mb_group_row *order = NULL;
+	size_t n_order = 0;
+	int rc;
 
 	hg->g = g;
-	hg->sets = calloc(g->n + 1, sizeof(*hg->sets));
-	if (!hg->sets)
-		return mb_error_set(err, MB_ENOMEM, "history", "no memory");
-	for (size_t k = 0; k < g->n; k++) {
-		int rc = mb_verdict_compute(&hg->sets[k], g->revs[k], policy, err);
+	rc = mb_receipt_group_verdicts(&hg->sets, &hg->n_sets, &order, &n_order, g, policy, "history", err);
+	if (!rc && !(hg->rows = calloc(n_order + 1, sizeof(*hg->rows))))
+		rc = mb_error_set(err, MB_ENOMEM, "history", "no memory");
+	for (size_t i = 0; !rc && i < n_order; i++) {
+		const char *name = order[i].v->row;
+		mb_history_row *r = &hg->rows[hg->n_rows++];
 
-		if (rc) {
-			mb_error_prefix(err, g->names[k]);
-			return rc;
+		r->row = strdup(name);
+		r->cells = calloc(g->n, sizeof(*r->cells));
+		r->marks = calloc(g->n, sizeof(*r->marks));
+		if (!r->row || !r->cells || !r->marks) {
+			rc = mb_error_set(err, MB_ENOMEM, "history", "no memory");
+			break;
 		}
-		hg->n_sets++;
-		cap += hg->sets[k].n_rows;
+		for (size_t m = 0; m < g->n; m++) {
+			r->cells[m] = mb_verdict_find(&hg->sets[m], name);
+			/* a row with cases but no pair says nothing either way */
+			r->marks[m] = mark_of(r->cells[m]);
+		}
+		decide(r, g->n);
 	}
-	hg->rows = calloc(cap + 1, sizeof(*hg->rows));
-	if (!hg->rows)
-		return mb_error_set(err, MB_ENOMEM, "history", "no memory");
-	/* rows: the newest receipt's first, then those only older ones have */
-	for (size_t k = g->n; k-- > 0;)
-		for (size_t i = 0; i < hg->sets[k].n_rows; i++) {
-			const char *name = hg->sets[k].rows[i].row;
-			mb_history_row *r;
-			size_t j;
-
-			for (j = 0; j < hg->n_rows && strcmp(hg->rows[j].row, name); j++)
-				;
-			if (j < hg->n_rows)
-				continue;
-			r = &hg->rows[hg->n_rows++];
-			r->row = strdup(name);
-			r->cells = calloc(g->n, sizeof(*r->cells));
-			r->marks = calloc(g->n, sizeof(*r->marks));
-			if (!r->row || !r->cells || !r->marks)
-				return mb_error_set(err, MB_ENOMEM, "history", "no memory");
-			for (size_t m = 0; m < g->n; m++) {
-				r->cells[m] = mb_verdict_find(&hg->sets[m], name);
-				/* a row with cases but no pair says nothing either way */
-				r->marks[m] = mark_of(r->cells[m]);
-			}
-			decide(r, g->n);
-		}
-	return 0;
+	free(order);
+	return rc;
 }
 
 int mb_history_build(mb_history *out, json_t *const *receipts, const char *const *names, size_t n,

@@ -101,6 +101,42 @@ static bool json_name(const char *name)
 	return name[0] != '.' && len > suffix && !strcmp(name + len - suffix, JSON_SUFFIX);
 }
 
+int mb_receipt_group_verdicts(mb_verdict_set **sets, size_t *n_sets, mb_group_row **rows, size_t *n_rows,
+	const mb_receipt_group *g, const mb_policy *policy, const char *who, mb_error *err)
+{
+	size_t cap = 0;
+
+	*n_sets = *n_rows = 0;
+	*rows = NULL;
+	*sets = calloc(g->n + 1, sizeof(**sets));
+	if (!*sets)
+		return mb_error_set(err, MB_ENOMEM, who, "no memory");
+	for (size_t k = 0; k < g->n; k++) {
+		int rc = mb_verdict_compute(&(*sets)[k], g->revs[k], policy, err);
+
+		if (rc) {
+			mb_error_prefix(err, g->names[k]);
+			return rc;
+		}
+		(*n_sets)++;
+		cap += (*sets)[k].n_rows;
+	}
+	*rows = calloc(cap + 1, sizeof(**rows));
+	if (!*rows)
+		return mb_error_set(err, MB_ENOMEM, who, "no memory");
+	for (size_t k = g->n; k-- > 0;)
+		for (size_t i = 0; i < (*sets)[k].n_rows; i++) {
+			const mb_row_verdict *v = &(*sets)[k].rows[i];
+			size_t j;
+
+			for (j = 0; j < *n_rows && strcmp((*rows)[j].v->row, v->row); j++)
+				;
+			if (j == *n_rows)
+				(*rows)[(*n_rows)++] = (mb_group_row){v, k};
+		}
+	return 0;
+}
+
 int mb_receipt_dir_list(char ***out, size_t *n_out, const char *dir, mb_error *err)
 {
 	DIR *d = opendir(dir);

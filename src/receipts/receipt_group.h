@@ -14,6 +14,8 @@
 #include <stddef.h>
 
 #include "receipts/error.h"
+#include "receipts/policy.h"
+#include "receipts/verdict.h"
 
 /* Same device name, backend and suite name. */
 bool mb_receipt_same_group(const json_t *a, const json_t *b);
@@ -42,6 +44,21 @@ typedef struct mb_receipt_groups {
 int mb_receipt_groups_build(mb_receipt_groups *out, json_t *const *receipts, const char *const *names, size_t n,
 	mb_error *err);
 void mb_receipt_groups_free(mb_receipt_groups *groups);
+
+/* A row of a group, once: its verdict from the newest revision that has
+ * it (a small receipt newer than a full one must not hide the rows it did
+ * not run). */
+typedef struct mb_group_row {
+	const mb_row_verdict *v; /* borrowed from sets[rev] */
+	size_t rev;
+} mb_group_row;
+
+/* The verdicts of every revision of `g` into *sets (*n_sets counts those
+ * computed, also on failure, so that the caller frees exactly those), and
+ * its rows into *rows: the newest receipt's in its order, then rows only
+ * older receipts have, newest first. `who` names the caller in errors. */
+int mb_receipt_group_verdicts(mb_verdict_set **sets, size_t *n_sets, mb_group_row **rows, size_t *n_rows,
+	const mb_receipt_group *g, const mb_policy *policy, const char *who, mb_error *err);
 
 /* The paths DIR/NAME of every regular "*.json" file in `dir`, sorted by
  * name; *out and each path are the caller's (mb_receipt_paths_free).

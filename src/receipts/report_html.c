@@ -219,14 +219,6 @@ static enum style kind_style(const char *kind)
 
 /* ---- receipts in order, and their groups ---- */
 
-/* A row as the group shows it: its verdict from the newest receipt that
- * has the row (a small receipt newer than a full one must not hide the
- * rows it did not run). */
-typedef struct group_row {
-	const mb_row_verdict *v;  /* borrowed from sets[rev] */
-	size_t rev;
-} group_row;
-
 /* Receipts that can be compared: one device model, backend and suite. */
 typedef struct group {
 	/* borrowed from the report's mb_receipt_groups */
@@ -236,7 +228,7 @@ typedef struct group {
 	size_t n;
 	mb_verdict_set *sets;  /* per revision */
 	size_t n_sets;         /* computed so far (freed on failure too) */
-	group_row *rows;       /* newest receipt's rows first */
+	mb_group_row *rows;    /* newest receipt's rows first (mb_receipt_group_verdicts) */
 	size_t n_rows;
 	/* history: per row and revision, a SLOWER case against the revision
 	 * before; the first such case per row */
@@ -321,40 +313,6 @@ static int find_regressions(group *g, const mb_policy *policy, mb_error *err)
 	return 0;
 }
 
-/* Verdicts of every revision, and the rows: the newest receipt's in its
- * order, then rows only older receipts have, newest first. */
-static int group_verdicts(group *g, const mb_policy *policy, mb_error *err)
-{
-	size_t cap = 0;
-
-	g->sets = calloc(g->n, sizeof(*g->sets));
-	if (!g->sets)
-		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
-	for (size_t k = 0; k < g->n; k++) {
-		int rc = mb_verdict_compute(&g->sets[k], g->revs[k], policy, err);
-
-		if (rc) {
-			mb_error_prefix(err, g->names[k]);
-			return rc;
-		}
-		g->n_sets++;
-		cap += g->sets[k].n_rows;
-	}
-	g->rows = calloc(cap + 1, sizeof(*g->rows));
-	if (!g->rows)
-		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
-	for (size_t k = g->n; k-- > 0;)
-		for (size_t i = 0; i < g->sets[k].n_rows; i++) {
-			const mb_row_verdict *v = &g->sets[k].rows[i];
-			size_t j;
-			for (j = 0; j < g->n_rows && strcmp(g->rows[j].v->row, v->row); j++)
-				;
-			if (j == g->n_rows)
-				g->rows[g->n_rows++] = (group_row){v, k};
-		}
-	return 0;
-}
-
 static int report_prepare(report *r, json_t *const *receipts, const char *const *names, size_t n,
 	const mb_policy *policy, mb_error *err)
 {
@@ -380,9 +338,12 @@ static int report_prepare(report *r, json_t *const *receipts, const char *const 
 		r->groups[g].n = rg->n;
 	}
 	for (size_t g = 0; g < r->n_groups; g++) {
-		rc = group_verdicts(&r->groups[g], policy, err);
+		group *gr = &r->groups[g];
+
+		rc = mb_receipt_group_verdicts(&gr->sets, &gr->n_sets, &gr->rows, &gr->n_rows, &r->rg.groups[g], policy,
+			"report", err);
 		if (!rc)
-			rc = find_regressions(&r->groups[g], policy, err);
+			rc = find_regressions(gr, policy, err);
 		if (rc)
 			return rc;
 	}

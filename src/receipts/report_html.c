@@ -1605,6 +1605,18 @@ cleanup:
 	return rc;
 }
 
+/* A Markdown table row of three cells of receipt text. */
+static void md_row3(FILE *out, const char *a, const char *b, const char *c)
+{
+	fputs("| ", out);
+	mb_print_md_cell(out, a);
+	fputs(" | ", out);
+	mb_print_md_cell(out, b);
+	fputs(" | ", out);
+	mb_print_md_cell(out, c);
+	fputs(" |\n", out);
+}
+
 int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
 	const mb_policy *policy, mb_error *err)
 {
@@ -1619,9 +1631,15 @@ int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *con
 	for (size_t gi = 0; gi < r.n_groups; gi++) {
 		const group *g = &r.groups[gi];
 
-		if (r.n_groups > 1)
-			fprintf(out, "## %zu. %s, %s backend, suite %s (%zu receipt%s)\n\n", gi + 1, device_name(g->first),
-				mb_text_get(g->first, "backend"), suite_name(g->first), g->n, g->n == 1 ? "" : "s");
+		if (r.n_groups > 1) {
+			fprintf(out, "## %zu. ", gi + 1);
+			mb_print_md_cell(out, device_name(g->first));
+			fputs(", ", out);
+			mb_print_md_cell(out, mb_text_get(g->first, "backend"));
+			fputs(" backend, suite ", out);
+			mb_print_md_cell(out, suite_name(g->first));
+			fprintf(out, " (%zu receipt%s)\n\n", g->n, g->n == 1 ? "" : "s");
+		}
 		if ((rc = mb_printer_markdown.verdicts(out, &g->sets[g->n - 1], g->revs[g->n - 1], g->names[g->n - 1],
 			policy, err)))
 			goto cleanup;
@@ -1634,13 +1652,15 @@ int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *con
 					continue;
 				mb_verdict_label(label, sizeof(label), g->rows[i].v);
 				revision_text(rev, sizeof(rev), g->revs[g->rows[i].rev], g->names[g->rows[i].rev]);
-				fprintf(out, "| %s | %s | %s |\n", g->rows[i].v->row, label, rev);
+				md_row3(out, g->rows[i].v->row, label, rev);
 			}
 		}
 		if (g->n > 1) {
 			fprintf(out, "\n### History across %zu revisions\n\n", g->n);
-			if (g->notes[0])
-				fprintf(out, "%s\n\n", g->notes);
+			if (g->notes[0]) {
+				mb_print_md_cell(out, g->notes);
+				fputs("\n\n", out);
+			}
 			fputs("| row | first regression | case |\n|---|---|---|\n", out);
 			for (size_t i = 0; i < g->n_rows; i++) {
 				int k = g->first_regression[i];
@@ -1648,7 +1668,7 @@ int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *con
 
 				if (k >= 0)
 					revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
-				fprintf(out, "| %s | %s | %s |\n", g->rows[i].v->row, rev, k >= 0 ? g->regression_case[i] : "");
+				md_row3(out, g->rows[i].v->row, rev, k >= 0 ? g->regression_case[i] : "");
 			}
 		}
 		if (gi + 1 < r.n_groups)

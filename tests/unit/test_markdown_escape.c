@@ -154,9 +154,45 @@ static void test_verdicts(void)
 	json_decref(receipt);
 }
 
+/* summary.md of `megabench report`: two groups (their headings name the
+ * device), a history across two revisions, hostile text everywhere. */
+static void test_report(void)
+{
+	json_t *r[3] = {load("tests/golden/gate/wrong_answer/base.json"), load("tests/golden/gate/wrong_answer/head.json"),
+		load("tests/golden/gate/wrong_answer/head.json")};
+	const char *names[3] = {"base.json", "head.json", "other.json"};
+	mb_policy policy;
+	mb_error err;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *out;
+
+	if (r[0] && r[1] && r[2]) {
+		poison(r[0], false);
+		poison(r[1], true);
+		poison(r[2], true);
+		json_object_set_new(json_object_get(r[2], "device"), "name", json_string("other " EVIL));
+		mb_policy_defaults(&policy);
+		mb_error_clear(&err);
+		out = open_memstream(&text, &len);
+		CHECK(out != NULL);
+		if (out) {
+			CHECK_MSG(mb_print_report_markdown(out, r, names, 3, &policy, &err) == 0, "%s", err.text);
+			fclose(out);
+			CHECK_MSG(strstr(text, "## 2. other x\\|y"), "no second group's heading:\n%s", text);
+			CHECK_MSG(strstr(text, "### History across 2 revisions"), "no history:\n%s", text);
+			check_markdown("report", text);
+		}
+		free(text);
+	}
+	for (int i = 0; i < 3; i++)
+		json_decref(r[i]);
+}
+
 int main(void)
 {
 	test_diff();
 	test_verdicts();
+	test_report();
 	return mb_test_finish("test_markdown_escape");
 }

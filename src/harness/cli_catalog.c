@@ -51,14 +51,16 @@ static json_t *row_json(const mb_row *row)
 		}
 		for (int k = 0; k < MB_MAX_KERNEL_PATTERNS && v->kernel_patterns[k]; k++)
 			json_array_append_new(kernels, json_string(v->kernel_patterns[k]));
-		json_array_append_new(variants, json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:i, s:o}",
+		json_array_append_new(variants, json_pack("{s:s, s:s, s:s, s:s, s:b, s:o, s:i, s:o, s:b, s:b}",
 			"name", v->name, "kind", mb_variant_kind_name(v->kind), "backend", v->backend,
 			"description", v->description, "available", variant_available(v), "dtypes", dtypes,
-			"launches_per_call", v->launches_per_call, "kernels", kernels));
+			"launches_per_call", v->launches_per_call, "kernels", kernels,
+			"library_kernels", v->library_kernels, "syncs_host", v->syncs_host));
 	}
-	json_t *out = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o}", "name", row->name, "block", block,
+	json_t *out = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o, s:i}", "name", row->name, "block", block,
 		"status", mb_row_status_name(row->status), "summary", row->summary, "axes", axes,
-		"reference", row->reference_name, "tolerances", tols, "variants", variants, "sources", sources);
+		"reference", row->reference_name, "tolerances", tols, "variants", variants, "sources", sources,
+		"min_gpus", row->min_gpus > 1 ? row->min_gpus : 1);
 
 	if (out && row->condition)
 		json_object_set_new(out, "condition", json_string(row->condition));
@@ -73,6 +75,8 @@ static void print_table(const mb_row *const *rows, size_t n)
 			row->condition ? " (" : "", row->condition ? row->condition : "", row->condition ? ")" : "", row->summary);
 		for (int i = 0; i < row->n_axes; i++)
 			printf(" %s", row->axes[i]);
+		if (row->min_gpus > 1)
+			printf("\n  runs across %d or more GPUs, under `megabench alltoall`", row->min_gpus);
 		printf("\n  variants:");
 		for (int i = 0; i < row->n_variants; i++)
 			printf(" %s%s (%s, %s)", row->variants[i].name, variant_available(&row->variants[i]) ? "*" : "",

@@ -226,6 +226,8 @@ static void cpu_report(mb_dev_case *dc, mb_dev_report *out)
 	for (int i = 0; i < dc->t.n_tensors; i++)
 		out->peak_bytes += (int64_t)(dc->t.elems[i] * sizeof(float));
 	out->sample_source = "monotonic";
+	out->extra_bytes = -1; /* the reference allocates on the host */
+	out->driver_extra_bytes = INT64_MIN;
 }
 
 static void cpu_close(mb_dev_case *dc)

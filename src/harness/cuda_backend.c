@@ -36,6 +36,7 @@
 #include "harness/cuda_headers.h"
 #include "harness/cuda_inputs.h"
 #include "harness/cupti_timer.h"
+#include "kernels/workspace.h"
 #include "mb_config.h"
 
 /* The device this process works on: MEGABENCH_DEVICE, which `megabench run
@@ -246,6 +247,11 @@ struct mb_dev_case {
 	unsigned clock_start_mhz;
 	bool clock_known, clock_read;
 	bool nvtx;
+	/* The variant's scratch memory (kernels/workspace.h): the driver's
+	 * free memory before its first call, and the drop over that call. */
+	enum { MEM_NOT_YET, MEM_WATCHING, MEM_MEASURED } mem;
+	size_t mem_free_before;
+	int64_t mem_driver_extra;
 };
 
 /* A CUDA failure as the case's outcome. `launched` says whether it came
@@ -291,6 +297,12 @@ static int cuda_open(mb_dev_case **out, const mb_case_plan *plan, const mb_tenso
 		snprintf(o->text, sizeof o->text, "the variant has no GPU launch");
 		return MB_DEVICE_FAILED;
 	}
+	if (plan->variant->syncs_host && plan->mode == MB_MODE_GRAPH) {
+		o->status = "skipped";
+		snprintf(o->text, sizeof o->text, "the variant waits for the device inside a call, which a graph "
+			"cannot capture");
+		return MB_DEVICE_FAILED;
+	}
 	if ((rc = ensure_ready(phases, err)) != 0) {
 		o->status = "crashed";
 		snprintf(o->text, sizeof o->text, "%.250s", err->text);
@@ -310,6 +322,9 @@ static int cuda_open(mb_dev_case **out, const mb_case_plan *plan, const mb_tenso
 		dc->total_bytes += dc->bytes[i];
 		CUDA_TRY(cudaMalloc(&dc->dev[i], dc->bytes[i] ? dc->bytes[i] : 1), "inputs", false);
 	}
+	/* every case measures its variant's scratch from nothing */
+	mb_ws_release_all();
+	mb_ws_tally_reset();
 	return 0;
 }
 
@@ -349,14 +364,28 @@ static cudaError_t call_variant(mb_dev_case *dc)
 
 static int cuda_call(mb_dev_case *dc, mb_outcome *o)
 {
+	size_t total;
+
+	if (dc->mem == MEM_NOT_YET) {
+		CUDA_TRY(cudaStreamSynchronize(B.stream), "call", false);
+		CUDA_TRY(cudaMemGetInfo(&dc->mem_free_before, &total), "call", false);
+		dc->mem = MEM_WATCHING;
+	}
 	CUDA_TRY(call_variant(dc), "call", true);
 	return 0;
 }
 
 static int cuda_sync(mb_dev_case *dc, mb_outcome *o, mb_error *err)
 {
-	(void)dc, (void)err;
+	size_t free_after, total;
+
+	(void)err;
 	CUDA_TRY(cudaStreamSynchronize(B.stream), "synchronize", false);
+	if (dc->mem == MEM_WATCHING) {
+		CUDA_TRY(cudaMemGetInfo(&free_after, &total), "synchronize", false);
+		dc->mem_driver_extra = (int64_t)dc->mem_free_before - (int64_t)free_after;
+		dc->mem = MEM_MEASURED;
+	}
 	/* records of untimed work (fills, checked and warm-up calls) carry no
 	 * call id; the next timed batch drops them anyway */
 	return 0;
@@ -444,7 +473,8 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 		dc->clock_known = mb_cuda_nvml_sm_clock_mhz(&dc->clock_start_mhz);
 		dc->clock_read = true;
 	}
-	if (B.blocked) {
+	/* a call that waits for the device would wait for the blocker forever */
+	if (B.blocked && !dc->plan->variant->syncs_host) {
 		CUDA_TRY(mb_blocker_hold(&B.blocker, B.stream), "timed calls", false);
 		held = true;
 	}
@@ -482,7 +512,10 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 		float ms = 0.0f;
 		CUDA_TRY(cudaEventElapsedTime(&ms, B.ev[2 * i], B.ev[2 * i + 1]), "timed calls", false);
 		b->events_ns[i] = (double)ms * NS_PER_MS;
-		b->sample_ns[i] = !B.cupti ? b->events_ns[i] : calls[i].launches > 0 ? (double)calls[i].busy_ns : -1;
+		/* a call that waits for the device idles it while the host reads
+		 * back and queues the rest: its sample is the span, gaps included */
+		b->sample_ns[i] = !B.cupti ? b->events_ns[i] : calls[i].launches <= 0 ? -1
+			: dc->plan->variant->syncs_host ? (double)calls[i].span_ns : (double)calls[i].busy_ns;
 		b->span_ns[i] = B.cupti ? (double)calls[i].span_ns : b->events_ns[i];
 		b->launches[i] = B.cupti ? calls[i].launches : -1;
 		for (int k = 0; b->launch_ns && k < MB_MAX_LAUNCHES; k++)
@@ -548,6 +581,8 @@ static void cuda_report(mb_dev_case *dc, mb_dev_report *out)
 	if (!B.cupti)
 		out->unobserved_why = B.cupti_why[0] ? B.cupti_why : "CUPTI unavailable";
 	out->clock_start_mhz = dc->clock_known ? dc->clock_start_mhz : 0;
+	out->extra_bytes = dc->mem == MEM_MEASURED ? (int64_t)mb_ws_tally_peak() : -1;
+	out->driver_extra_bytes = dc->mem == MEM_MEASURED ? dc->mem_driver_extra : INT64_MIN;
 }
 
 static void cuda_close(mb_dev_case *dc)

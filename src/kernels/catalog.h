@@ -115,6 +115,16 @@ typedef struct mb_variant {
 	const char *kernel_patterns[MB_MAX_KERNEL_PATTERNS];
 	mb_launch_fn launch;        /* NULL for the reference or without CUDA */
 	unsigned dtype_mask;        /* bit (1u << mb_dtype) per supported dtype */
+	/* A library (cuBLAS) picks some of the kernels by shape and device: the
+	 * signature check then requires each declared pattern to run, accepts
+	 * kernels it does not name, and takes launches_per_call as the least
+	 * count (our own kernels) rather than the exact one. */
+	bool library_kernels;
+	/* The call waits for the device inside itself (it reads counts back to
+	 * size library calls, as a framework's MoE path does): it cannot be
+	 * captured in a graph or queued behind the harness's blocker, so graph
+	 * mode skips it and its calls are queued one at a time. */
+	bool syncs_host;
 } mb_variant;
 
 typedef struct mb_row {
@@ -131,6 +141,10 @@ typedef struct mb_row {
 	 * NULL for every other status. */
 	const char *condition;
 	const char *summary;
+	/* GPUs one case needs; 0 or 1 for every row the case driver runs. A
+	 * row across GPUs (moe_alltoall) is run by `megabench alltoall`, and
+	 * `megabench run` plans it as skipped with that said. */
+	int min_gpus;
 	int n_axes;
 	const char *axes[MB_MAX_AXES];
 	/* Row-specific shape rules beyond "every axis is a positive integer"

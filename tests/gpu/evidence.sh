@@ -31,6 +31,11 @@
 #   lanes     suites/nam56r.toml's lanes after residual_rmsnorm and rope_qk in
 #             bf16, and the verdicts; LANES_TAG names the receipt (a, b),
 #             LANES_LIMIT_S bounds the run (default 540 s).
+#   heavy     the MoE, cross-entropy, state-space, recurrent and Sinkhorn rows
+#             of suites/nam56r.toml in bf16 (ceilings measured in the same
+#             run), their verdicts and targets (heavy_targets.py);
+#             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
+#             narrows the rows.
 #   smoke     every row of suites/smoke.toml on the GPU.
 #   sass      16-byte load and store counts of every fused kernel.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
@@ -132,6 +137,13 @@ for phase in "${@:-checks}"; do
 			--dtypes bf16 -o "$out/lanes-$tag.json"
 		"$mb" verdict "$out/lanes-$tag.json" >"$out/lanes-$tag-verdict.txt" 2>&1
 		cat "$out/lanes-$tag-verdict.txt"
+		;;
+	heavy)
+		rows=${HEAVY_ROWS:-moe_ffn,linear_cross_entropy,ssm_scan,recurrent_scan,mhc_sinkhorn}
+		step heavy "${HEAVY_LIMIT_S:-540}" "$mb" run suites/nam56r.toml --backend cuda --rows "$rows" \
+			--dtypes bf16 -o "$out/heavy.json"
+		"$mb" verdict "$out/heavy.json" >"$out/heavy-verdict.txt" 2>&1
+		python3 tests/gpu/heavy_targets.py "$out/heavy.json" | tee "$out/heavy-targets.txt"
 		;;
 	smoke)
 		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda -o "$out/smoke-gpu.json"

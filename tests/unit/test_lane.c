@@ -55,7 +55,7 @@ static void test_recipes(void)
 	/* every block normalises; three attention blocks rotate */
 	CHECK(calls_of(&r, "residual_rmsnorm") == 12);
 	CHECK(calls_of(&r, "rope_qk") == 3);
-	/* rows not in the catalog yet are named, and nothing stands in */
+	/* rows the lane does not wire yet are named, and nothing stands in */
 	CHECK(notes_mention(&r, "moe_ffn") && notes_mention(&r, "ssm_scan") && notes_mention(&r, "recurrent_scan"));
 	CHECK(calls_of(&r, "moe_ffn") == 0);
 	for (int i = 0; i < r.n_ops; i++)

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""The heavy rows' targets (issue 10) read from one receipt: per case the
+median, the binding ceiling's fraction, TFLOP/s, the variant's measured
+scratch memory and correctness; then each target against its measured
+value. Usage: heavy_targets.py RECEIPT.json[.gz]"""
+import gzip
+import json
+import sys
+
+
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def median_ms(c):
+    t = c.get("timing") or {}
+    v = t.get("median_ns")
+    return v / 1e6 if isinstance(v, (int, float)) else None
+
+
+def shape_key(c):
+    return ",".join(f"{k}={v}" for k, v in sorted(c["shape"].items()))
+
+
+def main():
+    r = load(sys.argv[1])
+    rows = ("moe_ffn", "linear_cross_entropy", "ssm_scan", "recurrent_scan", "mhc_sinkhorn")
+    cases = [c for c in r["cases"] if c["row"] in rows]
+    ceil = r.get("ceilings") or {}
+    print(f"ceilings: copy {ceil.get('copy_gbps')} GB/s, gemm {ceil.get('gemm_tflops')} TFLOP/s")
+    print(f"{'case':<78} {'status':<8} {'ms':>9} {'ceiling':>8} {'frac':>6} {'TFLOP/s':>8} {'extra MB':>9} "
+          f"{'drv MB':>8} {'over tol':>8}")
+    by = {}
+    for c in cases:
+        tp = c.get("throughput") or {}
+        mem = c.get("memory") or {}
+        corr = c.get("correctness") or {}
+        ms = median_ms(c)
+        extra = mem.get("extra_bytes")
+        drv = mem.get("driver_extra_bytes")
+        over = corr.get("over_tolerance")
+        print(f"{c['id'][:78]:<78} {c['status']:<8} {ms if ms is not None else float('nan'):9.3f} "
+              f"{str(tp.get('ceiling')):>8} {tp.get('fraction_of_ceiling') or float('nan'):6.3f} "
+              f"{tp.get('tflops') or float('nan'):8.1f} "
+              f"{(extra / 1e6) if isinstance(extra, int) else float('nan'):9.1f} "
+              f"{(drv / 1e6) if isinstance(drv, int) else float('nan'):8.1f} "
+              f"{over if isinstance(over, int) else '-':>8}")
+        by.setdefault((c["row"], shape_key(c)), {})[c["variant"]] = c
+    print()
+    print("targets:")
+    for (row, shape), vs in sorted(by.items()):
+        def ms(v):
+            return median_ms(vs[v]) if v in vs and vs[v]["status"] == "ok" else None
+
+        def frac(v):
+            return (vs[v].get("throughput") or {}).get("fraction_of_ceiling") if v in vs else None
+
+        if row == "moe_ffn":
+            f, s = ms("fused"), ms("standard")
+            flops = (vs.get("fused") or {}).get("throughput", {}).get("flops")
+            if f:
+                print(f"  moe_ffn {shape}: fused {f:.3f} ms (target <= 3.2 at the shape of record), "
+                      f"{flops / (f * 1e-3) / 1e12 if flops else float('nan'):.0f} TFLOP/s effective (target 350); "
+                      f"standard/fused {s / f if s else float('nan'):.2f}x (target >= 1.3)"
+                      + (f"; cublas_grouped {ms('cublas_grouped'):.3f} ms" if ms("cublas_grouped") else ""))
+        elif row == "linear_cross_entropy":
+            f, m = ms("chunked"), ms("materialized")
+            fe = ((vs.get("chunked") or {}).get("memory") or {}).get("extra_bytes")
+            me = ((vs.get("materialized") or {}).get("memory") or {}).get("extra_bytes")
+            if f and m:
+                print(f"  linear_cross_entropy {shape}: chunked/materialized time {f / m:.3f} (target <= 1.0), "
+                      f"extra memory {fe}/{me} = {fe / me if fe and me else float('nan'):.4f} (target <= 1/32 = 0.03125)")
+        else:
+            f, b = ms("fused"), ms("fallback")
+            if f:
+                print(f"  {row} {shape}: fused {frac('fused') or float('nan'):.3f} of its ceiling (target >= 0.80), "
+                      f"fallback/fused {b / f if b else float('nan'):.2f}x (target > 1)")
+
+
+if __name__ == "__main__":
+    main()

@@ -71,7 +71,12 @@ tail -n 1 "$tmp/out" >/dev/null
 # 6. Ctrl-C: a valid receipt marked interrupted with what finished
 "$MB" run suites/smoke.toml --backend cpu --min-time 1 -o "$tmp/int.json" >"$tmp/out" 2>"$tmp/err" &
 pid=$!
-sleep 2.5
+# interrupt once a case has finished (a loaded machine may take a while to
+# get there; a fixed sleep made this check flaky), and at most after 30 s
+for _ in $(seq 300); do
+	grep -q '^\[1/' "$tmp/err" 2>/dev/null && break
+	sleep 0.1
+done
 kill -INT "$pid"
 wait "$pid"; code=$?
 [ "$code" = 130 ] && ok || bad "interrupted run exit $code, expected 130"

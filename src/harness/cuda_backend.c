@@ -473,8 +473,12 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 		dc->clock_known = mb_cuda_nvml_sm_clock_mhz(&dc->clock_start_mhz);
 		dc->clock_read = true;
 	}
-	/* a call that waits for the device would wait for the blocker forever */
-	if (B.blocked && !dc->plan->variant->syncs_host) {
+	/* A call that waits for the device would wait for the blocker
+	 * forever, and a library's launch count is not known in advance
+	 * (cuBLAS chunks grow with the shape: hundreds of launches could fill
+	 * the queue while the blocker holds it): those are queued unheld, and
+	 * their samples (busy time, or the span) do not see launch latency. */
+	if (B.blocked && !dc->plan->variant->syncs_host && !dc->plan->variant->library_kernels) {
 		CUDA_TRY(mb_blocker_hold(&B.blocker, B.stream), "timed calls", false);
 		held = true;
 	}

@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* Launches of one call whose durations are kept one by one. */
-#define MB_CUPTI_MAX_LAUNCHES 8
+#define MB_CUPTI_MAX_LAUNCHES 48
 
 /* What one bracketed call ran. */
 typedef struct mb_cupti_call {

@@ -23,6 +23,11 @@
  * bytes it must generate. */
 #define CASE_SLACK_S 10.0
 #define SETUP_BYTES_PER_S 100e6
+/* A reference may do the row's whole work on the host (linear
+ * cross-entropy's weight gradient needs every token's log-sum-exp): a
+ * case may take its FLOPs at this rate, a slow core's, before it counts
+ * as hung. */
+#define REFERENCE_FLOPS_PER_S 10e9
 #define PROBE_TIMEOUT_S 300.0
 /* The parent wakes at least this often while a child works. */
 #define REFRESH_NS 1000000000LL
@@ -186,7 +191,8 @@ static double case_budget_s(const mb_case_plan *c, const mb_settings *s)
 	uint64_t elems = 0, bytes = 0;
 
 	mb_row_footprint(c->row, c->axis, MB_FP32, &elems, &bytes);
-	return 2 * s->timeout_s + CASE_SLACK_S + (double)bytes / SETUP_BYTES_PER_S;
+	return 2 * s->timeout_s + CASE_SLACK_S + (double)bytes / SETUP_BYTES_PER_S
+		+ (double)c->row->flops(c->axis) / REFERENCE_FLOPS_PER_S;
 }
 
 /* When the child must have finished case `index`, counted from now. */

@@ -24,7 +24,8 @@
 #define MB_MAX_TENSORS 8
 #define MB_MAX_VARIANTS 8
 #define MB_MAX_KERNEL_PATTERNS 4
-#define MB_MAX_LAUNCHES 8
+/* mhc_sinkhorn's fallback launches 42 kernels (two per Sinkhorn iteration) */
+#define MB_MAX_LAUNCHES 48
 
 typedef enum mb_row_status {
 	MB_ROW_KEEP,
@@ -118,7 +119,8 @@ typedef struct mb_variant {
 	/* A library (cuBLAS) picks some of the kernels by shape and device: the
 	 * signature check then requires each declared pattern to run, accepts
 	 * kernels it does not name, and takes launches_per_call as the least
-	 * count (our own kernels) rather than the exact one. */
+	 * count (our own kernels) rather than the exact one. Its timed calls
+	 * are queued without the blocker (the count is not known in advance). */
 	bool library_kernels;
 	/* The call waits for the device inside itself (it reads counts back to
 	 * size library calls, as a framework's MoE path does): it cannot be

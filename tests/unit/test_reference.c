@@ -87,8 +87,13 @@ static void catalog_rules(void)
 		const mb_row *r = mb_catalog_rows(&n)[i];
 		for (int d = 0; d < MB_DTYPE_COUNT; d++)
 			CHECK(r->tolerance[d].rationale && r->tolerance[d].rel >= 0 && r->tolerance[d].abs >= 0);
-		CHECK(mb_row_find_variant(r, "fused") && mb_row_find_variant(r, "fallback")
-			&& mb_row_find_variant(r, "reference"));
+		bool fused = false, fallback = false;
+		for (int k = 0; k < r->n_variants; k++) {
+			fused = fused || r->variants[k].kind == MB_VARIANT_FUSED;
+			fallback = fallback || r->variants[k].kind == MB_VARIANT_FALLBACK;
+		}
+		CHECK_MSG(fused && fallback && mb_row_find_variant(r, "reference"), "%s: a fused, a fallback and the "
+			"reference variant", r->name);
 	}
 	/* a status is a reviewed claim: conditional names its condition,
 	 * nothing else has one */

@@ -1,0 +1,327 @@
+/* A grouped (jagged) bf16 GEMM for the moe_ffn row: C_g = A_g B_g for
+ * groups g = 0 .. groups-1 that share N and the reduction length KD, where
+ * group g's rows of A are rows group_off[g] .. group_off[g+1]-1 of one
+ * sorted row list (device-side offsets: no host sync, no padding beyond the
+ * tile edge) and B_g is the g-th [KD, N] row-major block of B [groups*KD, N].
+ *
+ * Tensor cores through mma.sync.aligned.m16n8k16.row.col (bf16 in, fp32
+ * accumulate), fragments loaded with ldmatrix (.trans for B, which is
+ * stored K-major: [k][n]), shared memory filled by cp.async in a
+ * GG_STAGES-deep pipeline. A CTA is 8 warps, each owning a 64x64 piece of a
+ * BM x BN tile (BM x BN = 128x256 or 256x128). The grid is persistent: CTA
+ * i takes tiles i, i + gridDim.x, ... of the flat schedule tile_off[]
+ * (tile_off[g] = the tiles of groups before g, each group
+ * ceil(rows/BM) * (N/BN) tiles, m-tile major so that the CTAs running at
+ * once share A rows and sweep B_g), and finds a tile's group by binary
+ * search.
+ *
+ * Two ways to fetch row r of A (the r-th row of the sorted list):
+ *   GATHER: row pair[r] / k_top of A (GEMM1: the token of (token, k) pair
+ *           pair[r], read straight from x: no permuted copy of x);
+ *   plain:  row r of A (GEMM2: the sorted activations GEMM1 wrote).
+ * Two epilogues, on the fp32 accumulators:
+ *   GG_EPI_RELU2:   out[r, n] = bf16(relu(acc)^2)               (GEMM1)
+ *   GG_EPI_WEIGHTED: out[pair[r], n] = bf16(acc * weight[pair[r]]) (GEMM2:
+ *                   each (token, k) row lands at its pair index, scaled by
+ *                   its routing weight).
+ * Rows past a group's end are zero-filled in shared memory and never
+ * stored. Requirements (the launcher checks them): N a multiple of BN, KD
+ * a multiple of GG_BK, 16-byte aligned A, B and out, KD and N multiples of
+ * 8 elements. Element offsets are int64 throughout. */
+#ifndef MB_KERNELS_GROUPED_GEMM_CUH
+#define MB_KERNELS_GROUPED_GEMM_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#define GG_BK 32      /* reduction step: divides H = 2048 and F = 1408 */
+#define GG_STAGES 4   /* cp.async pipeline depth */
+#define GG_THREADS 256
+#define GG_WARP_M 64  /* each warp's piece of the tile */
+#define GG_WARP_N 64
+#define GG_MI (GG_WARP_M / 16) /* m16 fragments per warp */
+#define GG_NI (GG_WARP_N / 8)  /* n8 fragments per warp */
+#define GG_CHUNK 8    /* bf16 elements per 16-byte cp.async chunk */
+
+enum { GG_EPI_RELU2, GG_EPI_WEIGHTED };
+
+typedef struct gg_params {
+	const __nv_bfloat16 *a;    /* GATHER: [tokens, KD]; plain: [rows, KD] sorted */
+	const int32_t *pair;       /* [rows] sorted (token * k_top + k) */
+	int k_top;
+	const __nv_bfloat16 *b;    /* [groups * KD, N] */
+	const int64_t *group_off;  /* [groups + 1] row offsets into the sorted list */
+	const int32_t *tile_off;   /* [groups + 1] flat tile schedule */
+	int groups;
+	int n, kd;
+	const float *weight;       /* [rows] routing weight by pair index (GG_EPI_WEIGHTED) */
+	__nv_bfloat16 *out;        /* RELU2: [rows, N] sorted; WEIGHTED: [rows, N] by pair */
+} gg_params;
+
+template <int BM, int BN> struct gg_cfg {
+	static constexpr int WARPS_M = BM / GG_WARP_M;
+	static constexpr int WARPS_N = BN / GG_WARP_N;
+	static_assert(WARPS_M * WARPS_N * 32 == GG_THREADS, "8 warps of 64x64");
+	static constexpr int A_STAGE = BM * GG_BK; /* elements */
+	static constexpr int B_STAGE = GG_BK * BN;
+	static constexpr int SMEM_BYTES = GG_STAGES * (A_STAGE + B_STAGE) * (int)sizeof(__nv_bfloat16);
+	static constexpr int A_ROW_CHUNKS = GG_BK / GG_CHUNK; /* 4 */
+	static constexpr int B_ROW_CHUNKS = BN / GG_CHUNK;    /* 16 or 32 */
+	static constexpr int A_LOADS = BM * A_ROW_CHUNKS / GG_THREADS; /* chunks per thread per stage */
+	static constexpr int B_LOADS = GG_BK * B_ROW_CHUNKS / GG_THREADS;
+	static constexpr int A_ROWS_PER_PASS = GG_THREADS / A_ROW_CHUNKS; /* 64 */
+	static_assert(A_LOADS * GG_THREADS == BM * A_ROW_CHUNKS, "A tile splits evenly");
+	static_assert(B_LOADS * GG_THREADS == GG_BK * B_ROW_CHUNKS, "B tile splits evenly");
+};
+
+/* ---- PTX wrappers ---------------------------------------------------------- */
+
+__device__ __forceinline__ uint32_t gg_smem_addr(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+/* 16 bytes global -> shared; src_bytes 0 fills the chunk with zeros (rows
+ * past the group's end) and reads nothing. */
+__device__ __forceinline__ void gg_cp_async16(uint32_t dst, const void *src, int src_bytes)
+{
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes));
+}
+
+__device__ __forceinline__ void gg_cp_async_commit()
+{
+	asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N> __device__ __forceinline__ void gg_cp_async_wait()
+{
+	asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void gg_ldmatrix_x4(uint32_t (&r)[4], uint32_t addr)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		: "r"(addr));
+}
+
+__device__ __forceinline__ void gg_ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		: "r"(addr));
+}
+
+__device__ __forceinline__ void gg_mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+	asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+		     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+		: "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* ---- shared-memory layout ---------------------------------------------------
+ * A stage: [BM][GG_BK] bf16, 64-byte rows of 4 chunks; chunk c of row r
+ * sits at chunk c ^ ((r >> 1) & 3): the 8 rows one ldmatrix phase reads
+ * (same logical chunk) then cover all 8 16-byte slots of a 128-byte bank
+ * window, and 8 consecutive cp.async chunks (2 rows) still fill one window.
+ * B stage: [GG_BK][BN] bf16; chunk c of row k sits at c ^ (k & 7) (within
+ * its aligned group of 8 chunks): the 8 k-rows of one .trans phase hit 8
+ * distinct slots. Offsets in elements. */
+__device__ __forceinline__ int gg_a_offset(int row, int chunk)
+{
+	return row * GG_BK + ((chunk ^ ((row >> 1) & 3)) * GG_CHUNK);
+}
+
+template <int BN> __device__ __forceinline__ int gg_b_offset(int k, int chunk)
+{
+	return k * BN + ((chunk ^ (k & 7)) * GG_CHUNK);
+}
+
+/* The group of flat tile `tile`: the largest g with tile_off[g] <= tile.
+ * Empty groups (tile_off[g] == tile_off[g + 1]) are passed over, since a
+ * later g with the same offset also qualifies; tile < tile_off[groups]
+ * makes the answer's range non-empty. */
+__device__ __forceinline__ int gg_find_group(const int32_t *tile_off, int groups, int tile)
+{
+	int lo = 0, hi = groups - 1;
+	while (lo < hi) {
+		const int mid = (lo + hi + 1) >> 1;
+		if (__ldg(tile_off + mid) <= tile)
+			lo = mid;
+		else
+			hi = mid - 1;
+	}
+	return lo;
+}
+
+__device__ __forceinline__ uint32_t gg_pack_bf16x2(float lo, float hi)
+{
+	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x = lo (lower address) */
+	return *reinterpret_cast<uint32_t *>(&v);
+}
+
+template <int BM, int BN, bool GATHER, int EPI>
+__global__ void __launch_bounds__(GG_THREADS, 1) moe_ffn_grouped_gemm_kernel(const gg_params p)
+{
+	typedef gg_cfg<BM, BN> C;
+	extern __shared__ __align__(128) unsigned char gg_smem[];
+	__nv_bfloat16 *s_a = reinterpret_cast<__nv_bfloat16 *>(gg_smem);
+	__nv_bfloat16 *s_b = s_a + GG_STAGES * C::A_STAGE;
+
+	const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+	const int warp_m = warp / C::WARPS_N, warp_n = warp % C::WARPS_N;
+	const int total_tiles = __ldg(p.tile_off + p.groups);
+	const int n_tiles = p.n / BN;
+	const int k_tiles = p.kd / GG_BK;
+
+	/* this thread's cp.async chunks: A rows a_row0 + i * A_ROWS_PER_PASS at
+	 * chunk a_chunk; B rows b_k0 + i * (GG_THREADS / B_ROW_CHUNKS) at
+	 * chunk b_chunk */
+	const int a_row0 = tid / C::A_ROW_CHUNKS, a_chunk = tid % C::A_ROW_CHUNKS;
+	const int b_k0 = tid / C::B_ROW_CHUNKS, b_chunk = tid % C::B_ROW_CHUNKS;
+	constexpr int B_K_PER_PASS = GG_THREADS / C::B_ROW_CHUNKS;
+
+	for (int tile = blockIdx.x; tile < total_tiles; tile += gridDim.x) {
+		const int g = gg_find_group(p.tile_off, p.groups, tile);
+		const int local = tile - __ldg(p.tile_off + g);
+		const int m_tile = local / n_tiles, n_tile = local % n_tiles;
+		const int64_t row0 = __ldg(p.group_off + g) + (int64_t)m_tile * BM;
+		const int64_t row_end = __ldg(p.group_off + g + 1);
+		const int col0 = n_tile * BN;
+		const __nv_bfloat16 *b_grp = p.b + (int64_t)g * p.kd * p.n + col0;
+
+		/* source row of each of this thread's A chunks (fixed for the tile) */
+		const __nv_bfloat16 *a_src[C::A_LOADS];
+		int a_bytes[C::A_LOADS];
+#pragma unroll
+		for (int i = 0; i < C::A_LOADS; i++) {
+			const int64_t r = row0 + a_row0 + i * C::A_ROWS_PER_PASS;
+			const bool valid = r < row_end;
+			int64_t src_row = 0;
+			if (valid)
+				src_row = GATHER ? (int64_t)(__ldg(p.pair + r) / p.k_top) : r;
+			a_src[i] = p.a + src_row * p.kd + a_chunk * GG_CHUNK;
+			a_bytes[i] = valid ? 16 : 0;
+		}
+
+		auto load_stage = [&](int stage, int kt) {
+			__nv_bfloat16 *sa = s_a + stage * C::A_STAGE;
+			__nv_bfloat16 *sb = s_b + stage * C::B_STAGE;
+			const int64_t k0 = (int64_t)kt * GG_BK;
+#pragma unroll
+			for (int i = 0; i < C::A_LOADS; i++) {
+				const int row = a_row0 + i * C::A_ROWS_PER_PASS;
+				gg_cp_async16(gg_smem_addr(sa + gg_a_offset(row, a_chunk)), a_src[i] + k0, a_bytes[i]);
+			}
+#pragma unroll
+			for (int i = 0; i < C::B_LOADS; i++) {
+				const int k = b_k0 + i * B_K_PER_PASS;
+				gg_cp_async16(gg_smem_addr(sb + gg_b_offset<BN>(k, b_chunk)),
+					b_grp + (k0 + k) * p.n + b_chunk * GG_CHUNK, 16);
+			}
+		};
+
+		float acc[GG_MI][GG_NI][4];
+#pragma unroll
+		for (int mi = 0; mi < GG_MI; mi++)
+#pragma unroll
+			for (int ni = 0; ni < GG_NI; ni++)
+#pragma unroll
+				for (int c = 0; c < 4; c++)
+					acc[mi][ni][c] = 0.0f;
+
+		/* prologue: stages 0 .. GG_STAGES-2, one commit group each (empty
+		 * past the last k tile, so the wait count below stays exact) */
+#pragma unroll
+		for (int s = 0; s < GG_STAGES - 1; s++) {
+			if (s < k_tiles)
+				load_stage(s, s);
+			gg_cp_async_commit();
+		}
+
+		for (int kt = 0; kt < k_tiles; kt++) {
+			/* groups committed: GG_STAGES-1 + kt; leaving GG_STAGES-2
+			 * pending means tile kt has landed (for this thread), and the
+			 * barrier makes it every thread's, and retires every warp's
+			 * reads of the stage the prefetch below overwrites (tile kt-1) */
+			gg_cp_async_wait<GG_STAGES - 2>();
+			__syncthreads();
+			const int next = kt + GG_STAGES - 1;
+			if (next < k_tiles)
+				load_stage(next % GG_STAGES, next);
+			gg_cp_async_commit();
+
+			const int stage = kt % GG_STAGES;
+			const __nv_bfloat16 *sa = s_a + stage * C::A_STAGE;
+			const __nv_bfloat16 *sb = s_b + stage * C::B_STAGE;
+#pragma unroll
+			for (int kk = 0; kk < GG_BK; kk += 16) {
+				uint32_t af[GG_MI][4];
+#pragma unroll
+				for (int mi = 0; mi < GG_MI; mi++) {
+					/* lanes 0-15: rows 0-15 at k kk..kk+7; lanes 16-31:
+					 * the same rows at kk+8..kk+15 (a0..a3 of the mma) */
+					const int row = warp_m * GG_WARP_M + mi * 16 + (lane & 15);
+					const int chunk = kk / GG_CHUNK + (lane >> 4);
+					gg_ldmatrix_x4(af[mi], gg_smem_addr(sa + gg_a_offset(row, chunk)));
+				}
+#pragma unroll
+				for (int nj = 0; nj < GG_NI / 2; nj++) {
+					/* matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7,
+					 * n 8-15), (k 8-15, n 8-15) of this 16-column pair:
+					 * b0 b1 of n-fragment 2nj, then of 2nj+1 */
+					const int k = kk + (lane & 7) + ((lane >> 3) & 1) * 8;
+					const int n = warp_n * GG_WARP_N + nj * 16 + (lane >> 4) * 8;
+					uint32_t bf[4];
+					gg_ldmatrix_x4_trans(bf, gg_smem_addr(sb + gg_b_offset<BN>(k, n / GG_CHUNK)));
+#pragma unroll
+					for (int mi = 0; mi < GG_MI; mi++) {
+						gg_mma(acc[mi][2 * nj], af[mi], bf[0], bf[1]);
+						gg_mma(acc[mi][2 * nj + 1], af[mi], bf[2], bf[3]);
+					}
+				}
+			}
+		}
+		gg_cp_async_wait<0>(); /* only empty groups can remain */
+
+		/* epilogue: fragment (mi, ni) holds rows g8 and g8 + 8 of its m16
+		 * block (g8 = lane / 4), columns 2 * (lane % 4) and + 1 of its n8 */
+#pragma unroll
+		for (int mi = 0; mi < GG_MI; mi++) {
+#pragma unroll
+			for (int half = 0; half < 2; half++) {
+				const int row = warp_m * GG_WARP_M + mi * 16 + (lane >> 2) + half * 8;
+				const int64_t r = row0 + row;
+				if (r >= row_end)
+					continue;
+				int64_t out_row = r;
+				float scale = 1.0f;
+				if (EPI == GG_EPI_WEIGHTED) {
+					const int32_t pr = __ldg(p.pair + r);
+					out_row = pr;
+					scale = __ldg(p.weight + pr);
+				}
+				__nv_bfloat16 *dst = p.out + out_row * p.n + col0 + warp_n * GG_WARP_N + (lane & 3) * 2;
+#pragma unroll
+				for (int ni = 0; ni < GG_NI; ni++) {
+					float v0 = acc[mi][ni][half * 2], v1 = acc[mi][ni][half * 2 + 1];
+					if (EPI == GG_EPI_RELU2) {
+						v0 = v0 > 0.0f ? v0 * v0 : 0.0f;
+						v1 = v1 > 0.0f ? v1 * v1 : 0.0f;
+					} else {
+						v0 *= scale;
+						v1 *= scale;
+					}
+					*reinterpret_cast<uint32_t *>(dst + ni * 8) = gg_pack_bf16x2(v0, v1);
+				}
+			}
+		}
+		/* every warp is done with shared memory before the next tile's
+		 * prologue refills it */
+		__syncthreads();
+	}
+}
+
+#endif

@@ -1,0 +1,1009 @@
+/* ssm_scan: the Mamba-3 trapezoidal selective scan, forward (the math and
+ * the tensors: src/reference/ssm_scan.c). Axes, in catalog order: B, L,
+ * NH, P, N; bf16 storage, fp32 state and accumulation.
+ *
+ * Both GPU variants compute the recurrence chunk by chunk in its matrix
+ * ("SSD") form, on tensor cores. Write cs_i = sum_{r <= i} dt_r A for the
+ * log-decay within a chunk, decay(t, s) = prod_{r = s+1}^{t} a_r =
+ * exp(cs_t - cs_s), and u_s = x_s B_s^T. Unrolled, the definition's
+ * coefficient of u_s in h_t is c_t for s = t, and for s < t
+ *   c_s decay(t, s) + b_{s+1} decay(t, s+1) = decay(t, s) kappa_s,
+ *   kappa_s = lambda_s dt_s + (1 - lambda_{s+1}) dt_{s+1}
+ * (b_{s+1} = (1 - lambda_{s+1}) dt_{s+1} a_{s+1}, and a_{s+1} decay(t, s+1)
+ * = decay(t, s)). So with the Mamba-2 state g_t = a_t g_{t-1} + kappa_t u_t,
+ * h_t = a_t g_{t-1} + gamma_t u_t (gamma_t = c_t = lambda_t dt_t): the
+ * trapezoid is Mamba-2's scan with kappa in place of dt, an output that
+ * reads the state before the step's own input, and a diagonal gamma_t
+ * (C_t . B_t) x_t. Within a chunk starting at t0, with g_in = g_{t0-1}:
+ *   y_i = exp(cs_i) C_i g_in                                 (inter-chunk)
+ *       + sum_{j <= i} (C_i . B_j) L_ij x_j,                 (intra-chunk)
+ *         L_ij = exp(cs_i - cs_j) kappa_j (j < i), gamma_i (j = i), 0 (j > i)
+ *   g_out = exp(cs_last) g_in + sum_j exp(cs_last - cs_j) kappa_j x_j B_j^T.
+ * kappa of a chunk's last step reads the next chunk's first dt and lambda;
+ * at t = L-1 its second term is 0 (g_{L-1} feeds no output).
+ *
+ * Precision: the tensor-core products take fp16 operands and accumulate in
+ * fp32. x, B and C convert from bf16 to fp16 exactly (|v| < 3.5, and below
+ * 2^-14 fp16's subnormals lose at most 2^-25); the fp32 operands (the
+ * masked (C B^T) L, the decay-weighted x and the state fed to C g_in) are
+ * rounded to fp16 once each, 2^-11 relative: src/reference/ssm_scan.c
+ * derives the tolerance from that. The cumulative log-decay is summed in
+ * double and rounded once, so exp(cs_i - cs_j) is off by ~u |cs| rather
+ * than the chunk length times that. dt and lambda use expf and log1pf as
+ * the reference does; decays inside the products use __expf (its error is
+ * far under the fp16 rounding they meet next).
+ *
+ * fused: one launch, one CTA of 8 warps per (b, head), walking the
+ * sequence in chunks of 64 steps with the head's [P, N] state in registers
+ * (mma accumulators) and the next chunk's x, B, C, dt and lambda loaded
+ * into registers while the current one is computed. Per chunk: C B^T and
+ * C g_in share C's fragments; y adds M x; the state takes the weighted
+ * x^T B. Three __syncthreads a chunk.
+ *
+ * fallback: Mamba-2's chunked path (mamba_chunk_scan_combined) with its
+ * default chunk of 256 steps, five launches through fp32 intermediates in
+ * one workspace: discretize (cs, kappa, gamma per step), chunk_state (each
+ * chunk's own state contribution, fp32), state_pass (the states entering
+ * each chunk, sequential over chunks, in place), bmm (C B^T per chunk and
+ * batch, the lower-triangular 64x64 tiles, fp32, shared by the heads) and
+ * chunk_output (y from C, the entering state, C B^T and x). Each launch is
+ * written as that kernel (tensor cores with fp16 operands where it
+ * multiplies matrices, coalesced 16-byte loads, fp32 intermediates).
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "kernels/launch.h"
+#include "kernels/vec.cuh"
+#include "kernels/workspace.h"
+
+enum { AX_B, AX_L, AX_NH, AX_P, AX_N };
+enum { IN_X, IN_DT, IN_LAMBDA, IN_B, IN_C, IN_A, IN_DT_BIAS };
+enum { OUT_Y };
+
+/* src/reference/ssm_scan.c's check_shape: P and N multiples of 8 (rows of
+ * 16 bytes) up to these. */
+#define SSM_P_MAX 64
+#define SSM_N_MAX 128
+#define SOFTPLUS_LINEAR_ABOVE 20.0f
+
+#define THREADS 256
+#define WARPS (THREADS / MB_WARP_THREADS)
+/* A tile of 64 steps: the fused kernel's chunk, the fallback's sub-block. */
+#define TILE 64
+/* The fallback's chunk (Mamba-2's chunk_size); src/reference/ssm_scan.c's
+ * bytes model has the same constant. */
+#define FB_CHUNK 256
+#define FB_TILES (FB_CHUNK / TILE)
+/* Row strides of fp16 tiles in shared memory: 8 halves (16 bytes) of
+ * padding put the 8 rows an ldmatrix reads in 8 different bank groups. */
+#define LD_N (SSM_N_MAX + 8)
+#define LD_P (SSM_P_MAX + 8)
+#define LD_T (TILE + 8)
+#define LD_FB (FB_CHUNK + 8)
+/* halves in a 16-byte vector */
+#define V8 8
+
+static_assert(THREADS == FB_CHUNK, "the discretize kernel gives each step of a fallback chunk a thread");
+static_assert(WARPS == 8, "the warp tilings below assume 8 warps");
+static_assert(TILE == 64 && SSM_P_MAX == 64 && SSM_N_MAX == 128, "the warp tilings below assume these");
+
+/* ---- tensor-core tiles ------------------------------------------------------
+ *
+ * mma.m16n8k16 (fp16 in, fp32 accumulate) fed by ldmatrix from padded
+ * shared tiles. Fragment layouts are the PTX ISA's: with g = lane / 4 and
+ * q = lane % 4, accumulator r of a 16x8 tile sits at row g + 8 (r / 2),
+ * column 2 q + r % 2. */
+
+__device__ __forceinline__ uint32_t smem_u32(const void *p)
+{
+	return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const __half *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		: "r"(smem_u32(p))
+		: "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const __half *p)
+{
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+		: "r"(smem_u32(p))
+		: "memory");
+}
+
+__device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+	    "{%0, %1, %2, %3};\n"
+		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* The A operand (16 x 16, rows m0.., columns k0..) of a tile stored
+ * [m][k]. Lanes 0-15 give rows m0..m0+15 at k0, lanes 16-31 the same rows
+ * at k0 + 8: matrices (m0, k0), (m0+8, k0), (m0, k0+8), (m0+8, k0+8), the
+ * fragment's four registers in order. */
+__device__ __forceinline__ void load_a(uint32_t (&a)[4], const __half *s, int ld, int m0, int k0, int lane)
+{
+	ldsm_x4(a, s + (m0 + (lane & 15)) * ld + k0 + ((lane >> 4) << 3));
+}
+
+/* The same operand from a tile stored [k][m] (transposed on the load):
+ * matrix i = lane / 8 covers k0 + 8 (i / 2), m0 + 8 (i % 2). */
+__device__ __forceinline__ void load_a_t(uint32_t (&a)[4], const __half *s, int ld, int m0, int k0, int lane)
+{
+	const int mi = lane >> 3;
+	ldsm_x4_trans(a, s + (k0 + (lane & 7) + ((mi >> 1) << 3)) * ld + m0 + ((mi & 1) << 3));
+}
+
+/* The B operand of two n-tiles (n0.. and n0+8..) over k0..k0+15, from a
+ * tile stored [n][k]: b[0], b[1] for n-tile n0, b[2], b[3] for n0+8.
+ * Matrix i covers n0 + 8 (i / 2), k0 + 8 (i % 2). */
+__device__ __forceinline__ void load_b_nk(uint32_t (&b)[4], const __half *s, int ld, int n0, int k0, int lane)
+{
+	const int mi = lane >> 3;
+	ldsm_x4(b, s + (n0 + (lane & 7) + ((mi >> 1) << 3)) * ld + k0 + ((mi & 1) << 3));
+}
+
+/* The same from a tile stored [k][n]: matrix i covers k0 + 8 (i % 2),
+ * n0 + 8 (i / 2), transposed on the load. */
+__device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const __half *s, int ld, int n0, int k0, int lane)
+{
+	const int mi = lane >> 3;
+	ldsm_x4_trans(b, s + (k0 + (lane & 7) + ((mi & 1) << 3)) * ld + n0 + ((mi >> 1) << 3));
+}
+
+/* ---- conversions and small helpers ------------------------------------ */
+
+__device__ __forceinline__ uint32_t half2_bits(__half2 h)
+{
+	uint32_t u;
+	memcpy(&u, &h, sizeof(u));
+	return u;
+}
+
+__device__ __forceinline__ float2 half2_bits_f2(uint32_t u)
+{
+	__half2 h;
+	memcpy(&h, &u, sizeof(u));
+	return __half22float2(h);
+}
+
+/* Two bf16 (the low one first) to two fp16, exactly for |v| in
+ * [2^-14, 65504]. */
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t w)
+{
+	return half2_bits(__floats2half2_rn(__uint_as_float(w << 16), __uint_as_float(w & 0xffff0000u)));
+}
+
+__device__ __forceinline__ uint4 bf16x8_to_f16x8(uint4 v)
+{
+	return make_uint4(bf16x2_to_f16x2(v.x), bf16x2_to_f16x2(v.y), bf16x2_to_f16x2(v.z), bf16x2_to_f16x2(v.w));
+}
+
+/* 8 fp16 times s, rounded to fp16. */
+__device__ __forceinline__ uint4 scale_f16x8(uint4 v, float s)
+{
+	uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+	for (int k = 0; k < 4; k++) {
+		const float2 f = half2_bits_f2(w[k]);
+		w[k] = half2_bits(__floats2half2_rn(f.x * s, f.y * s));
+	}
+	return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+__device__ __forceinline__ float bf16_bits_f32(unsigned short u)
+{
+	return __uint_as_float((uint32_t)u << 16);
+}
+
+/* The reference's discretisation (src/reference/ssm_scan.c): dt from the
+ * fp32 sum of its two inputs, lambda = 1 / (1 + exp(-raw)). */
+__device__ __forceinline__ float softplus_dt(float z)
+{
+	return z > SOFTPLUS_LINEAR_ABOVE ? z : log1pf(expf(z));
+}
+
+__device__ __forceinline__ float sigmoid_lambda(float raw)
+{
+	return 1.0f / (1.0f + expf(-raw));
+}
+
+__device__ __forceinline__ void store_bf16x2(__nv_bfloat16 *p, float a, float b)
+{
+	*reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(a, b);
+}
+
+/* Inclusive prefix sum of v over the warp's lanes. */
+__device__ __forceinline__ double warp_inclusive_sum(double v, int lane)
+{
+#pragma unroll
+	for (int d = 1; d < MB_WARP_THREADS; d *= 2) {
+		const double o = __shfl_up_sync(0xffffffffu, v, d);
+		if (lane >= d)
+			v += o;
+	}
+	return v;
+}
+
+/* ---- warp products shared by both variants ------------------------------
+ *
+ * Warp w of 8 owns, in a 64 x 64 output (rows i, columns j or p), rows
+ * 32 (w / 4) .. +31 and columns 16 (w % 4) .. +15: acc[mt][nt] is the
+ * 16 x 8 tile at row 32 (w / 4) + 16 mt, column 16 (w % 4) + 8 nt. In the
+ * [P, N] state it owns rows (p) 32 (w / 4) .. +31 and columns (n)
+ * 32 (w % 4) .. +31: acc[mt][nt], nt < 4. */
+
+/* acc += A B^T over k in [0, 16 ksteps): A = rows of sa [64][lda] (stored
+ * [i][k]), B^T = rows of sb (stored [j][k]). */
+__device__ __forceinline__ void warp_abt(float (&acc)[2][2][4], const __half *sa, int lda, const __half *sb, int ldb,
+	int ksteps, int warp, int lane)
+{
+	const int m0 = (warp >> 2) * 32, n0 = (warp & 3) * 16;
+	for (int ks = 0; ks < ksteps; ks++) {
+		uint32_t a[2][4], b[4];
+		load_a(a[0], sa, lda, m0, ks * 16, lane);
+		load_a(a[1], sa, lda, m0 + 16, ks * 16, lane);
+		load_b_nk(b, sb, ldb, n0, ks * 16, lane);
+#pragma unroll
+		for (int mt = 0; mt < 2; mt++) {
+			mma_f16(acc[mt][0], a[mt], b[0], b[1]);
+			mma_f16(acc[mt][1], a[mt], b[2], b[3]);
+		}
+	}
+}
+
+/* acc += M X over k in [0, 16 ksteps): M = rows of sm (stored [i][j]),
+ * X stored [j][p]. */
+__device__ __forceinline__ void warp_ab(float (&acc)[2][2][4], const __half *sm, int ldm, const __half *sx, int ldx,
+	int ksteps, int warp, int lane)
+{
+	const int m0 = (warp >> 2) * 32, n0 = (warp & 3) * 16;
+	for (int ks = 0; ks < ksteps; ks++) {
+		uint32_t a[2][4], b[4];
+		load_a(a[0], sm, ldm, m0, ks * 16, lane);
+		load_a(a[1], sm, ldm, m0 + 16, ks * 16, lane);
+		load_b_kn(b, sx, ldx, n0, ks * 16, lane);
+#pragma unroll
+		for (int mt = 0; mt < 2; mt++) {
+			mma_f16(acc[mt][0], a[mt], b[0], b[1]);
+			mma_f16(acc[mt][1], a[mt], b[2], b[3]);
+		}
+	}
+}
+
+/* The state's share: acc[p][n] += sum_j Xw[j][p] B[j][n] over j in
+ * [0, 16 ksteps), Xw stored [j][p] and B stored [j][n]. */
+__device__ __forceinline__ void warp_state(float (&acc)[2][4][4], const __half *sxw, const __half *sb, int ksteps,
+	int warp, int lane)
+{
+	const int p0 = (warp >> 2) * 32, n0 = (warp & 3) * 32;
+	for (int ks = 0; ks < ksteps; ks++) {
+		uint32_t a[2][4], b[2][4];
+		load_a_t(a[0], sxw, LD_P, p0, ks * 16, lane);
+		load_a_t(a[1], sxw, LD_P, p0 + 16, ks * 16, lane);
+		load_b_kn(b[0], sb, LD_N, n0, ks * 16, lane);
+		load_b_kn(b[1], sb, LD_N, n0 + 16, ks * 16, lane);
+#pragma unroll
+		for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++)
+				mma_f16(acc[mt][nt], a[mt], b[nt >> 1][(nt & 1) * 2], b[nt >> 1][(nt & 1) * 2 + 1]);
+		}
+	}
+}
+
+/* The state, rounded to fp16, into sg [p][n] (the next C g_in's operand). */
+__device__ __forceinline__ void store_state_f16(__half *sg, const float (&acc)[2][4][4], int warp, int lane)
+{
+	const int p0 = (warp >> 2) * 32 + (lane >> 2), n0 = (warp & 3) * 32 + (lane & 3) * 2;
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+		for (int nt = 0; nt < 4; nt++) {
+#pragma unroll
+			for (int hr = 0; hr < 2; hr++) {
+				const int p = p0 + mt * 16 + hr * 8, n = n0 + nt * 8;
+				*reinterpret_cast<__half2 *>(sg + p * LD_N + n) =
+					__floats2half2_rn(acc[mt][nt][hr * 2], acc[mt][nt][hr * 2 + 1]);
+			}
+		}
+	}
+}
+
+/* M[i][j] = fp16((C B^T)[i][j] L_ij) into sm (row stride ldm) for the
+ * warp's tile of a chunk's [64][64]; cs, kappa and gamma of its steps. */
+__device__ __forceinline__ void store_masked(__half *sm, int ldm, const float (&acc)[2][2][4], const float *cs,
+	const float *kap, const float *gam, int warp, int lane)
+{
+	const int r0 = (warp >> 2) * 32 + (lane >> 2), c0 = (warp & 3) * 16 + (lane & 3) * 2;
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			const int i = r0 + mt * 16 + hr * 8;
+			const float cs_i = cs[i];
+#pragma unroll
+			for (int nt = 0; nt < 2; nt++) {
+				float v[2];
+#pragma unroll
+				for (int e = 0; e < 2; e++) {
+					const int j = c0 + nt * 8 + e;
+					const float l = j < i ? __expf(cs_i - cs[j]) * kap[j] : j == i ? gam[i] : 0.0f;
+					v[e] = acc[mt][nt][hr * 2 + e] * l;
+				}
+				*reinterpret_cast<__half2 *>(sm + i * ldm + c0 + nt * 8) = __floats2half2_rn(v[0], v[1]);
+			}
+		}
+	}
+}
+
+/* The warp's y tile into y (row stride p_dim) as bf16: rows below `rows`,
+ * columns below p_dim (a whole 8-column n-tile or none, P being a
+ * multiple of 8). */
+__device__ __forceinline__ void store_y(__nv_bfloat16 *y, int64_t p_dim, const float (&acc)[2][2][4], int rows,
+	int warp, int lane)
+{
+	const int r0 = (warp >> 2) * 32 + (lane >> 2), c0 = (warp & 3) * 16 + (lane & 3) * 2;
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			const int r = r0 + mt * 16 + hr * 8;
+#pragma unroll
+			for (int nt = 0; nt < 2; nt++) {
+				const int c = c0 + nt * 8;
+				if (r < rows && c < p_dim)
+					store_bf16x2(y + (int64_t)r * p_dim + c, acc[mt][nt][hr * 2], acc[mt][nt][hr * 2 + 1]);
+			}
+		}
+	}
+}
+
+/* Rows of the warp's y tile times e^{cs_i} (the inter-chunk term's decay). */
+__device__ __forceinline__ void scale_rows(float (&acc)[2][2][4], const float *ecs, int warp, int lane)
+{
+	const int r0 = (warp >> 2) * 32 + (lane >> 2);
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			const float s = ecs[r0 + mt * 16 + hr * 8];
+#pragma unroll
+			for (int nt = 0; nt < 2; nt++) {
+				acc[mt][nt][hr * 2] *= s;
+				acc[mt][nt][hr * 2 + 1] *= s;
+			}
+		}
+	}
+}
+
+template <int MT, int NT> __device__ __forceinline__ void zero_acc(float (&acc)[MT][NT][4])
+{
+#pragma unroll
+	for (int m = 0; m < MT; m++) {
+#pragma unroll
+		for (int n = 0; n < NT; n++) {
+#pragma unroll
+			for (int r = 0; r < 4; r++)
+				acc[m][n][r] = 0.0f;
+		}
+	}
+}
+
+/* Rows [row0, row0 + rows) of a bf16 [*, cols] tensor (cols a multiple
+ * of 8) into the fp16 tile [rows][ld] at `dst`, zero in rows past `valid`;
+ * columns past cols are left as they are (the caller zeroed them once). */
+__device__ __forceinline__ void tile_load_f16(__half *dst, int ld, const __nv_bfloat16 *src, int64_t row0, int valid,
+	int cols, int rows)
+{
+	const int per_row = cols / V8, total = rows * per_row;
+	for (int v = threadIdx.x; v < total; v += THREADS) {
+		const int r = v / per_row, c = (v - r * per_row) * V8;
+		uint4 w = make_uint4(0, 0, 0, 0);
+		if (r < valid)
+			w = bf16x8_to_f16x8(*reinterpret_cast<const uint4 *>(src + (row0 + r) * cols + c));
+		*reinterpret_cast<uint4 *>(dst + r * ld + c) = w;
+	}
+}
+
+/* Zero an fp16 tile [rows][ld]. */
+__device__ __forceinline__ void tile_zero(__half *dst, int ld, int rows)
+{
+	for (int v = threadIdx.x; v < rows * ld / V8; v += THREADS)
+		reinterpret_cast<uint4 *>(dst)[v] = make_uint4(0, 0, 0, 0);
+}
+
+/* ---- fused ------------------------------------------------------------- */
+
+struct fused_smem {
+	__half c[TILE][LD_N];         /* C of the chunk, [i][n] */
+	__half b[TILE][LD_N];         /* B of the chunk, [j][n] */
+	__half g16[SSM_P_MAX][LD_N];  /* the entering state, fp16, [p][n] */
+	__half x[TILE][LD_P];         /* x of the chunk, [j][p] */
+	__half xw[TILE][LD_P];        /* fp16(e^{cs_last - cs_j} kappa_j x_j), [j][p] */
+	__half m[TILE][LD_T];         /* fp16((C B^T) L), [i][j] */
+	float cs[TILE], kap[TILE], gam[TILE], ecs[TILE], wdec[TILE];
+	float dtot;                   /* e^{cs_last} */
+};
+
+/* Loads of one chunk, held in registers while the previous one computes:
+ * x (at most TILE * P_MAX / 8 / THREADS = 2 vectors a thread), B and C
+ * (4 each), and for warp 0 the chunk's dt_raw and lambda_raw at steps
+ * 2 lane, 2 lane + 1, and TILE (lane 31: the next chunk's first). */
+#define X_VECS (TILE * SSM_P_MAX / V8 / THREADS)
+#define BC_VECS (TILE * SSM_N_MAX / V8 / THREADS)
+struct fused_prefetch {
+	uint4 x[X_VECS], b[BC_VECS], c[BC_VECS];
+	float dtr[3], lr[3];
+};
+
+struct fused_args {
+	const __nv_bfloat16 *x, *dt_raw, *lambda_raw, *bm, *cm, *a, *dt_bias;
+	__nv_bfloat16 *y;
+	int seq, heads, p_dim, n_dim;
+};
+
+__device__ __forceinline__ void fused_fetch(fused_prefetch &f, const fused_args &g, int64_t row, int64_t batch,
+	int t0, int warp, int lane)
+{
+	const int valid = min(TILE, g.seq - t0), pv = g.p_dim / V8, nv = g.n_dim / V8;
+	const __nv_bfloat16 *x = g.x + (row * g.seq + t0) * g.p_dim;
+	const __nv_bfloat16 *bm = g.bm + (batch * g.seq + t0) * g.n_dim, *cm = g.cm + (batch * g.seq + t0) * g.n_dim;
+#pragma unroll
+	for (int k = 0; k < X_VECS; k++) {
+		const int v = threadIdx.x + k * THREADS, r = v / pv;
+		f.x[k] = r < valid ? *reinterpret_cast<const uint4 *>(x + (int64_t)r * g.p_dim + (v - r * pv) * V8)
+				   : make_uint4(0, 0, 0, 0);
+	}
+#pragma unroll
+	for (int k = 0; k < BC_VECS; k++) {
+		const int v = threadIdx.x + k * THREADS, r = v / nv;
+		const int64_t at = (int64_t)r * g.n_dim + (v - r * nv) * V8;
+		f.b[k] = r < valid ? *reinterpret_cast<const uint4 *>(bm + at) : make_uint4(0, 0, 0, 0);
+		f.c[k] = r < valid ? *reinterpret_cast<const uint4 *>(cm + at) : make_uint4(0, 0, 0, 0);
+	}
+	if (warp == 0) {
+		const unsigned short *dtr = reinterpret_cast<const unsigned short *>(g.dt_raw) + row * g.seq;
+		const unsigned short *lr = reinterpret_cast<const unsigned short *>(g.lambda_raw) + row * g.seq;
+		const int step[3] = {t0 + 2 * lane, t0 + 2 * lane + 1, t0 + TILE};
+#pragma unroll
+		for (int k = 0; k < 3; k++) {
+			const bool ok = step[k] < g.seq && (k < 2 || lane == MB_WARP_THREADS - 1);
+			f.dtr[k] = ok ? bf16_bits_f32(dtr[step[k]]) : 0.0f;
+			f.lr[k] = ok ? bf16_bits_f32(lr[step[k]]) : 0.0f;
+		}
+	}
+}
+
+/* The fetched chunk into shared memory (fp16), rows past the sequence
+ * zero; warp 0 computes the chunk's coefficients. */
+__device__ __forceinline__ void fused_stage(fused_smem &s, const fused_prefetch &f, const fused_args &g, float a_h,
+	float bias, int t0, int warp, int lane)
+{
+	const int pv = g.p_dim / V8, nv = g.n_dim / V8;
+#pragma unroll
+	for (int k = 0; k < X_VECS; k++) {
+		const int v = threadIdx.x + k * THREADS, r = v / pv;
+		if (r < TILE)
+			*reinterpret_cast<uint4 *>(&s.x[r][(v - r * pv) * V8]) = bf16x8_to_f16x8(f.x[k]);
+	}
+#pragma unroll
+	for (int k = 0; k < BC_VECS; k++) {
+		const int v = threadIdx.x + k * THREADS, r = v / nv;
+		if (r < TILE) {
+			*reinterpret_cast<uint4 *>(&s.b[r][(v - r * nv) * V8]) = bf16x8_to_f16x8(f.b[k]);
+			*reinterpret_cast<uint4 *>(&s.c[r][(v - r * nv) * V8]) = bf16x8_to_f16x8(f.c[k]);
+		}
+	}
+	if (warp != 0)
+		return;
+	/* steps 2 lane and 2 lane + 1 (dt = 0 past the sequence: no decay, no
+	 * input), and the step after them for kappa */
+	float dt[3], lam[3];
+#pragma unroll
+	for (int k = 0; k < 3; k++) {
+		const int t = k < 2 ? t0 + 2 * lane + k : t0 + TILE;
+		const bool ok = t < g.seq && (k < 2 || lane == MB_WARP_THREADS - 1);
+		dt[k] = ok ? softplus_dt(f.dtr[k] + bias) : 0.0f;
+		lam[k] = ok ? sigmoid_lambda(f.lr[k]) : 0.0f;
+	}
+	/* every lane takes part in the shuffles; lane 31 then uses its own */
+	const float dt_up = __shfl_down_sync(0xffffffffu, dt[0], 1), lam_up = __shfl_down_sync(0xffffffffu, lam[0], 1);
+	const float dt_next = lane == MB_WARP_THREADS - 1 ? dt[2] : dt_up;
+	const float lam_next = lane == MB_WARP_THREADS - 1 ? lam[2] : lam_up;
+	const double la0 = (double)(dt[0] * a_h), la1 = (double)(dt[1] * a_h);
+	const double incl = warp_inclusive_sum(la0 + la1, lane);
+	const float cs1 = (float)incl, cs0 = (float)(incl - la1);
+	const float cs_last = __shfl_sync(0xffffffffu, cs1, MB_WARP_THREADS - 1);
+	const float gam0 = lam[0] * dt[0], gam1 = lam[1] * dt[1];
+	const float kap0 = gam0 + (1.0f - lam[1]) * dt[1], kap1 = gam1 + (1.0f - lam_next) * dt_next;
+	const int i = 2 * lane;
+	s.cs[i] = cs0;
+	s.cs[i + 1] = cs1;
+	s.kap[i] = kap0;
+	s.kap[i + 1] = kap1;
+	s.gam[i] = gam0;
+	s.gam[i + 1] = gam1;
+	s.ecs[i] = expf(cs0);
+	s.ecs[i + 1] = expf(cs1);
+	s.wdec[i] = expf(cs_last - cs0) * kap0;
+	s.wdec[i + 1] = expf(cs_last - cs1) * kap1;
+	if (lane == 0)
+		s.dtot = expf(cs_last);
+}
+
+__global__ void __launch_bounds__(THREADS, 1) mb_ssm_scan_fused_kernel(const fused_args g)
+{
+	extern __shared__ __align__(16) unsigned char smem_raw[];
+	fused_smem &s = *reinterpret_cast<fused_smem *>(smem_raw);
+	const int warp = threadIdx.x / MB_WARP_THREADS, lane = threadIdx.x % MB_WARP_THREADS;
+	const int64_t row = blockIdx.x, batch = row / g.heads;
+	const int head = (int)(row % g.heads);
+	const float a_h = __bfloat162float(g.a[head]), bias = __bfloat162float(g.dt_bias[head]);
+	const int n_ksteps = (g.n_dim + 15) / 16;
+	__nv_bfloat16 *y = g.y + row * g.seq * g.p_dim;
+	float state[2][4][4];
+	fused_prefetch f;
+
+	/* columns past P and N stay zero for the whole sequence; the state
+	 * starts at zero */
+	tile_zero(&s.x[0][0], LD_P, TILE);
+	tile_zero(&s.b[0][0], LD_N, TILE);
+	tile_zero(&s.c[0][0], LD_N, TILE);
+	tile_zero(&s.g16[0][0], LD_N, SSM_P_MAX);
+	zero_acc(state);
+	fused_fetch(f, g, row, batch, 0, warp, lane);
+	__syncthreads();
+
+	for (int t0 = 0; t0 < g.seq; t0 += TILE) {
+		float acc_g[2][2][4], acc_y[2][2][4];
+
+		fused_stage(s, f, g, a_h, bias, t0, warp, lane);
+		__syncthreads();
+		/* the next chunk's loads fly while this one computes */
+		if (t0 + TILE < g.seq)
+			fused_fetch(f, g, row, batch, t0 + TILE, warp, lane);
+		/* decay-weighted x for the state's update */
+		for (int v = threadIdx.x; v < TILE * SSM_P_MAX / V8; v += THREADS) {
+			const int r = v / (SSM_P_MAX / V8), c = (v % (SSM_P_MAX / V8)) * V8;
+			*reinterpret_cast<uint4 *>(&s.xw[r][c]) =
+				scale_f16x8(*reinterpret_cast<const uint4 *>(&s.x[r][c]), s.wdec[r]);
+		}
+		/* C B^T (masked into M) and C g_in, sharing C's fragments: the
+		 * inter-chunk term first, scaled by e^{cs_i} */
+		zero_acc(acc_g);
+		zero_acc(acc_y);
+		{
+			const int m0 = (warp >> 2) * 32, n0 = (warp & 3) * 16;
+			/* a warp whose columns all lie above the diagonal has M = 0 */
+			const bool below = n0 <= m0 + 31;
+			for (int ks = 0; ks < n_ksteps; ks++) {
+				uint32_t a[2][4], bb[4], bg[4];
+				load_a(a[0], &s.c[0][0], LD_N, m0, ks * 16, lane);
+				load_a(a[1], &s.c[0][0], LD_N, m0 + 16, ks * 16, lane);
+				load_b_nk(bg, &s.g16[0][0], LD_N, n0, ks * 16, lane);
+				if (below) {
+					load_b_nk(bb, &s.b[0][0], LD_N, n0, ks * 16, lane);
+#pragma unroll
+					for (int mt = 0; mt < 2; mt++) {
+						mma_f16(acc_g[mt][0], a[mt], bb[0], bb[1]);
+						mma_f16(acc_g[mt][1], a[mt], bb[2], bb[3]);
+					}
+				}
+#pragma unroll
+				for (int mt = 0; mt < 2; mt++) {
+					mma_f16(acc_y[mt][0], a[mt], bg[0], bg[1]);
+					mma_f16(acc_y[mt][1], a[mt], bg[2], bg[3]);
+				}
+			}
+		}
+		store_masked(&s.m[0][0], LD_T, acc_g, s.cs, s.kap, s.gam, warp, lane);
+		scale_rows(acc_y, s.ecs, warp, lane);
+		__syncthreads();
+		/* intra-chunk: y += M x over j <= the warp's last row */
+		warp_ab(acc_y, &s.m[0][0], LD_T, &s.x[0][0], LD_P, min(TILE / 16, (warp >> 2) * 2 + 2), warp, lane);
+		store_y(y + (int64_t)t0 * g.p_dim, g.p_dim, acc_y, min(TILE, g.seq - t0), warp, lane);
+		/* the state: g = e^{cs_last} g + Xw^T B */
+		{
+			const float dtot = s.dtot;
+#pragma unroll
+			for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+				for (int nt = 0; nt < 4; nt++) {
+#pragma unroll
+					for (int r = 0; r < 4; r++)
+						state[mt][nt][r] *= dtot;
+				}
+			}
+		}
+		warp_state(state, &s.xw[0][0], &s.b[0][0], TILE / 16, warp, lane);
+		store_state_f16(&s.g16[0][0], state, warp, lane);
+		__syncthreads();
+	}
+}
+
+static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+{
+	static bool configured; /* first call, outside any capture (the harness warms up first) */
+	const size_t smem = sizeof(fused_smem);
+	fused_args g = {(const __nv_bfloat16 *)in[IN_X], (const __nv_bfloat16 *)in[IN_DT],
+		(const __nv_bfloat16 *)in[IN_LAMBDA], (const __nv_bfloat16 *)in[IN_B], (const __nv_bfloat16 *)in[IN_C],
+		(const __nv_bfloat16 *)in[IN_A], (const __nv_bfloat16 *)in[IN_DT_BIAS], (__nv_bfloat16 *)out[OUT_Y],
+		(int)axis[AX_L], (int)axis[AX_NH], (int)axis[AX_P], (int)axis[AX_N]};
+	const int64_t rows = axis[AX_B] * axis[AX_NH];
+	cudaError_t ce;
+
+	if (!configured) {
+		ce = cudaFuncSetAttribute(mb_ssm_scan_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+		if (ce != cudaSuccess)
+			return (int)ce;
+		configured = true;
+	}
+	mb_ssm_scan_fused_kernel<<<(unsigned)rows, THREADS, smem, stream>>>(g);
+	return (int)cudaGetLastError();
+}
+
+/* ---- fallback ------------------------------------------------------------ */
+
+/* The workspace: three fp32 step coefficients [B*NH, L] (cumulative
+ * log-decay within each chunk, kappa, gamma), the chunk states
+ * [B*NH, chunks, P, N] fp32 and C B^T [B, chunks, FB_CHUNK, FB_CHUNK] fp32
+ * (lower-triangular TILE x TILE tiles written). */
+struct fb_buffers {
+	float *cs, *kap, *gam, *states, *cb;
+};
+
+/* Launch 1: one block per (chunk, b*NH), a thread per step. */
+__global__ void __launch_bounds__(THREADS) mb_ssm_scan_fb_discretize_kernel(const __nv_bfloat16 *__restrict__ dt_raw,
+	const __nv_bfloat16 *__restrict__ lambda_raw, const __nv_bfloat16 *__restrict__ a,
+	const __nv_bfloat16 *__restrict__ dt_bias, float *__restrict__ cs, float *__restrict__ kap,
+	float *__restrict__ gam, int seq, int heads)
+{
+	__shared__ float s_dt[FB_CHUNK + 1], s_lam[FB_CHUNK + 1];
+	__shared__ double s_warp[WARPS];
+	const int64_t row = blockIdx.y;
+	const int head = (int)(row % heads), i = threadIdx.x, t0 = blockIdx.x * FB_CHUNK;
+	const int warp = i / MB_WARP_THREADS, lane = i % MB_WARP_THREADS;
+	const float a_h = __bfloat162float(a[head]), bias = __bfloat162float(dt_bias[head]);
+	const int64_t base = row * seq;
+
+	for (int k = i; k <= FB_CHUNK; k += THREADS) {
+		const int t = t0 + k;
+		const bool ok = t < seq;
+		s_dt[k] = ok ? softplus_dt(__bfloat162float(dt_raw[base + t]) + bias) : 0.0f;
+		s_lam[k] = ok ? sigmoid_lambda(__bfloat162float(lambda_raw[base + t])) : 0.0f;
+	}
+	__syncthreads();
+	const float dt = s_dt[i], lam = s_lam[i];
+	double v = warp_inclusive_sum((double)(dt * a_h), lane);
+	if (lane == MB_WARP_THREADS - 1)
+		s_warp[warp] = v;
+	__syncthreads();
+	for (int w = 0; w < warp; w++)
+		v += s_warp[w];
+	const int t = t0 + i;
+	if (t < seq) {
+		cs[base + t] = (float)v;
+		gam[base + t] = lam * dt;
+		kap[base + t] = lam * dt + (1.0f - s_lam[i + 1]) * s_dt[i + 1];
+	}
+}
+
+/* Launch 2: each chunk's own contribution to the state,
+ * S = sum_j e^{cs_last - cs_j} kappa_j x_j^T B_j, fp32. One block per
+ * (chunk, b*NH), TILE steps at a time. */
+__global__ void __launch_bounds__(THREADS) mb_ssm_scan_fb_chunk_state_kernel(const __nv_bfloat16 *__restrict__ x,
+	const __nv_bfloat16 *__restrict__ bm, const float *__restrict__ cs, const float *__restrict__ kap,
+	float *__restrict__ states, int seq, int heads, int p_dim, int n_dim)
+{
+	__shared__ __align__(16) __half s_xw[TILE][LD_P];
+	__shared__ __align__(16) __half s_b[TILE][LD_N];
+	__shared__ float s_w[TILE];
+	const int warp = threadIdx.x / MB_WARP_THREADS, lane = threadIdx.x % MB_WARP_THREADS;
+	const int64_t row = blockIdx.y, batch = row / heads, chunk = blockIdx.x;
+	const int t0 = (int)chunk * FB_CHUNK, valid = min(FB_CHUNK, seq - t0);
+	const float cs_last = cs[row * seq + t0 + valid - 1];
+	float acc[2][4][4];
+
+	zero_acc(acc);
+	tile_zero(&s_xw[0][0], LD_P, TILE);
+	tile_zero(&s_b[0][0], LD_N, TILE);
+	__syncthreads();
+	for (int j0 = 0; j0 < valid; j0 += TILE) {
+		const int n_rows = min(TILE, valid - j0), pv = p_dim / V8;
+		for (int k = threadIdx.x; k < TILE; k += THREADS) {
+			const int64_t at = row * seq + t0 + j0 + k;
+			s_w[k] = k < n_rows ? __expf(cs_last - cs[at]) * kap[at] : 0.0f;
+		}
+		tile_load_f16(&s_b[0][0], LD_N, bm + batch * seq * n_dim, t0 + j0, n_rows, n_dim, TILE);
+		__syncthreads();
+		for (int v = threadIdx.x; v < TILE * pv; v += THREADS) {
+			const int r = v / pv, c = (v - r * pv) * V8;
+			uint4 w = make_uint4(0, 0, 0, 0);
+			if (r < n_rows)
+				w = scale_f16x8(bf16x8_to_f16x8(*reinterpret_cast<const uint4 *>(
+					x + (row * seq + t0 + j0 + r) * p_dim + c)), s_w[r]);
+			*reinterpret_cast<uint4 *>(&s_xw[r][c]) = w;
+		}
+		__syncthreads();
+		warp_state(acc, &s_xw[0][0], &s_b[0][0], (n_rows + 15) / 16, warp, lane);
+		__syncthreads();
+	}
+	/* S [p][n] of this chunk, fp32; rows p and columns n past the shape
+	 * are not stored */
+	float *out = states + (row * gridDim.x + chunk) * p_dim * n_dim;
+	const int p0 = (warp >> 2) * 32 + (lane >> 2), n0 = (warp & 3) * 32 + (lane & 3) * 2;
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+			const int p = p0 + mt * 16 + hr * 8;
+#pragma unroll
+			for (int nt = 0; nt < 4; nt++) {
+				const int n = n0 + nt * 8;
+				if (p < p_dim && n < n_dim)
+					*reinterpret_cast<float2 *>(out + (int64_t)p * n_dim + n) =
+						make_float2(acc[mt][nt][hr * 2], acc[mt][nt][hr * 2 + 1]);
+			}
+		}
+	}
+}
+
+/* Launch 3: the state entering each chunk, in place: chunk c's slot
+ * becomes g_in(c) (0 for the first), g_in(c+1) = e^{cs_last(c)} g_in(c) +
+ * S_c; sequential over chunks, a float4 of the state per thread. */
+__global__ void __launch_bounds__(THREADS) mb_ssm_scan_fb_state_pass_kernel(float4 *states, const float *__restrict__ cs,
+	int seq, int chunks, int quads)
+{
+	const int64_t row = blockIdx.y;
+	const int e = blockIdx.x * THREADS + threadIdx.x;
+	if (e >= quads)
+		return;
+	float4 *slot = states + row * chunks * quads + e;
+	float4 run = make_float4(0.0f, 0.0f, 0.0f, 0.0f), cur = slot[0];
+	for (int c = 0; c < chunks; c++) {
+		const float4 next = c + 1 < chunks ? slot[(int64_t)(c + 1) * quads] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+		const int last = min(seq, (c + 1) * FB_CHUNK) - 1;
+		const float d = expf(cs[row * seq + last]);
+		slot[(int64_t)c * quads] = run;
+		run = make_float4(d * run.x + cur.x, d * run.y + cur.y, d * run.z + cur.z, d * run.w + cur.w);
+		cur = next;
+	}
+}
+
+/* The lower-triangular TILE x TILE tiles of a chunk: tile k (of
+ * FB_TILES (FB_TILES + 1) / 2) is (bi, bj) with bj <= bi, row by row. */
+__device__ __forceinline__ void tri_tile(int k, int &bi, int &bj)
+{
+	bi = 0;
+	while (k > bi) {
+		k -= bi + 1;
+		bi++;
+	}
+	bj = k;
+}
+
+/* Launch 4: C B^T of each chunk (fp32), shared by every head of the batch
+ * (one group). One block per (lower-triangular tile, chunk, b). */
+__global__ void __launch_bounds__(THREADS) mb_ssm_scan_fb_bmm_kernel(const __nv_bfloat16 *__restrict__ bm,
+	const __nv_bfloat16 *__restrict__ cm, float *__restrict__ cb, int seq, int n_dim)
+{
+	__shared__ __align__(16) __half s_c[TILE][LD_N];
+	__shared__ __align__(16) __half s_b[TILE][LD_N];
+	const int warp = threadIdx.x / MB_WARP_THREADS, lane = threadIdx.x % MB_WARP_THREADS;
+	const int64_t batch = blockIdx.z, chunk = blockIdx.y;
+	const int t0 = (int)chunk * FB_CHUNK, valid = min(FB_CHUNK, seq - t0);
+	int bi, bj;
+	float acc[2][2][4];
+
+	tri_tile((int)blockIdx.x, bi, bj);
+	if (bi * TILE >= valid)
+		return; /* rows past the end of a short last chunk: no output reads them */
+	tile_zero(&s_c[0][0], LD_N, TILE);
+	tile_zero(&s_b[0][0], LD_N, TILE);
+	__syncthreads();
+	const __nv_bfloat16 *cbase = cm + batch * seq * n_dim, *bbase = bm + batch * seq * n_dim;
+	tile_load_f16(&s_c[0][0], LD_N, cbase, t0 + bi * TILE, max(0, min(TILE, valid - bi * TILE)), n_dim, TILE);
+	tile_load_f16(&s_b[0][0], LD_N, bbase, t0 + bj * TILE, max(0, min(TILE, valid - bj * TILE)), n_dim, TILE);
+	__syncthreads();
+	zero_acc(acc);
+	warp_abt(acc, &s_c[0][0], LD_N, &s_b[0][0], LD_N, (n_dim + 15) / 16, warp, lane);
+	float *out = cb + ((batch * gridDim.y + chunk) * FB_CHUNK + bi * TILE) * FB_CHUNK + bj * TILE;
+	const int r0 = (warp >> 2) * 32 + (lane >> 2), c0 = (warp & 3) * 16 + (lane & 3) * 2;
+#pragma unroll
+	for (int mt = 0; mt < 2; mt++) {
+#pragma unroll
+		for (int hr = 0; hr < 2; hr++) {
+#pragma unroll
+			for (int nt = 0; nt < 2; nt++)
+				*reinterpret_cast<float2 *>(out + (int64_t)(r0 + mt * 16 + hr * 8) * FB_CHUNK + c0 + nt * 8) =
+					make_float2(acc[mt][nt][hr * 2], acc[mt][nt][hr * 2 + 1]);
+		}
+	}
+}
+
+/* Launch 5: y for TILE rows of a chunk. */
+struct fb_output_smem {
+	__half c[TILE][LD_N];          /* C rows i, [i][n] */
+	__half g16[SSM_P_MAX][LD_N];   /* the entering state, fp16, [p][n] */
+	__half x[FB_CHUNK][LD_P];      /* x rows j of the chunk up to the tile's last row, [j][p] */
+	__half m[TILE][LD_FB];         /* fp16((C B^T) L), [i][j] */
+	float cs[FB_CHUNK], kap[FB_CHUNK], gam[FB_CHUNK], ecs[TILE];
+};
+
+__global__ void __launch_bounds__(THREADS) mb_ssm_scan_fb_chunk_output_kernel(const __nv_bfloat16 *__restrict__ x,
+	const __nv_bfloat16 *__restrict__ cm, const float *__restrict__ states, const float *__restrict__ cb,
+	const float *__restrict__ cs, const float *__restrict__ kap, const float *__restrict__ gam,
+	__nv_bfloat16 *__restrict__ y, int seq, int heads, int chunks, int p_dim, int n_dim)
+{
+	extern __shared__ __align__(16) unsigned char smem_raw[];
+	fb_output_smem &s = *reinterpret_cast<fb_output_smem *>(smem_raw);
+	const int warp = threadIdx.x / MB_WARP_THREADS, lane = threadIdx.x % MB_WARP_THREADS;
+	const int64_t row = blockIdx.z, batch = row / heads, chunk = blockIdx.y;
+	const int bi = blockIdx.x, t0 = (int)chunk * FB_CHUNK, valid = min(FB_CHUNK, seq - t0);
+	const int i0 = bi * TILE, rows = min(TILE, valid - i0), j_end = min(valid, i0 + TILE);
+	float acc[2][2][4];
+
+	if (rows <= 0)
+		return; /* a tile past the end of a short last chunk */
+	tile_zero(&s.c[0][0], LD_N, TILE);
+	tile_zero(&s.g16[0][0], LD_N, SSM_P_MAX);
+	tile_zero(&s.x[0][0], LD_P, FB_CHUNK);
+	__syncthreads();
+	for (int k = threadIdx.x; k < FB_CHUNK; k += THREADS) {
+		const bool ok = k < valid;
+		const int64_t at = row * seq + t0 + k;
+		s.cs[k] = ok ? cs[at] : 0.0f;
+		s.kap[k] = ok ? kap[at] : 0.0f;
+		s.gam[k] = ok ? gam[at] : 0.0f;
+	}
+	tile_load_f16(&s.c[0][0], LD_N, cm + batch * seq * n_dim, t0 + i0, rows, n_dim, TILE);
+	tile_load_f16(&s.x[0][0], LD_P, x + row * seq * p_dim, t0, j_end, p_dim, (j_end + 15) / 16 * 16);
+	{
+		/* the entering state, fp32 -> fp16 */
+		const float *st = states + (row * chunks + chunk) * p_dim * n_dim;
+		const int quads = p_dim * n_dim / 4, nq = n_dim / 4;
+		for (int v = threadIdx.x; v < quads; v += THREADS) {
+			const int p = v / nq, n = (v - p * nq) * 4;
+			const float4 w = *reinterpret_cast<const float4 *>(st + (int64_t)v * 4);
+			*reinterpret_cast<__half2 *>(&s.g16[p][n]) = __floats2half2_rn(w.x, w.y);
+			*reinterpret_cast<__half2 *>(&s.g16[p][n + 2]) = __floats2half2_rn(w.z, w.w);
+		}
+	}
+	__syncthreads();
+	if (threadIdx.x < TILE)
+		s.ecs[threadIdx.x] = __expf(s.cs[i0 + threadIdx.x]);
+	{
+		/* M = fp16(C B^T L) for j < j_cols (whole tiles up to the
+		 * diagonal one), zero above the diagonal */
+		const int j_cols = i0 + TILE, qv = j_cols / 4;
+		const float *cbt = cb + ((batch * chunks + chunk) * FB_CHUNK + i0) * FB_CHUNK;
+		for (int v = threadIdx.x; v < TILE * qv; v += THREADS) {
+			const int r = v / qv, j = (v - r * qv) * 4, i = i0 + r;
+			float4 w = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+			if (r < rows)
+				w = *reinterpret_cast<const float4 *>(cbt + (int64_t)r * FB_CHUNK + j);
+			float e[4] = {w.x, w.y, w.z, w.w};
+			const float cs_i = s.cs[i];
+#pragma unroll
+			for (int k = 0; k < 4; k++) {
+				const int jj = j + k;
+				const float l = jj < i ? __expf(cs_i - s.cs[jj]) * s.kap[jj] : jj == i ? s.gam[i] : 0.0f;
+				e[k] *= l;
+			}
+			*reinterpret_cast<__half2 *>(&s.m[r][j]) = __floats2half2_rn(e[0], e[1]);
+			*reinterpret_cast<__half2 *>(&s.m[r][j + 2]) = __floats2half2_rn(e[2], e[3]);
+		}
+	}
+	__syncthreads();
+	zero_acc(acc);
+	warp_abt(acc, &s.c[0][0], LD_N, &s.g16[0][0], LD_N, (n_dim + 15) / 16, warp, lane);
+	scale_rows(acc, s.ecs, warp, lane);
+	/* rows of the warp end at i0 + 32 (w / 4) + 31: columns j past that
+	 * are zero in M */
+	warp_ab(acc, &s.m[0][0], LD_FB, &s.x[0][0], LD_P, (i0 + (warp >> 2) * 32 + 32) / 16, warp, lane);
+	store_y(y + (row * seq + t0 + i0) * p_dim, p_dim, acc, rows, warp, lane);
+}
+
+static int fb_buffers_get(fb_buffers *out, const int64_t *axis)
+{
+	static mb_ws_slot slot; /* sized by the first, uncaptured calls of a shape */
+	const size_t align = 256;
+	const size_t rows = (size_t)(axis[AX_B] * axis[AX_NH]), seq = (size_t)axis[AX_L];
+	const size_t chunks = (seq + FB_CHUNK - 1) / FB_CHUNK;
+	const size_t coef = (rows * seq * sizeof(float) + align - 1) / align * align;
+	const size_t states = (rows * chunks * (size_t)axis[AX_P] * (size_t)axis[AX_N] * sizeof(float) + align - 1) /
+		align * align;
+	const size_t cb = (size_t)axis[AX_B] * chunks * FB_CHUNK * FB_CHUNK * sizeof(float);
+	void *base = NULL;
+	int rc = mb_ws_reserve(&slot, 3 * coef + states + cb, &base);
+
+	if (rc != 0)
+		return rc;
+	char *p = (char *)base;
+	out->cs = (float *)p;
+	out->kap = (float *)(p + coef);
+	out->gam = (float *)(p + 2 * coef);
+	out->states = (float *)(p + 3 * coef);
+	out->cb = (float *)(p + 3 * coef + states);
+	return 0;
+}
+
+static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+{
+	static bool configured; /* first call, outside any capture */
+	const int seq = (int)axis[AX_L], heads = (int)axis[AX_NH], p_dim = (int)axis[AX_P], n_dim = (int)axis[AX_N];
+	const unsigned rows = (unsigned)(axis[AX_B] * axis[AX_NH]), batches = (unsigned)axis[AX_B];
+	const int chunks = (seq + FB_CHUNK - 1) / FB_CHUNK, quads = p_dim * n_dim / 4;
+	const size_t out_smem = sizeof(fb_output_smem);
+	const __nv_bfloat16 *x = (const __nv_bfloat16 *)in[IN_X], *bm = (const __nv_bfloat16 *)in[IN_B];
+	const __nv_bfloat16 *cm = (const __nv_bfloat16 *)in[IN_C];
+	fb_buffers buf;
+	cudaError_t ce;
+	int rc;
+
+	if (!configured) {
+		ce = cudaFuncSetAttribute(mb_ssm_scan_fb_chunk_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+			(int)out_smem);
+		if (ce != cudaSuccess)
+			return (int)ce;
+		configured = true;
+	}
+	if ((rc = fb_buffers_get(&buf, axis)) != 0)
+		return rc;
+	mb_ssm_scan_fb_discretize_kernel<<<dim3((unsigned)chunks, rows), THREADS, 0, stream>>>(
+		(const __nv_bfloat16 *)in[IN_DT], (const __nv_bfloat16 *)in[IN_LAMBDA], (const __nv_bfloat16 *)in[IN_A],
+		(const __nv_bfloat16 *)in[IN_DT_BIAS], buf.cs, buf.kap, buf.gam, seq, heads);
+	if ((ce = cudaGetLastError()) != cudaSuccess)
+		return (int)ce;
+	mb_ssm_scan_fb_chunk_state_kernel<<<dim3((unsigned)chunks, rows), THREADS, 0, stream>>>(x, bm, buf.cs, buf.kap,
+		buf.states, seq, heads, p_dim, n_dim);
+	if ((ce = cudaGetLastError()) != cudaSuccess)
+		return (int)ce;
+	mb_ssm_scan_fb_state_pass_kernel<<<dim3((unsigned)((quads + THREADS - 1) / THREADS), rows), THREADS, 0,
+		stream>>>((float4 *)buf.states, buf.cs, seq, chunks, quads);
+	if ((ce = cudaGetLastError()) != cudaSuccess)
+		return (int)ce;
+	mb_ssm_scan_fb_bmm_kernel<<<dim3(FB_TILES * (FB_TILES + 1) / 2, (unsigned)chunks, batches), THREADS, 0, stream>>>(
+		bm, cm, buf.cb, seq, n_dim);
+	if ((ce = cudaGetLastError()) != cudaSuccess)
+		return (int)ce;
+	mb_ssm_scan_fb_chunk_output_kernel<<<dim3(FB_TILES, (unsigned)chunks, rows), THREADS, out_smem, stream>>>(x, cm,
+		buf.states, buf.cb, buf.cs, buf.kap, buf.gam, (__nv_bfloat16 *)out[OUT_Y], seq, heads, chunks, p_dim,
+		n_dim);
+	return (int)cudaGetLastError();
+}
+
+/* ---- entry points ------------------------------------------------------------ */
+
+/* Both variants take bf16 only (the descriptor's dtype mask), 16-byte
+ * aligned tensors (each is its own allocation) and check_shape's shapes. */
+static bool launchable(const int64_t *axis, mb_dtype dtype, const void *const *in, void *const *out)
+{
+	bool aligned = mb_aligned16(out[OUT_Y]);
+	for (int i = IN_X; i <= IN_C; i++)
+		aligned = aligned && mb_aligned16(in[i]);
+	return dtype == MB_BF16 && aligned && axis[AX_P] % V8 == 0 && axis[AX_P] <= SSM_P_MAX &&
+		axis[AX_N] % V8 == 0 && axis[AX_N] <= SSM_N_MAX && axis[AX_L] >= 1 && axis[AX_B] * axis[AX_NH] >= 1;
+}
+
+extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fused_launch)
+{
+	if (!launchable(axis, dtype, in, out))
+		return (int)cudaErrorInvalidValue;
+	return fused_launch((cudaStream_t)stream, axis, in, out);
+}
+
+extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fallback_launch)
+{
+	if (!launchable(axis, dtype, in, out))
+		return (int)cudaErrorInvalidValue;
+	return fallback_launch((cudaStream_t)stream, axis, in, out);
+}

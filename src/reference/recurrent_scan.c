@@ -1,0 +1,342 @@
+/* The RG-LRU of Griffin / Hawk (De et al. 2024): a gated linear recurrence
+ * per batch and channel, with diagonal (per-channel) gate weights:
+ *   r_t = sigmoid(x_t * w_a + b_a)          recurrence gate
+ *   i_t = sigmoid(x_t * w_i + b_i)          input gate
+ *   a_t = exp(-8 * softplus(lambda) * r_t)  decay, 0 < a_t < 1
+ *   h_t = a_t * h_{t-1} + sqrt(1 - a_t^2) * (i_t * x_t),  h_{-1} = 0
+ *   y_t = h_t
+ * with w_a, b_a, w_i, b_i, lambda [1, D] per channel. Griffin's gates are
+ * block-diagonal linear maps of x; the diagonal keeps the row a scan, which
+ * is what it measures.
+ *
+ * Layout: x and y are [B*D, L], row b*D + c the whole sequence of channel c
+ * of batch b (sequence-last, as Mamba's selective_scan and the
+ * accelerated-scan kernels take their inputs). A row of y is then one
+ * recurrence, and the reference computes a sampled row from its own row of
+ * x in O(L): token-major [B*L, D] rows would make every sampled row depend
+ * on every earlier token of its batch, so the host would have to make all of
+ * x for any sample (and the reference run B*L*D steps).
+ *
+ * sqrt(1 - a^2) is computed as sqrt(-expm1(2 log a)): 1 - a*a cancels when a
+ * is near 1 (the slow channels, 1 - a down to 1e-5 here), and the input's
+ * scale would carry that cancellation's error.
+ *
+ * Worked by hand: w_a = b_a = w_i = b_i = lambda = 0 gives r = i = 1/2,
+ * softplus(0) = ln 2, a = exp(-4 ln 2) = 1/16 and m = sqrt(1 - 1/256) =
+ * sqrt(255)/16. Then x = (2, -2) gives h_0 = m * (1/2 * 2) = m = 0.99804...
+ * and h_1 = h_0/16 - m = -15m/16 = -0.93567....
+ *
+ * One body serves both precisions; rows are split over the host's cores
+ * (a sample at the largest shape is 4096 rows of 16384 steps, each step
+ * with four exponentials and a square root). */
+#include <math.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "kernels/row_common.h"
+#include "reference/reference.h"
+#include "reference/traffic.h"
+
+/* The GPU variants the descriptor names, defined in src/kernels/recurrent_scan.cu:
+ * in x [B*D,L], w_a, b_a, w_i, b_i, lambda [1,D]; out y [B*D,L]. */
+MB_DECLARE_LAUNCH(mb_recurrent_scan_fused_launch);
+MB_DECLARE_LAUNCH(mb_recurrent_scan_fallback_launch);
+
+enum { AX_B, AX_L, AX_D };
+enum { IN_X, IN_WA, IN_BA, IN_WI, IN_BI, IN_LAMBDA };
+enum { OUT_Y };
+
+/* Griffin's constant c in a = sigmoid(lambda)^(c r), here exp(-c softplus r). */
+#define RGLRU_C 8
+
+/* ---- rows over the host's cores ------------------------------------------ */
+
+/* Half the host's cores, as the input twin takes: the harness may be
+ * making the next case's inputs meanwhile. */
+#define REF_CORES_SHARE 0.5
+#define REF_MAX_THREADS 64
+
+typedef struct row_job {
+	void (*fn)(const struct row_job *job, int64_t row);
+	const int64_t *axis;
+	const float *const *in;
+	void *const *out;
+	const int64_t *rows;
+	int64_t n_rows;
+	int64_t next; /* the next sample index to take, atomically */
+} row_job;
+
+static void *row_worker(void *arg)
+{
+	row_job *job = arg;
+
+	for (;;) {
+		int64_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
+		if (i >= job->n_rows)
+			return NULL;
+		job->fn(job, mb_ref_row(job->rows, i));
+	}
+}
+
+/* Every listed row, each by one thread: the result does not depend on the
+ * thread count. */
+static void rows_run(row_job *job)
+{
+	pthread_t threads[REF_MAX_THREADS];
+	long cpus = (long)(REF_CORES_SHARE * (double)sysconf(_SC_NPROCESSORS_ONLN));
+	int64_t n_threads = cpus < 1 ? 1 : cpus > REF_MAX_THREADS ? REF_MAX_THREADS : cpus;
+	int started = 0;
+
+	if (n_threads > job->n_rows)
+		n_threads = job->n_rows;
+	/* the calling thread works too; a thread that cannot start only means
+	 * fewer hands */
+	for (int64_t i = 1; i < n_threads; i++) {
+		if (pthread_create(&threads[started], NULL, row_worker, job) == 0)
+			started++;
+	}
+	row_worker(job);
+	for (int i = 0; i < started; i++)
+		pthread_join(threads[i], NULL);
+}
+
+/* ---- the recurrence -------------------------------------------------------- */
+
+/* softplus(l) = log(1 + e^l), without overflow for large l. */
+#define DEFINE_RGLRU_ROW(fn, REAL, EXP, EXPM1, LOG1P, SQRT) \
+	static void fn(const row_job *job, int64_t row) \
+	{ \
+		const int64_t len = job->axis[AX_L], c = row % job->axis[AX_D]; \
+		const float *x = job->in[IN_X] + row * len; \
+		REAL *y = (REAL *)job->out[OUT_Y] + row * len; \
+		const REAL wa = job->in[IN_WA][c], ba = job->in[IN_BA][c]; \
+		const REAL wi = job->in[IN_WI][c], bi = job->in[IN_BI][c], lambda = job->in[IN_LAMBDA][c]; \
+		const REAL softplus = (lambda > 0 ? lambda : (REAL)0) + LOG1P(EXP(-(lambda > 0 ? lambda : -lambda))); \
+		REAL h = 0; \
+		for (int64_t t = 0; t < len; t++) { \
+			const REAL xt = x[t]; \
+			const REAL r = (REAL)1 / ((REAL)1 + EXP(-(xt * wa + ba))); \
+			const REAL i = (REAL)1 / ((REAL)1 + EXP(-(xt * wi + bi))); \
+			const REAL log_a = -(REAL)RGLRU_C * softplus * r; \
+			h = EXP(log_a) * h + SQRT(-EXPM1(2 * log_a)) * (i * xt); \
+			y[t] = h; \
+		} \
+	}
+
+DEFINE_RGLRU_ROW(rglru_row_f32, float, expf, expm1f, log1pf, sqrtf)
+DEFINE_RGLRU_ROW(rglru_row_f64, double, exp, expm1, log1p, sqrt)
+
+void mb_ref_recurrent_scan(const int64_t *axis, const float *const *in, float *const *out, const int64_t *rows,
+	int64_t n_rows)
+{
+	row_job job = {rglru_row_f32, axis, in, (void *const *)out, rows, n_rows, 0};
+
+	rows_run(&job);
+}
+
+void mb_oracle_recurrent_scan(const int64_t *axis, const float *const *in, double *const *out,
+	const int64_t *rows, int64_t n_rows)
+{
+	row_job job = {rglru_row_f64, axis, in, (void *const *)out, rows, n_rows, 0};
+
+	rows_run(&job);
+}
+
+/* ---- the recurrent_scan catalog row: shapes, bytes, tolerances, variants --------------------------------------------------
+ *
+ * Fills: x is the bell-shaped N(0, 1) stand-in (|x| < 3.47, E x^2 = 1);
+ * the gate weights and biases U(-1, 1); lambda U(-9, -4.3), so that
+ * exp(-8 softplus(lambda)) spans 0.90 .. 0.999, Griffin's initial range of
+ * a^c (its decays at r = 1). Then |x w + b| < 4.47, r > sigmoid(-4.47) =
+ * 0.0113, and a_t = exp(-8 sp r) lies in [0.896, 1 - 1.12e-5]: the
+ * slowest channel remembers ~10^5 steps.
+ *
+ * Error analysis. Write h_t = sum_k c_k (i x)_k with c_k = m_k prod_{j>k}
+ * a_j, m = sqrt(1 - a^2). The weights telescope:
+ *   sum_k c_k^2 = sum_k (1 - a_k^2) prod_{j>k} a_j^2 = 1 - prod_j a_j^2 <= 1,
+ * so h is a weighted sum of inputs whose squared weights sum to at most 1:
+ * E h^2 <= E (i x)^2 < E x^2 = 1. Two kinds of error reach h.
+ *  (1) Input path: a relative error d_k in the k-th increment m_k (i x)_k
+ *      reaches h_t as sum_k c_k (i x)_k d_k. The d_k of different steps are
+ *      roundings of different numbers: independent, zero mean, at most D
+ *      and of variance <= D^2/3 (uniform on +-D). Their sum has standard
+ *      deviation <= D/sqrt(3) * sqrt(sum_k c_k^2 (i x)_k^2) <= D/sqrt(3),
+ *      the decay-weighted mean square of (i x) being <= 1 like E h^2.
+ *      Nothing amplifies it: the recurrence contracts (0 < a < 1).
+ *  (2) Decay path: a relative error e_k in a_k reaches h_t as
+ *      sum_k (prod_{j>=k} a_j) e_k h_{k-1}, of standard deviation
+ *      <= E/sqrt(3) * sqrt(sum_{n>=1} a_max^(2n)) <= E/sqrt(3) / sqrt(1 - a_max^2):
+ *      amplified by 1/sqrt(1 - a_max^2) = 212 for the fills (a_max =
+ *      1 - 1.12e-5), the price of a memory of 10^5 steps.
+ * Per step, against the reference's expf/expm1f/log1pf (<= 1 ulp each, an
+ * ulp being <= 2u, u = 2^-24):
+ *  - decay: the reference's a = expf(-8 sp r) is off by <= 2u (expf) plus
+ *    |log a| times the relative error of sp*r (~10u; |log a| <= 0.11);
+ *    the fused kernel's a is a degree-5 polynomial in y = 16 sp r (error
+ *    2^-32, its Horner steps <= 2u), with r from ex2.approx and
+ *    rsqrt.approx (<= 8u relative, times y/2 <= 0.25 in a). E <= 12u:
+ *    sigma_a = 12u/sqrt(3) * 212 = 1469u = 8.8e-5.
+ *  - input path in fp32 (sigmoid, expm1, sqrt, two products, on both
+ *    sides): D <= 25u, sigma = 14.4u.
+ *  - the fused fp16/bf16 kernels take i = (1 + tanh.approx(v/2))/2, whose
+ *    absolute error is <= 2^-11/2 = 2^-12 (tanh.approx's relative 2^-11 on
+ *    |tanh| < 1): an additive error x * m * 2^-12 per increment, of
+ *    standard deviation <= 2^-12/sqrt(3) = 1.4e-4 in h by (1).
+ *  - the fallback stores, as a framework does, r, i, the multiplier m and
+ *    the gated and normalised input x*i and x*i*m in the case dtype (unit
+ *    roundoff u_d), a and log a in fp32: four roundings of the increment
+ *    and r's, which moves m by half as much (m^2 = 1 - a^2 ~ 16 sp r for
+ *    slow channels): D^2/3 = u_d^2 (4 + 1/4)/3, sigma = 1.19 u_d; r's
+ *    rounding also moves log a by |log a| u_d, through the decay path
+ *    sqrt(|log a| / (2 (1 - |log a|)) / 3) u_d = 0.14 u_d (|log a| <= 0.11,
+ *    1 - a^2 >= 2|log a|(1 - |log a|)): 1.2 u_d together.
+ * Bound: six standard deviations of the sum (by the triangle inequality)
+ * as the absolute term; the relative term is the output's own rounding
+ * (u_d) and 64u for the last operations. Six sigma of a bound that uses
+ * E (i x)^2 <= 1, where the fills give about 0.35, passes by chance with
+ * probability far under 1e-9 per element. */
+#define RS_SQRT3 1.7320508075688772
+#define RS_SIGMAS 6.0
+#define RS_DECAY_AMPLIFICATION 212.0 /* 1 / sqrt(1 - a_max^2) */
+#define RS_DECAY_SIGMA (12.0 * F32_EPS / RS_SQRT3 * RS_DECAY_AMPLIFICATION)
+#define RS_F32_INPUT_SIGMA (25.0 * F32_EPS / RS_SQRT3)
+#define RS_TANH_SIGMA (0x1p-12 / RS_SQRT3)
+#define RS_STORED_SIGMA(u_d) (1.2 * (u_d))
+#define RS_F32_ABS (RS_SIGMAS * (RS_DECAY_SIGMA + RS_F32_INPUT_SIGMA))
+#define RS_HALF_ABS(u_d) (RS_SIGMAS * (RS_STORED_SIGMA(u_d) + RS_TANH_SIGMA + RS_DECAY_SIGMA + RS_F32_INPUT_SIGMA))
+#define RS_REL_F32 (64 * F32_EPS)
+
+/* The fills (see above): lambda's range is Griffin's initial decays. */
+#define RS_GATE_LO -1.0f
+#define RS_GATE_HI 1.0f
+#define RS_LAMBDA_LO -9.0f
+#define RS_LAMBDA_HI -4.3f
+
+static int rs_tensors(const int64_t *a, mb_tensor_spec *t)
+{
+	const int64_t seqs = a[AX_B] * a[AX_D], d = a[AX_D];
+
+	t[0] = (mb_tensor_spec){"x", false, seqs, a[AX_L], MB_FILL_NORMAL, 0, 1};
+	t[1] = (mb_tensor_spec){"w_a", false, 1, d, MB_FILL_UNIFORM, RS_GATE_LO, RS_GATE_HI};
+	t[2] = (mb_tensor_spec){"b_a", false, 1, d, MB_FILL_UNIFORM, RS_GATE_LO, RS_GATE_HI};
+	t[3] = (mb_tensor_spec){"w_i", false, 1, d, MB_FILL_UNIFORM, RS_GATE_LO, RS_GATE_HI};
+	t[4] = (mb_tensor_spec){"b_i", false, 1, d, MB_FILL_UNIFORM, RS_GATE_LO, RS_GATE_HI};
+	t[5] = (mb_tensor_spec){"lambda", false, 1, d, MB_FILL_UNIFORM, RS_LAMBDA_LO, RS_LAMBDA_HI};
+	t[6] = (mb_tensor_spec){"y", true, seqs, a[AX_L], MB_FILL_NORMAL, 0, 0};
+	return 7;
+}
+
+/* Elements of x (and of y). */
+static uint64_t rs_elems(const int64_t *a)
+{
+	return (uint64_t)a[AX_B] * (uint64_t)a[AX_D] * (uint64_t)a[AX_L];
+}
+
+#define RS_PARAMS 5 /* w_a, b_a, w_i, b_i, lambda */
+
+static uint64_t rs_bytes(const int64_t *a, mb_dtype dtype)
+{
+	/* x read once, y written once, the five [D] parameters read once */
+	return (2 * rs_elems(a) + RS_PARAMS * (uint64_t)a[AX_D]) * mb_dtype_size(dtype);
+}
+
+/* By launch, with n = B*D*L elements, s the dtype's size and [D] vectors
+ * p = D*s. Fused: x and the parameters read, y written. Fallback, as
+ * Griffin's RG-LRU runs eagerly (recurrentgemma's RGLRU.forward), with the
+ * ops that a framework keeps as separate launches:
+ *   gate r  = sigmoid(x w_a + b_a)      x, w_a, b_a -> r        (dtype)
+ *   gate i  = sigmoid(x w_i + b_i)      x, w_i, b_i -> i        (dtype)
+ *   decay   sp = softplus(lambda)       lambda -> sp            (fp32 [D])
+ *   decay   log_a = -8 r * sp           r, sp -> log_a          (fp32)
+ *   decay   a = exp(log_a)              log_a -> a              (fp32)
+ *   input   m = sqrt(1 - exp(2 log_a))  log_a -> m              (dtype)
+ *   input   x*i*m (gated, normalised)   x, i, m -> nx           (dtype)
+ *   scan    h = a h + nx                a, nx -> y              (dtype)
+ * 22 n s + 16 n bytes of traffic for the fused kernel's 2 n s: 11x in bf16. */
+static int rs_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, mb_launch_traffic *out)
+{
+	const uint64_t s = mb_dtype_size(dtype), n = rs_elems(a) * s, p = (uint64_t)a[AX_D] * s;
+	const uint64_t n32 = rs_elems(a) * sizeof(float), p32 = (uint64_t)a[AX_D] * sizeof(float);
+	int k = 0;
+
+	switch (v->kind) {
+	case MB_VARIANT_FUSED:
+	case MB_VARIANT_REFERENCE:
+		return mb_traffic_one(v, n + RS_PARAMS * p, n, out);
+	case MB_VARIANT_FALLBACK:
+		mb_traffic_add(out, &k, v->kernel_patterns[0], n + 2 * p, n); /* x, w_a, b_a -> r */
+		mb_traffic_add(out, &k, v->kernel_patterns[0], n + 2 * p, n); /* x, w_i, b_i -> i */
+		mb_traffic_add(out, &k, v->kernel_patterns[1], p, p32);       /* lambda -> sp */
+		mb_traffic_add(out, &k, v->kernel_patterns[1], n + p32, n32); /* r, sp -> log_a */
+		mb_traffic_add(out, &k, v->kernel_patterns[1], n32, n32);     /* log_a -> a */
+		mb_traffic_add(out, &k, v->kernel_patterns[2], n32, n);       /* log_a -> m */
+		mb_traffic_add(out, &k, v->kernel_patterns[2], 3 * n, n);     /* x, i, m -> nx */
+		mb_traffic_add(out, &k, v->kernel_patterns[3], n32 + n, n);   /* a, nx -> y */
+		return k;
+	default:
+		return -1;
+	}
+}
+
+static uint64_t rs_flops(const int64_t *a)
+{
+	/* per step: two gates (multiply-add, exp, add, divide: 5 each), log a
+	 * (2), exp (1), 2 log a, expm1, negate, sqrt (4), i*x and the
+	 * multiplier (2), a*h + increment (2): 21, each function counted as one */
+	return 21 * rs_elems(a);
+}
+
+const mb_row mb_row_recurrent_scan = {
+	.name = "recurrent_scan",
+	.block = 'R',
+	.status = MB_ROW_EXPERIMENTAL,
+	.condition = NULL,
+	.summary = "RG-LRU (Griffin/Hawk) with diagonal gates: r = sigmoid(x w_a + b_a), i = sigmoid(x w_i + b_i), "
+		"a = exp(-8 softplus(lambda) r), h = a h + sqrt(1 - a^2) i x, y = h; x, y [B*D, L] (one sequence a row), "
+		"w_a, b_a, w_i, b_i, lambda [1, D]",
+	.n_axes = 3,
+	.axes = {"B", "L", "D"},
+	.check_shape = NULL,
+	.tensors = rs_tensors,
+	.bytes = rs_bytes,
+	.traffic = rs_traffic,
+	.flops = rs_flops,
+	.reference = mb_ref_recurrent_scan,
+	.oracle = mb_oracle_recurrent_scan,
+	/* a row of y reads its own row of x; the [1, D] parameters are read
+	 * whole (B*D = 1 would otherwise make them look like per-row inputs) */
+	.reads = {[IN_X] = MB_READS_AUTO, [IN_WA] = MB_READS_ALL, [IN_BA] = MB_READS_ALL, [IN_WI] = MB_READS_ALL,
+		[IN_BI] = MB_READS_ALL, [IN_LAMBDA] = MB_READS_ALL},
+	.reference_name = "mb_ref_recurrent_scan (fp32, one sequential pass per sampled sequence, "
+		"src/reference/recurrent_scan.c)",
+	.source_files = {"src/kernels/recurrent_scan.cu", "src/reference/recurrent_scan.c"},
+	.tolerance = {
+		[MB_FP32] = {RS_F32_ABS, RS_REL_F32,
+			"6 sigma of the rounding walk: decay errors <= 12u amplified by 1/sqrt(1-a_max^2) = 212 "
+			"(8.8e-5) plus 25u/sqrt(3) on the increments, whose squared weights telescope to <= 1"},
+		[MB_FP16] = {RS_HALF_ABS(F16_HALF_ULP), F16_HALF_ULP + RS_REL_F32,
+			"fp16 output rounding (2^-11 relative) over 6 sigma of the fallback's five fp16 roundings per "
+			"increment (1.2 u_d), the fused tanh gate (2^-12/sqrt(3)) and the fp32 decay walk (8.8e-5)"},
+		[MB_BF16] = {RS_HALF_ABS(BF16_HALF_ULP), BF16_HALF_ULP + RS_REL_F32,
+			"bf16 output rounding (2^-8 relative) over 6 sigma of the fallback's five bf16 roundings per "
+			"increment (1.2 u_d), the fused tanh gate (2^-12/sqrt(3)) and the fp32 decay walk (8.8e-5)"},
+	},
+	.n_variants = 3,
+	.variants = {
+		{"fused", MB_VARIANT_FUSED, "cuda",
+			"one pass: a persistent grid of blocks, each taking whole sequences in chunks of 16 steps a thread "
+			"(16-byte loads, the next chunk's in flight); gates, decay and increment in registers (fp16/bf16: "
+			"tanh.approx input gate), a thread-local scan, a warp-shuffle scan and a block carry of the affine "
+			"(decay product, state) pairs, then y written once",
+			1, {"recurrent_scan_fused"}, GPU_LAUNCH(mb_recurrent_scan_fused_launch), MB_DTYPE_ALL},
+		{"fallback", MB_VARIANT_FALLBACK, "cuda",
+			"Griffin's RG-LRU as a framework runs it eagerly: two gate launches (sigmoid of the diagonal "
+			"projection, stored in the dtype), softplus, log a and exp launches (fp32), the multiplier and the "
+			"gated, normalised input (dtype), then a linear-recurrence scan launch over (a, input) with the "
+			"fused kernel's chunked block scan; elementwise launches vectorized, 16-byte accesses",
+			8, {"recurrent_scan_fb_gate", "recurrent_scan_fb_decay", "recurrent_scan_fb_input",
+				"recurrent_scan_fb_scan"},
+			GPU_LAUNCH(mb_recurrent_scan_fallback_launch), MB_DTYPE_ALL},
+		MB_REFERENCE_VARIANT,
+	},
+};

@@ -432,6 +432,21 @@ int mb_sampler_add(mb_sampler *s, double sample_ns, bool excluded, mb_error *err
 	return 0;
 }
 
+int mb_sampler_kept(const mb_sampler *s)
+{
+	int kept = 0;
+
+	for (int i = 0; i < s->n; i++)
+		kept += !s->excluded[i];
+	return kept;
+}
+
+void mb_sampler_keep_all(mb_sampler *s)
+{
+	for (int i = 0; i < s->n; i++)
+		s->excluded[i] = false;
+}
+
 /* Sorted copy of the kept samples; caller frees. */
 static double *kept_sorted(const mb_sampler *s, int *out_n)
 {
@@ -483,10 +498,8 @@ bool mb_sampler_done(const mb_sampler *s, bool *converged)
 {
 	const mb_settings *cfg = s->settings;
 	double elapsed_s = (double)(mb_now_ns() - s->started_ns) / NS_PER_S;
-	int kept = 0;
+	int kept = mb_sampler_kept(s);
 
-	for (int i = 0; i < s->n; i++)
-		kept += !s->excluded[i];
 	*converged = false;
 	if (kept >= cfg->min_samples && elapsed_s >= cfg->min_time_s
 		&& mb_sampler_rel_noise(s) <= cfg->max_noise) {

@@ -75,6 +75,9 @@ double mb_sampler_rel_noise(const mb_sampler *s);
  * "events"). Kept samples give the statistics. */
 json_t *mb_sampler_json(const mb_sampler *s, const char *source, int warmup_calls, bool converged);
 double mb_sampler_median(const mb_sampler *s);
+/* Samples not excluded; and excluding none (a sag that is the steady state). */
+int mb_sampler_kept(const mb_sampler *s);
+void mb_sampler_keep_all(mb_sampler *s);
 int64_t mb_sampler_kept_sum_ns(const mb_sampler *s);
 void mb_sampler_free(mb_sampler *s);
 

@@ -227,6 +227,8 @@ typedef struct case_run {
 	bool have_events;            /* the backend gives a second clock */
 	bool unattributed;           /* a call had no kernel-time attribution */
 	bool sagged;
+	/* most samples sagged: the work itself holds the clock down */
+	bool sag_steady;
 	int64_t last_tick_ns;
 } case_run;
 
@@ -310,8 +312,18 @@ static int timed_batch(case_run *r, int n, int *timed, mb_error *err)
 			r->unattributed = true;
 			v = b.events_ns ? events[i] : 0;
 		}
-		if ((rc = mb_sampler_add(&r->s, v, b.sagged, err)) || (rc = record_call(r, &b, i, err)))
+		if ((rc = mb_sampler_add(&r->s, v, b.sagged && !r->sag_steady, err)) ||
+		    (rc = record_call(r, &b, i, err)))
 			return rc;
+	}
+	/* A sag in a minority of batches is an event to leave out; in most of
+	 * them it is the clock the work sustains (a power-bound GEMM row at
+	 * its largest shape): excluding those would keep only the cool GPU's
+	 * first calls, or nothing at all. */
+	if (!r->sag_steady && r->s.n >= r->settings->min_samples &&
+	    2 * (r->s.n - mb_sampler_kept(&r->s)) > r->s.n) {
+		r->sag_steady = true;
+		mb_sampler_keep_all(&r->s);
 	}
 	return 0;
 }
@@ -574,7 +586,12 @@ static void write_results(case_run *r, bool converged)
 		add_signature(r, &rep, observed);
 	}
 	json_decref(rep.kernels);
-	if (r->sagged)
+	if (r->sag_steady)
+		mb_case_json_add_finding(r->c, "clock_sag",
+			"SM clock below %.0f%% of its %u MHz start value in most batches: the work holds the clock "
+			"down (power or heat), so no sample is excluded and the median is at the clock it sustains",
+			100.0 * MB_CLOCK_SAG_FRACTION, rep.clock_start_mhz);
+	else if (r->sagged)
 		mb_case_json_add_finding(r->c, "clock_sag",
 			"SM clock fell below %.0f%% of its %u MHz start value; those samples are excluded",
 			100.0 * MB_CLOCK_SAG_FRACTION, rep.clock_start_mhz);

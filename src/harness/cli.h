@@ -27,6 +27,8 @@ int mb_cli_run(int argc, char **argv);
 int mb_cli_validate(int argc, char **argv);
 int mb_cli_catalog(int argc, char **argv);
 int mb_cli_version(int argc, char **argv);
+/* In cli_alltoall.c: the moe_alltoall row across GPUs (NCCL, MPI). */
+int mb_cli_alltoall(int argc, char **argv);
 /* In cli_report.c with the other reporter commands. */
 int mb_cli_noise_floor(int argc, char **argv);
 

@@ -21,6 +21,7 @@
 #include "harness/console.h"
 #include "harness/repetitions.h"
 #include "harness/runner.h"
+#include "harness/shard.h"
 #include "harness/suite.h"
 #include "receipts/atomic_write.h"
 #include "receipts/receipt_io.h"
@@ -70,7 +71,9 @@ static void run_usage(FILE *f)
 		"                        every family of ROW\n"
 		"      --list            print the ids of the cases the plan would run, one per line,\n"
 		"                        and exit\n"
-		"      --dry-run         print the plan and its case count, and exit\n"
+		"      --dry-run         print the plan and its case count (with --gpus, what each GPU\n"
+		"                        would run), and exit\n");
+	fprintf(f,
 		"\n"
 		"where and how:\n"
 		"  -o, --output FILE     receipt path (default receipts/SUITE-YYYYMMDDTHHMMSS.mmmZ-PID.json;\n"
@@ -82,7 +85,12 @@ static void run_usage(FILE *f)
 		"                        existing file is never replaced (not with -o or --force)\n"
 		"  -b, --backend NAME    auto (default: cuda when a device is visible, else cpu), cuda, cpu\n"
 		"      --devices LIST    GPU indices (default 0): the whole plan runs on each in turn,\n"
-		"                        one receipt per device (FILE-gpuN.json when there are several)\n"
+		"                        one receipt per device (FILE-gpuN.json when there are several);\n"
+		"                        with --gpus, the GPUs the plan is spread over\n"
+		"      --gpus N|all      spread the rows over N GPUs (all: every visible one, or every\n"
+		"                        --devices GPU), a worker process per GPU, longest rows first to\n"
+		"                        the least loaded; one receipt, each case naming its GPU. A GPU\n"
+		"                        whose worker dies loses only its unfinished cases (crashed)\n"
 		"      --seed N          input generator seed (default: the suite's)\n"
 		"      --min-time S      override the suite's min_time_s\n"
 		"      --timeout S       override the suite's timeout_s\n"
@@ -118,6 +126,7 @@ typedef struct run_args {
 	mb_plan_match match;
 	const char *modes;
 	const char *devices;
+	const char *gpus;
 	const char *seed;
 	const char *min_time;
 	const char *repetitions;
@@ -141,7 +150,7 @@ static int once(const char **slot, const char *flag)
 static int parse_args(run_args *a, int argc, char **argv)
 {
 	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY,
-		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE, OPT_SAVE_TO };
+		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE, OPT_SAVE_TO, OPT_GPUS };
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"backend", required_argument, NULL, 'b'},
@@ -154,6 +163,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 		{"set", required_argument, NULL, OPT_SET},
 		{"list", no_argument, NULL, OPT_LIST},
 		{"devices", required_argument, NULL, OPT_DEVICES},
+		{"gpus", required_argument, NULL, OPT_GPUS},
 		{"force", no_argument, NULL, OPT_FORCE},
 		{"save-to", required_argument, NULL, OPT_SAVE_TO},
 		{"seed", required_argument, NULL, OPT_SEED},
@@ -188,6 +198,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 			break;
 		case OPT_LIST: a->list = 1; break;
 		case OPT_DEVICES: a->devices = optarg; break;
+		case OPT_GPUS: a->gpus = optarg; break;
 		case OPT_FORCE: a->force = 1; break;
 		case OPT_SAVE_TO: a->save_to = optarg; break;
 		case OPT_SEED: a->seed = optarg; break;
@@ -207,6 +218,15 @@ static int parse_args(run_args *a, int argc, char **argv)
 	a->suite_path = argv[optind];
 	if (strcmp(a->backend, "auto") && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda"))
 		return mb_cli_usage_error("run", "--backend must be auto, cuda or cpu, got \"%s\"", a->backend);
+	if (a->gpus && strcmp(a->gpus, "all")) {
+		char *end;
+		long n;
+		errno = 0;
+		n = strtol(a->gpus, &end, 10);
+		if (errno || end == a->gpus || *end || n < 1 || n > MB_SHARD_MAX_GPUS)
+			return mb_cli_usage_error("run", "--gpus expects a number of GPUs from 1 to %d, or all, got \"%s\"",
+				MB_SHARD_MAX_GPUS, a->gpus);
+	}
 	if (a->save_to && (a->output || a->force))
 		return mb_cli_usage_error("run", "--save-to names the file itself and never replaces one: "
 			"not with %s", a->output ? "-o" : "--force");
@@ -379,6 +399,92 @@ static int check_devices(const mb_backend *backend, const int *devices, int n, m
 	return 0;
 }
 
+/* --gpus: the GPUs a sharded run spreads over, by index. */
+typedef struct gpu_pool {
+	int devices[MB_SHARD_MAX_GPUS];
+	int n;
+	bool simulated; /* MEGABENCH_FAKE_GPUS: cpu-backend workers stand in */
+} gpu_pool;
+
+/* How many GPUs there are to take: CUDA's count, or on the cpu backend the
+ * test-only MEGABENCH_FAKE_GPUS. */
+static int visible_gpus(int *out, bool *out_simulated, const mb_backend *backend, mb_error *err)
+{
+	const char *fake = getenv(MB_SHARD_FAKE_GPUS_ENV);
+	char why[256] = "", *end;
+	long n;
+
+	*out_simulated = strcmp(backend->name, "cpu") == 0;
+	if (!*out_simulated) {
+		*out = mb_backend_cuda_devices(why, sizeof(why));
+		return *out > 0 ? 0 : mb_error_set(err, MB_ENOTFOUND, "--gpus", "no CUDA device: %s", why);
+	}
+	if (!fake || !*fake)
+		return mb_error_set(err, MB_EUNSUPPORTED, "--gpus", "the cpu backend has no GPUs to spread a run over ("
+			MB_SHARD_FAKE_GPUS_ENV "=N, for tests only, simulates N)");
+	errno = 0;
+	n = strtol(fake, &end, 10);
+	if (errno || end == fake || *end || n < 1 || n > MB_SHARD_MAX_GPUS)
+		return mb_error_set(err, MB_EINVAL, MB_SHARD_FAKE_GPUS_ENV, "expected a number of GPUs from 1 to %d, got "
+			"\"%s\"", MB_SHARD_MAX_GPUS, fake);
+	*out = (int)n;
+	return 0;
+}
+
+/* The --devices GPUs, or the first N (or all) of those visible. The count
+ * against --devices was checked with the arguments. */
+static int gpu_pool_of(gpu_pool *out, const run_args *a, const mb_backend *backend, const int *devices,
+	int n_devices, mb_error *err)
+{
+	int visible = 0, rc;
+	bool all = strcmp(a->gpus, "all") == 0;
+
+	memset(out, 0, sizeof(*out));
+	if ((rc = visible_gpus(&visible, &out->simulated, backend, err)))
+		return rc;
+	if (a->devices) {
+		for (int i = 0; i < n_devices; i++)
+			if (devices[i] >= visible)
+				return mb_error_set(err, MB_ENOTFOUND, "--devices", "no %s GPU %d: this host has %d",
+					out->simulated ? "simulated" : "CUDA", devices[i], visible);
+		memcpy(out->devices, devices, (size_t)n_devices * sizeof(*devices));
+		out->n = n_devices;
+		return 0;
+	}
+	out->n = all ? visible : atoi(a->gpus);
+	if (out->n > visible)
+		return mb_error_set(err, MB_ENOTFOUND, "--gpus", "%d GPUs asked for: this host has %d%s", out->n, visible,
+			out->simulated ? " (simulated)" : "");
+	if (out->n > MB_SHARD_MAX_GPUS)
+		out->n = MB_SHARD_MAX_GPUS;
+	for (int i = 0; i < out->n; i++)
+		out->devices[i] = i;
+	return 0;
+}
+
+/* --dry-run --gpus: which rows each GPU would run. */
+static int print_shards(const mb_plan *plan, const mb_settings *s, const char *backend, const gpu_pool *pool,
+	mb_error *err)
+{
+	double load[MB_SHARD_MAX_GPUS];
+	mb_shard_row *rows = NULL;
+	size_t n = 0;
+	int rc = mb_shard_assign(&rows, &n, load, plan, s, backend, pool->n, err);
+
+	for (int k = 0; rc == 0 && k < pool->n; k++) {
+		size_t cases = 0;
+		printf("gpu%d: about %.1f s:", pool->devices[k], load[k]);
+		for (size_t r = 0; r < n; r++)
+			if (rows[r].slot == k) {
+				printf(" %s (%zu)", plan->cases[rows[r].begin].row->name, rows[r].end - rows[r].begin);
+				cases += rows[r].end - rows[r].begin;
+			}
+		printf("; %zu cases\n", cases);
+	}
+	free(rows);
+	return rc;
+}
+
 static int exit_code_for(const json_t *receipt, int run_rc)
 {
 	const json_t *s = json_object_get(receipt, "summary");
@@ -498,10 +604,11 @@ typedef struct run_ctx {
 	char **argv;
 	int repetitions;
 	signal_guard *signals;
+	const gpu_pool *pool;   /* --gpus: spread over these; NULL: the current device */
 } run_ctx;
 
-/* Run the plan on the current device and save its receipt to `out_path`
- * (already probed). Returns the exit code. */
+/* Run the plan on the current device, or spread over the pool's GPUs, and
+ * save its receipt to `out_path` (already probed). Returns the exit code. */
 static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 {
 	json_t *receipt = NULL;
@@ -521,7 +628,12 @@ static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 			.argv = r->argv, .interrupted = &interrupted, .notices = r->notices, .n_notices = r->n_notices,
 			.source_dir = getenv("MEGABENCH_SOURCE_DIR"), .repetitions = r->repetitions,
 		};
-		rc = mb_run(&receipt, &o, &err);
+		if (r->pool) {
+			mb_shard_options so = {&o, r->pool->devices, r->pool->n, r->pool->simulated};
+			rc = mb_shard_run(&receipt, &so, &err);
+		} else {
+			rc = mb_run(&receipt, &o, &err);
+		}
 	}
 	mb_console_finish(&con);
 	if (!receipt) {
@@ -551,12 +663,10 @@ static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 	return code;
 }
 
-static void print_plan(const mb_plan *plan, bool count)
+static void print_plan(const mb_plan *plan)
 {
 	for (size_t i = 0; i < plan->n_cases; i++)
 		printf("%s\n", plan->cases[i].id);
-	if (count)
-		printf("%zu cases\n", plan->n_cases);
 }
 
 /* argv as the user typed it: getopt_long moves operands behind the
@@ -587,7 +697,8 @@ int mb_cli_run(int argc, char **argv)
 	bool existed[MAX_DEVICES] = {false};
 	const char *notices[2];
 	char **command = copy_argv(argc, argv);
-	int devices[MAX_DEVICES] = {0}, n_devices = 1;
+	int devices[MAX_DEVICES] = {0}, n_devices = 1, n_outputs;
+	gpu_pool pool;
 	size_t n_notices = 0;
 	int code, rc, repetitions = 1;
 
@@ -608,6 +719,11 @@ int mb_cli_run(int argc, char **argv)
 	}
 	if (a.devices && (code = devices_arg(devices, &n_devices, a.devices)))
 		goto cleanup;
+	if (a.gpus && a.devices && strcmp(a.gpus, "all") && atoi(a.gpus) != n_devices) {
+		code = mb_cli_usage_error("run", "--gpus %s with --devices %s (%d GPU%s): --gpus all, or --gpus %d, "
+			"spreads the run over those", a.gpus, a.devices, n_devices, n_devices == 1 ? "" : "s", n_devices);
+		goto cleanup;
+	}
 	rc = mb_suite_load_with(&suite, a.suite_path, a.sets, a.n_sets, &err);
 	if (rc) {
 		mb_cli_error(&err);
@@ -639,14 +755,27 @@ int mb_cli_run(int argc, char **argv)
 		code = MB_EXIT_INPUT;
 		goto cleanup;
 	}
-	if (a.dry_run || a.list) {
-		print_plan(plan, a.dry_run);
+	if (a.list) {
+		print_plan(plan);
 		code = MB_EXIT_OK;
 		goto cleanup;
 	}
-	if (a.devices && check_devices(backend, devices, n_devices, &err)) {
+	/* which GPUs: before the dry run, which shows what each would run */
+	if (a.gpus ? gpu_pool_of(&pool, &a, backend, devices, n_devices, &err)
+		: !a.dry_run && a.devices && check_devices(backend, devices, n_devices, &err)) {
 		mb_cli_error(&err);
 		code = MB_EXIT_INPUT;
+		goto cleanup;
+	}
+	if (a.dry_run) {
+		print_plan(plan);
+		if (a.gpus && print_shards(plan, &suite->settings, backend->name, &pool, &err)) {
+			mb_cli_error(&err);
+			code = MB_EXIT_INPUT;
+			goto cleanup;
+		}
+		printf("%zu cases\n", plan->n_cases);
+		code = MB_EXIT_OK;
 		goto cleanup;
 	}
 	mb_plan_ignored_variants(ignored, sizeof(ignored), suite, &a.filter, backend->name);
@@ -662,9 +791,11 @@ int mb_cli_run(int argc, char **argv)
 		snprintf(base_path, sizeof(base_path), "%s", a.output);
 	else
 		default_output(base_path, sizeof(base_path), a.save_to, suite);
-	for (int d = 0; d < n_devices; d++) {
+	/* --gpus: one receipt for every GPU; else one per device */
+	n_outputs = a.gpus ? 1 : n_devices;
+	for (int d = 0; d < n_outputs; d++) {
 		struct stat st;
-		device_output(out_paths[d], sizeof(out_paths[d]), base_path, devices[d], n_devices);
+		device_output(out_paths[d], sizeof(out_paths[d]), base_path, devices[d], n_outputs);
 		existed[d] = strcmp(out_paths[d], "-") != 0 && stat(out_paths[d], &st) == 0 && S_ISREG(st.st_mode);
 		if (mb_atomic_write_probe(out_paths[d], a.force ? 0 : MB_ATOMIC_NO_REPLACE, &err)) {
 			if (existed[d] && !a.force)
@@ -681,11 +812,12 @@ int mb_cli_run(int argc, char **argv)
 		goto cleanup;
 	}
 	code = MB_EXIT_OK;
-	for (int d = 0; d < n_devices && !interrupted; d++) {
-		run_ctx r = {&a, suite, plan, backend, notices, n_notices, argc + 1, command, repetitions, &signals};
+	for (int d = 0; d < n_outputs && !interrupted; d++) {
+		run_ctx r = {&a, suite, plan, backend, notices, n_notices, argc + 1, command, repetitions, &signals,
+			a.gpus ? &pool : NULL};
 		char device[32];
 		int one;
-		if (a.devices) {
+		if (a.devices && !a.gpus) {
 			/* read by the CUDA backend in the children it forks */
 			snprintf(device, sizeof(device), "%d", devices[d]);
 			setenv(DEVICE_ENV, device, 1);

@@ -225,6 +225,12 @@ static int validate_by_kind(const char *path, const char *forced)
 			mb_error err;
 			const json_t *schema = mb_schema_builtin(kinds[i].schema, &err);
 			code = schema ? check_against(schema, doc, path) : (mb_cli_error(&err), MB_EXIT_INPUT);
+			/* a receipt's GPU references, as loading one checks them */
+			if (code == MB_EXIT_OK && strcmp(kinds[i].schema, "receipt") == 0
+				&& mb_receipt_check_gpus(doc, path, &err)) {
+				mb_cli_error(&err);
+				code = MB_EXIT_FAILED;
+			}
 		}
 	}
 	json_decref(doc);

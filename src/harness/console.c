@@ -227,6 +227,28 @@ static void print_case_row(FILE *out, const json_t *c, const table_widths *w)
 		med, gbps, frac, check, conv);
 }
 
+/* A sharded run (run --gpus): per GPU, its cases and its worker's wall
+ * time, and how the worker ended when it did not end well. */
+static void print_shards(FILE *out, const json_t *receipt)
+{
+	const json_t *gpus = json_object_get(receipt, "gpus"), *s;
+	char name[CELL_BYTES], ended[ESCAPED_BYTES];
+	size_t i;
+
+	json_array_foreach(json_object_get(receipt, "shards"), i, s) {
+		const json_t *gpu = json_array_get(gpus, (size_t)json_integer_value(json_object_get(s, "gpu")));
+		const char *how = json_string_value(json_object_get(s, "ended"));
+
+		fprintf(out, "gpu%" JSON_INTEGER_FORMAT " (%s): %" JSON_INTEGER_FORMAT " cases in %.2f s",
+			json_integer_value(json_object_get(gpu, "index")),
+			mb_print_terminal_safe(name, sizeof(name), json_string_value(json_object_get(gpu, "name"))),
+			json_integer_value(json_object_get(s, "cases")), num(s, "wall_ns") / NS_PER_S);
+		if (how && strcmp(how, "exited with status 0"))
+			fprintf(out, "; its worker %s", mb_print_terminal_safe(ended, sizeof(ended), how));
+		fprintf(out, "\n");
+	}
+}
+
 static int max_int(int a, size_t b)
 {
 	return (size_t)a > b ? a : (int)b;
@@ -267,6 +289,7 @@ void mb_console_print_table(FILE *out, const json_t *receipt)
 				mb_print_terminal_safe(message, sizeof(message), json_string_value(json_object_get(f, "message"))));
 	}
 	mb_print_lanes(out, receipt, MB_PRINT_TEXT);
+	print_shards(out, receipt);
 	if (json_is_object(good))
 		fprintf(out, "goodput: %.1f%% of %.2f s wall time was timed kernel work\n",
 			100 * num(good, "goodput_fraction"), num(good, "wall_ns") / NS_PER_S);

@@ -13,6 +13,7 @@ typedef struct command {
 
 static const command commands[] = {
 	{"run", mb_cli_run, "run a suite and write a receipt"},
+	{"alltoall", mb_cli_alltoall, "run moe_alltoall across GPUs with NCCL and write a receipt"},
 	{"validate", mb_cli_validate, "check receipts and suites (or any JSON against a schema)"},
 	{"catalog", mb_cli_catalog, "list the kernel catalog: rows, variants, tolerances"},
 	{"diff", mb_cli_diff, "compare two receipts case by case"},

@@ -438,7 +438,7 @@ static int run_row(run_state *st, size_t begin, size_t end, mb_error *err)
 
 /* ---- the receipt ---------------------------------------------------------- */
 
-static void iso_now(char *buf, size_t len)
+void mb_run_timestamp(char *buf, size_t len)
 {
 	struct timespec ts;
 	struct tm tm;
@@ -478,6 +478,7 @@ json_t *mb_build_identity(void)
 	json_object_set_new(f, "cuda", json_boolean(MB_HAVE_CUDA));
 	json_object_set_new(f, "cupti", json_boolean(MB_HAVE_CUPTI));
 	json_object_set_new(f, "nccl", json_boolean(MB_HAVE_NCCL));
+	json_object_set_new(f, "mpi", json_boolean(MB_HAVE_MPI));
 	json_object_set_new(b, "version", json_string(MB_VERSION));
 	json_object_set_new(b, "c_compiler", json_string(MB_C_COMPILER));
 	json_object_set_new(b, "cxx_compiler", json_string(MB_CXX_COMPILER));
@@ -505,15 +506,17 @@ static const char *const SOURCES[] = {
 	"src/harness/",
 };
 
-static json_t *provenance(const mb_run_options *o, mb_error *err)
+int mb_run_provenance(json_t **out, const mb_run_options *o, mb_error *err)
 {
 	const char *const *sources = SOURCES;
 	size_t n = sizeof(SOURCES) / sizeof(SOURCES[0]);
 	json_t *p = NULL;
 	const char *first = o->source_dir ? o->source_dir : ".";
+	int rc;
 
-	if (mb_provenance_collect(&p, first, sources, n, err))
-		return NULL;
+	*out = NULL;
+	if ((rc = mb_provenance_collect(&p, first, sources, n, err)))
+		return rc;
 	if (!o->source_dir && !json_is_true(json_object_get(p, "available"))) {
 		/* not run from a checkout: try the tree the binary was built from */
 		json_t *q = NULL;
@@ -525,7 +528,8 @@ static json_t *provenance(const mb_run_options *o, mb_error *err)
 			json_decref(q);
 		}
 	}
-	return p;
+	*out = p;
+	return 0;
 }
 
 static json_t *settings_json(const mb_run_options *o, mb_error *err)
@@ -628,20 +632,98 @@ static json_t *suite_json(const mb_suite *suite)
 	return s;
 }
 
+/* The receipt around `p`; takes ownership of prov, host and settings. */
+static json_t *assemble(const mb_run_options *o, const mb_run_parts *p, json_t *prov, json_t *host,
+	json_t *settings)
+{
+	json_t *r = json_object(), *command = json_array();
+	char finished[64], run_id[33];
+
+	new_run_id(run_id);
+	mb_run_timestamp(finished, sizeof(finished));
+	for (int i = 0; i < o->argc; i++)
+		json_array_append_new(command, json_string(o->argv[i]));
+	json_object_set_new(r, "kind", json_string("megabench.receipt"));
+	json_object_set_new(r, "schema_version", json_integer(1));
+	json_object_set_new(r, "run_id", json_string(run_id));
+	json_object_set_new(r, "status", json_string(p->status));
+	json_object_set_new(r, "started_at", json_string(p->started_at));
+	json_object_set_new(r, "finished_at", json_string(finished));
+	json_object_set_new(r, "backend", json_string(o->backend->name));
+	json_object_set_new(r, "tool", json_pack("{s:s, s:s}", "name", "megabench", "version", MB_VERSION));
+	json_object_set_new(r, "command", command);
+	json_object_set_new(r, "provenance", prov);
+	json_object_set_new(r, "build", mb_build_identity());
+	json_object_set_new(r, "host", host);
+	json_object_set(r, "device", p->device);
+	json_object_set_new(r, "suite", suite_json(o->suite));
+	json_object_set_new(r, "catalog", catalog_json());
+	json_object_set_new(r, "settings", settings);
+	json_object_set(r, "ceilings", p->ceilings);
+	json_object_set_new(r, "goodput", goodput_json(&p->phases, p->wall_ns));
+	json_object_set_new(r, "summary", summary_json(p->cases));
+	if (p->error)
+		json_object_set_new(r, "error", json_string(p->error));
+	json_object_set(r, "notices", p->notices);
+	json_object_set(r, "cases", p->cases);
+	if (json_array_size(p->lanes))
+		json_object_set(r, "lanes", p->lanes);
+	return r;
+}
+
+/* Provenance and host as a sharded worker's parent read them, or read now. */
+static int identity(json_t **out_prov, json_t **out_host, const mb_run_options *o, mb_error *err)
+{
+	int rc = 0;
+
+	*out_prov = *out_host = NULL;
+	if (o->provenance)
+		*out_prov = json_deep_copy(o->provenance);
+	else
+		rc = mb_run_provenance(out_prov, o, err);
+	if (rc == 0 && o->host)
+		*out_host = json_deep_copy(o->host);
+	else if (rc == 0)
+		rc = mb_host_identity(out_host, err);
+	if (rc == 0 && (!*out_prov || !*out_host))
+		rc = mb_error_set(err, MB_ENOMEM, "receipt", "out of memory");
+	return rc;
+}
+
+int mb_run_receipt(json_t **out, const mb_run_options *o, const mb_run_parts *p, mb_error *err)
+{
+	json_t *prov = NULL, *host = NULL, *settings = NULL;
+	int rc;
+
+	*out = NULL;
+	if ((rc = identity(&prov, &host, o, err)))
+		goto cleanup;
+	if (!(settings = settings_json(o, err))) {
+		rc = err ? err->code : MB_EINVAL;
+		goto cleanup;
+	}
+	*out = assemble(o, p, prov, host, settings);
+	prov = host = settings = NULL;
+cleanup:
+	json_decref(prov);
+	json_decref(host);
+	json_decref(settings);
+	return rc;
+}
+
 int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 {
 	run_state st = {.opts = o};
 	int64_t t0 = mb_now_ns();
-	char started[64], finished[64], run_id[33];
-	json_t *r = NULL, *prov = NULL, *host = NULL, *settings = NULL, *command = json_array();
-	const char *status = "complete";
+	char started[64], error_text[MB_ERROR_WHERE_MAX + MB_ERROR_TEXT_MAX];
+	json_t *prov = NULL, *host = NULL, *settings = NULL;
+	mb_run_parts parts = {0};
 	mb_error run_err;
 	int rc = 0, repetitions = o->repetitions > 1 ? o->repetitions : 1;
 
 	*out = NULL;
 	mb_error_clear(&run_err);
-	iso_now(started, sizeof(started));
-	new_run_id(run_id);
+	mb_run_timestamp(started, sizeof(started));
 	st.cases = json_array();
 	st.lanes = json_array();
 	st.results = json_array();
@@ -650,22 +732,15 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	st.notices = json_array();
 	for (size_t i = 0; i < o->n_notices; i++)
 		json_array_append_new(st.notices, json_string(o->notices[i]));
-	for (int i = 0; i < o->argc; i++)
-		json_array_append_new(command, json_string(o->argv[i]));
-	prov = provenance(o, err);
-	if (!prov) {
-		rc = err ? err->code : MB_EINVAL;
-		goto cleanup;
-	}
-	rc = mb_host_identity(&host, err);
-	if (rc)
+	if ((rc = identity(&prov, &host, o, err)))
 		goto cleanup;
 	settings = settings_json(o, err);
 	if (!settings) {
 		rc = err ? err->code : MB_EINVAL;
 		goto cleanup;
 	}
-	if (!json_is_true(json_object_get(prov, "available")))
+	/* a sharded worker's parent gave this notice once for every worker */
+	if (!o->provenance && !json_is_true(json_object_get(prov, "available")))
 		notice(&st, "no git provenance: %s", json_string_value(json_object_get(prov, "reason")));
 	if (o->progress && o->progress->begin)
 		o->progress->begin(o->progress->ctx, o->plan->n_cases * (size_t)repetitions, o->backend->name);
@@ -685,60 +760,38 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	}
 	if (merge_passes(&st, rc ? NULL : &run_err) && !rc)
 		rc = run_err.code;
-	if (rc == 0 && !st.interrupted)
+	if (rc == 0 && !st.interrupted && !o->skip_lanes)
 		rc = run_lanes(&st, &run_err);
+	parts.status = "complete";
 	if (st.interrupted) {
-		status = "interrupted";
+		parts.status = "interrupted";
 		rc = MB_EINTERRUPTED;
 		mb_error_set(&run_err, MB_EINTERRUPTED, "", "interrupted after %zu of %zu cases",
 			json_array_size(st.cases), o->plan->n_cases);
 	} else if (rc) {
-		status = "failed";
+		parts.status = "failed";
 	}
 	if (!st.device)
 		st.device = json_pack("{s:s, s:s}", "backend", o->backend->name, "name", "unknown (the probe did not finish)");
 	if (!st.ceilings)
 		st.ceilings = json_pack("{s:n, s:n}", "copy_gbps", "gemm_tflops");
-
-	iso_now(finished, sizeof(finished));
-	r = json_object();
-	json_object_set_new(r, "kind", json_string("megabench.receipt"));
-	json_object_set_new(r, "schema_version", json_integer(1));
-	json_object_set_new(r, "run_id", json_string(run_id));
-	json_object_set_new(r, "status", json_string(status));
-	json_object_set_new(r, "started_at", json_string(started));
-	json_object_set_new(r, "finished_at", json_string(finished));
-	json_object_set_new(r, "backend", json_string(o->backend->name));
-	json_object_set_new(r, "tool", json_pack("{s:s, s:s}", "name", "megabench", "version", MB_VERSION));
-	json_object_set_new(r, "command", command);
-	command = NULL;
-	json_object_set_new(r, "provenance", prov);
-	prov = NULL;
-	json_object_set_new(r, "build", mb_build_identity());
-	json_object_set_new(r, "host", host);
-	host = NULL;
-	json_object_set(r, "device", st.device);
-	json_object_set_new(r, "suite", suite_json(o->suite));
-	json_object_set_new(r, "catalog", catalog_json());
-	json_object_set_new(r, "settings", settings);
-	settings = NULL;
-	json_object_set(r, "ceilings", st.ceilings);
-	json_object_set_new(r, "goodput", goodput_json(&st.phases, mb_now_ns() - t0));
-	json_object_set_new(r, "summary", summary_json(st.cases));
 	if (rc) {
-		char text[MB_ERROR_WHERE_MAX + MB_ERROR_TEXT_MAX];
-		mb_error_format(&run_err, text, sizeof(text));
-		json_object_set_new(r, "error", json_string(text[0] ? text : mb_error_code_name(rc)));
+		mb_error_format(&run_err, error_text, sizeof(error_text));
+		parts.error = error_text[0] ? error_text : mb_error_code_name(rc);
 		if (err)
 			*err = run_err;
 	}
-	json_object_set(r, "notices", st.notices);
-	json_object_set(r, "cases", st.cases);
-	if (json_array_size(st.lanes))
-		json_object_set(r, "lanes", st.lanes);
-	*out = r;
+	parts.started_at = started;
+	parts.device = st.device;
+	parts.ceilings = st.ceilings;
+	parts.notices = st.notices;
+	parts.cases = st.cases;
+	parts.lanes = st.lanes;
+	parts.phases = st.phases;
+	parts.wall_ns = mb_now_ns() - t0;
+	*out = assemble(o, &parts, prov, host, settings);
+	prov = host = settings = NULL;
 cleanup:
-	json_decref(command);
 	json_decref(prov);
 	json_decref(host);
 	json_decref(settings);

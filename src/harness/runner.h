@@ -6,7 +6,9 @@
 
 #include <jansson.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "harness/backend.h"
 #include "receipts/error.h"
@@ -46,13 +48,45 @@ typedef struct mb_run_options {
 	/* Passes over the plan (0 or 1: one); every case of the receipt merges
 	 * its passes (repetitions.h). */
 	int repetitions;
+	/* A sharded run's worker (shard.h): the provenance and host identity
+	 * its parent read once before forking (borrowed; NULL: read here), and
+	 * whether the suite's lanes are another worker's to run. */
+	const json_t *provenance, *host;
+	bool skip_lanes;
 } mb_run_options;
+
+/* What a run produced, for its receipt: mb_run's own, or the merge of a
+ * sharded run's workers (shard.h). Borrowed: the receipt takes references
+ * to the JSON values, not copies. */
+typedef struct mb_run_parts {
+	const char *started_at;   /* mb_run_timestamp at the start */
+	const char *status;       /* "complete", "interrupted" or "failed" */
+	const char *error;        /* why a failed or interrupted run stopped; NULL otherwise */
+	json_t *device, *ceilings;
+	json_t *notices, *cases;
+	json_t *lanes;            /* NULL or empty: none */
+	mb_phase_ns phases;       /* summed over every child */
+	int64_t wall_ns;          /* what goodput is a fraction of */
+} mb_run_parts;
 
 /* Runs the plan and returns the receipt (not yet validated or written).
  * Cases that crash, time out or run out of memory are recorded in the
  * receipt; an error return means the harness itself could not go on, and
  * *out may still hold a receipt of what finished, with status "failed". */
 int mb_run(json_t **out, const mb_run_options *opts, mb_error *err);
+
+/* The receipt of a run whose cases were gathered elsewhere (a sharded run,
+ * shard.h): identity, settings, goodput and summary as mb_run writes them,
+ * around `parts`. `*out` (not yet validated) belongs to the caller. */
+int mb_run_receipt(json_t **out, const mb_run_options *opts, const mb_run_parts *parts, mb_error *err);
+
+/* The git provenance of the run's sources, as the receipt records it;
+ * `*out` belongs to the caller (available: false, with the reason, outside
+ * a checkout). Fails only on allocation or a broken repository. */
+int mb_run_provenance(json_t **out, const mb_run_options *opts, mb_error *err);
+
+/* "2026-11-24T02:00:00.123Z": now, as receipts write times. */
+void mb_run_timestamp(char *buf, size_t len);
 
 /* The receipt's "build" object, from what meson recorded. */
 json_t *mb_build_identity(void);

@@ -410,19 +410,7 @@ static bool same_member(const json_t *a, const json_t *b, const char *key)
 	return va && vb && json_equal(va, vb);
 }
 
-/* ---- the identical-code index ------------------------------------------
- * These four declarations belong in compare.h, which is not this change's
- * to edit; diff.c repeats them. Move them there and drop both copies:
- *
- * The identical-code rule (mb_compare_identical_code) for every row of a
- * pair of receipts, from one pass over both: build it once per diff, ask
- * it per case in time independent of the number of cases.
- */
-typedef struct mb_code_index mb_code_index;
-int mb_code_index_build(mb_code_index **out, const json_t *base_receipt, const json_t *head_receipt,
-	mb_error *err);
-bool mb_code_index_identical(const mb_code_index *index, const char *row);
-void mb_code_index_free(mb_code_index *index);
+/* ---- the identical-code index ------------------------------------------ */
 
 /* The identical-code rule of compare.h, answered for every row from one
  * pass over both receipts: diff asks it for every case, and a pass over

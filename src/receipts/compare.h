@@ -153,6 +153,16 @@ int mb_compare_under_identical_code(mb_comparison *out, const json_t *base_case,
  * on row_gather, rope_qk_bwd on rope_qk). At least one source must belong. */
 bool mb_compare_identical_code(const json_t *base_receipt, const json_t *head_receipt, const char *row);
 
+/* The identical-code rule for every row of a pair of receipts, from one
+ * pass over both: build it once per diff (*out belongs to the caller,
+ * released with mb_code_index_free, which accepts NULL), then ask it per
+ * case in time independent of the number of cases. NULL answers false. */
+typedef struct mb_code_index mb_code_index;
+int mb_code_index_build(mb_code_index **out, const json_t *base_receipt, const json_t *head_receipt,
+	mb_error *err);
+bool mb_code_index_identical(const mb_code_index *index, const char *row);
+void mb_code_index_free(mb_code_index *index);
+
 /* Samples of a case's timing, excluded indices removed, in a new array the
  * caller frees; *out_n == 0 and *out == NULL when there is no timing. */
 int mb_compare_case_samples(double **out, size_t *out_n, const json_t *kase, mb_error *err);

@@ -13,13 +13,6 @@
  * through a set of names. */
 #define KERNELS_LINEAR_MAX 16
 
-/* Declared in compare.c too, and meant for compare.h (see there). */
-typedef struct mb_code_index mb_code_index;
-int mb_code_index_build(mb_code_index **out, const json_t *base_receipt, const json_t *head_receipt,
-	mb_error *err);
-bool mb_code_index_identical(const mb_code_index *index, const char *row);
-void mb_code_index_free(mb_code_index *index);
-
 /* What a diff looks up per case, built once: every step that scanned a
  * receipt per case made diff quadratic in the cases. */
 typedef struct diff_index {
@@ -138,8 +131,95 @@ static void string_list(char *buf, size_t len, const json_t *arr)
 	mb_text_appendf(buf, len, "]");
 }
 
+/* ---- GPUs ------------------------------------------------------------------
+ * The rule (schemas/receipt.schema.json, "gpus"): a case compares with its
+ * counterpart only on the same GPU model; sharding alone never matters,
+ * since each case's samples come from one GPU; a case across GPUs compares
+ * only with one across as many, over the same known topology class. */
+
+/* The model a case ran on: its GPU's (gpus[case.gpu]), else the device's. */
+static const char *case_model(const json_t *receipt, const json_t *kase)
+{
+	const json_t *gpu = json_object_get(kase, "gpu");
+	const char *name = NULL;
+
+	if (json_is_integer(gpu))
+		name = mb_text_get(json_array_get(json_object_get(receipt, "gpus"), (size_t)json_integer_value(gpu)), "name");
+	return name && *name ? name : mb_text_get(json_object_get(receipt, "device"), "name");
+}
+
+/* The one model every GPU of the receipt is, or NULL when they differ. */
+static const char *receipt_model(const json_t *receipt)
+{
+	const char *model = mb_text_get(json_object_get(receipt, "device"), "name");
+	size_t i;
+	json_t *g;
+
+	json_array_foreach(json_object_get(receipt, "gpus"), i, g)
+		if (strcmp(mb_text_get(g, "name"), model))
+			return NULL;
+	return model;
+}
+
+/* GPUs one case spans: its collective's, else 1. */
+static json_int_t case_span(const json_t *kase)
+{
+	const json_t *n = json_object_get(json_object_get(kase, "collective"), "gpus");
+
+	return json_is_integer(n) ? json_integer_value(n) : 1;
+}
+
+/* A class two receipts can share: a link the driver named on every pair. */
+static bool topology_known(const char *cls)
+{
+	return !strcmp(cls, "nvlink") || !strcmp(cls, "pcie") || !strcmp(cls, "mixed");
+}
+
+/* Why the pair of cases ran on unlike GPUs, into buf; false when alike. */
+static bool unlike_gpus(char *buf, size_t len, const mb_diff *d, const json_t *b, const json_t *h, bool per_case)
+{
+	const char *cb = mb_text_get(json_object_get(d->base, "topology"), "class");
+	const char *ch = mb_text_get(json_object_get(d->head, "topology"), "class");
+	json_int_t gb = case_span(b), gh = case_span(h);
+
+	if (per_case && strcmp(case_model(d->base, b), case_model(d->head, h))) {
+		snprintf(buf, len, "ran on %s in base, %s in head", case_model(d->base, b), case_model(d->head, h));
+		return true;
+	}
+	if (gb == 1 && gh == 1)
+		return false;
+	if (gb == gh && !strcmp(cb, ch) && topology_known(cb))
+		return false;
+	snprintf(buf, len, "spans %" JSON_INTEGER_FORMAT " GPU%s over topology %s in base, %" JSON_INTEGER_FORMAT
+		" over %s in head", gb, gb == 1 ? "" : "s", *cb ? cb : "(none recorded)", gh, *ch ? ch : "(none recorded)");
+	return true;
+}
+
+/* The cases present on both sides that ran on unlike GPUs: the first
+ * named, and how many. A pair of one-model receipts was checked as a
+ * whole (device.name). */
+static void check_gpus(mb_diff *d, const json_t *head_ids, char *r, size_t len)
+{
+	bool per_case = !receipt_model(d->base) || !receipt_model(d->head);
+	char why[MB_DIFF_TEXT_MAX / 2], first[MB_DIFF_TEXT_MAX / 2] = "";
+	size_t i, n = 0;
+	json_t *b;
+
+	json_array_foreach(json_object_get(d->base, "cases"), i, b) {
+		const json_t *h = json_object_get(head_ids, mb_text_get(b, "id"));
+
+		if (!h || !unlike_gpus(why, sizeof(why), d, b, h, per_case))
+			continue;
+		if (n++ == 0)
+			mb_text_appendf(first, sizeof(first), "%s %s", mb_text_get(b, "id"), why);
+	}
+	if (n)
+		mb_text_appendf(r, len, "%sGPUs differ for %zu case%s (%s%s)", r[0] ? "; " : "", n, n == 1 ? "" : "s",
+			n > 1 ? "first: " : "", first);
+}
+
 /* Every reason names the field that differs, with both values. */
-static void check_comparable(mb_diff *d)
+static void check_comparable(mb_diff *d, const json_t *head_ids)
 {
 	const json_t *da = json_object_get(d->base, "device"), *db = json_object_get(d->head, "device");
 	const json_t *sa = json_object_get(d->base, "settings"), *sb = json_object_get(d->head, "settings");
@@ -152,9 +232,12 @@ static void check_comparable(mb_diff *d)
 	if (strcmp(mb_text_get(d->base, "backend"), mb_text_get(d->head, "backend")))
 		mb_text_appendf(r, len, "%sbackend differs (%s vs %s)", r[0] ? "; " : "",
 			mb_text_get(d->base, "backend"), mb_text_get(d->head, "backend"));
-	if (strcmp(mb_text_get(da, "name"), mb_text_get(db, "name")))
+	/* receipts of one GPU model each compare as wholes; where either holds
+	 * several models, case by case (check_gpus) */
+	if (receipt_model(d->base) && receipt_model(d->head) && strcmp(mb_text_get(da, "name"), mb_text_get(db, "name")))
 		mb_text_appendf(r, len, "%sdevice.name differs (%s vs %s)", r[0] ? "; " : "", mb_text_get(da, "name"),
 			mb_text_get(db, "name"));
+	check_gpus(d, head_ids, r, len);
 	check_versions(r, len, da, db, "driver_version");
 	check_versions(r, len, da, db, "runtime_version");
 	if (strcmp(suite_a, suite_b))
@@ -382,8 +465,9 @@ static int missing_fallbacks(mb_diff *d, const diff_index *ix, mb_error *err)
  * settings.repetitions, which may differ like the sample counts. */
 static bool optional_field(const char *path)
 {
+	/* gpu comes with sharding, which never changes what a sample means */
 	return !strcmp(path, "error") || !strcmp(path, "timing.repetitions")
-		|| !strcmp(path, "timing.between_run_noise");
+		|| !strcmp(path, "timing.between_run_noise") || !strcmp(path, "gpu");
 }
 
 /* Append to `buf` the path of every member of `b` (recursively through
@@ -646,10 +730,12 @@ int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_
 		out->comparable = false;
 		goto cleanup;
 	}
-	check_comparable(out);
+	if ((rc = diff_index_build(&ix, out, err)))
+		goto cleanup;
+	check_comparable(out, ix.head_ids);
 	if (!out->comparable && !force)
 		goto cleanup;
-	if ((rc = diff_index_build(&ix, out, err)) || (rc = diff_cases(out, &ix, err)))
+	if ((rc = diff_cases(out, &ix, err)))
 		goto cleanup;
 	if ((rc = mb_verdict_compute(&out->base_verdicts, base, policy, err))) {
 		mb_error_prefix(err, base_name);

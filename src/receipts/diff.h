@@ -13,6 +13,10 @@
  * Settings that only change how many samples were taken (seed, min/max
  * samples, min_time_s, max_noise, timeout_s) or which cases ran (row, dtype,
  * variant filters: those show up as missing or new cases) may differ.
+ * GPUs (the rule of schemas/receipt.schema.json, "gpus"): each case must
+ * have run on the same GPU model on both sides (its `gpu`'s model, else the
+ * device's), and a case across GPUs (`collective`) on as many GPUs over the
+ * same known topology class; GPU count, index and uuid alone never matter.
  *
  * An mb_diff holds references to both receipts and owns everything else;
  * release it with mb_diff_free.

@@ -131,6 +131,65 @@ static void report_first_issue(mb_error *err, const mb_schema_report *report, co
 	where_pointer(err, path, first->pointer);
 }
 
+/* A GPU reference (case.gpu, a topology link's end, a shard's gpu) that
+ * names no entry of `gpus`. */
+static int gpu_ref(const json_t *ref, size_t n_gpus, const char *path, const char *pointer, mb_error *err)
+{
+	if (!json_is_integer(ref) || (json_integer_value(ref) >= 0 && (size_t)json_integer_value(ref) < n_gpus))
+		return 0;
+	mb_error_set(err, MB_ESCHEMA, NULL, "names GPU %" JSON_INTEGER_FORMAT "; the receipt lists %zu (gpus)",
+		json_integer_value(ref), n_gpus);
+	where_pointer(err, path, pointer);
+	return MB_ESCHEMA;
+}
+
+int mb_receipt_check_gpus(const json_t *doc, const char *path, mb_error *err)
+{
+	const json_t *gpus = json_object_get(doc, "gpus"), *count = json_object_get(doc, "gpu_count");
+	size_t n = json_array_size(gpus), i;
+	json_int_t most = json_integer_value(count);
+	char pointer[64];
+	json_t *v;
+	int rc = 0;
+
+	if (json_is_integer(count) && (size_t)json_integer_value(count) != n) {
+		mb_error_set(err, MB_ESCHEMA, NULL, "gpu_count is %" JSON_INTEGER_FORMAT ", but gpus lists %zu",
+			json_integer_value(count), n);
+		where_pointer(err, path, "/gpu_count");
+		return MB_ESCHEMA;
+	}
+	json_array_foreach(json_object_get(doc, "cases"), i, v) {
+		const json_t *span = json_object_get(json_object_get(v, "collective"), "gpus");
+
+		snprintf(pointer, sizeof(pointer), "/cases/%zu/gpu", i);
+		if ((rc = gpu_ref(json_object_get(v, "gpu"), n, path, pointer, err)))
+			return rc;
+		/* without gpu_count the receipt does not say; diff then refuses
+		 * the case (no topology to compare) */
+		if (json_is_integer(count) && json_is_integer(span) && json_integer_value(span) > most) {
+			mb_error_set(err, MB_ESCHEMA, NULL, "spans %" JSON_INTEGER_FORMAT " GPUs; the run had %" JSON_INTEGER_FORMAT
+				" (gpu_count)", json_integer_value(span), most);
+			snprintf(pointer, sizeof(pointer), "/cases/%zu/collective/gpus", i);
+			where_pointer(err, path, pointer);
+			return MB_ESCHEMA;
+		}
+	}
+	json_array_foreach(json_object_get(json_object_get(doc, "topology"), "links"), i, v) {
+		snprintf(pointer, sizeof(pointer), "/topology/links/%zu/a", i);
+		if ((rc = gpu_ref(json_object_get(v, "a"), n, path, pointer, err)))
+			return rc;
+		snprintf(pointer, sizeof(pointer), "/topology/links/%zu/b", i);
+		if ((rc = gpu_ref(json_object_get(v, "b"), n, path, pointer, err)))
+			return rc;
+	}
+	json_array_foreach(json_object_get(doc, "shards"), i, v) {
+		snprintf(pointer, sizeof(pointer), "/shards/%zu/gpu", i);
+		if ((rc = gpu_ref(json_object_get(v, "gpu"), n, path, pointer, err)))
+			return rc;
+	}
+	return 0;
+}
+
 static int check_receipt(const json_t *doc, const char *path, mb_error *err)
 {
 	mb_schema_report report;
@@ -156,6 +215,8 @@ static int check_receipt(const json_t *doc, const char *path, mb_error *err)
 		err->code = rc;
 		mb_error_prefix(err, path);
 	}
+	if (rc == 0)
+		rc = mb_receipt_check_gpus(doc, path, err);
 
 cleanup:
 	return rc;

@@ -36,6 +36,14 @@ int mb_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes
  *               of the first issue, then "(and N more)". */
 int mb_receipt_load(json_t **out, const char *path, mb_error *err);
 
+/* What the schema cannot say about a receipt's GPUs, for a document that
+ * already passed it: every reference to a GPU (case.gpu, a topology
+ * link's ends, a shard's gpu) names one of `gpus`, gpu_count counts them,
+ * and no case spans more GPUs (case.collective.gpus) than gpu_count. MB_ESCHEMA
+ * with where = "PATH: /json/pointer" on the first that does not hold.
+ * mb_receipt_load and mb_receipt_save check it after the schema. */
+int mb_receipt_check_gpus(const json_t *receipt, const char *path, mb_error *err);
+
 /* Validate `receipt` exactly as mb_receipt_load does and, only if it passes,
  * write it with mb_json_write_atomic ("-" = standard output). */
 int mb_receipt_save(const json_t *receipt, const char *path, mb_error *err);

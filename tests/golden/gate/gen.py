@@ -180,6 +180,46 @@ def fail(r, c):
     r["summary"]["failed"] += 1
 
 
+H100 = "NVIDIA H100 80GB HBM3"
+A100 = "NVIDIA A100-SXM4-80GB"
+
+
+def shard(r, names, slot_of, topology="nvlink"):
+    """Spread r's cases over the GPUs `names` as `run --gpus` does:
+    slot_of(case) is the GPU that ran each case (None: a case across GPUs,
+    which names none)."""
+    n = len(names)
+    r["gpu_count"] = n
+    r["gpus"] = [{"index": i, "name": name, "uuid": "GPU-%08x-0000-4000-8000-000000000000" % i,
+                  "pci_bus_id": "00000000:%02X:00.0" % (0x18 + 0x20 * i),
+                  "nvlinks_active": 18 if topology == "nvlink" else 0} for i, name in enumerate(names)]
+    r["topology"] = {"source": "nvml", "class": topology if n > 1 else "single",
+                     "links": [{"a": a, "b": b, "kind": topology, "pcie_path": "SYS", "peer_access": True,
+                                "performance_rank": 0} for a in range(n) for b in range(a + 1, n)]}
+    counts = [0] * n
+    for c in r["cases"]:
+        slot = slot_of(c)
+        if slot is not None:
+            c["gpu"] = slot
+            counts[slot] += 1
+    r["shards"] = [{"gpu": i, "rows": sorted({c["row"] for c in r["cases"] if c.get("gpu") == i}),
+                    "estimated_s": 150.0, "cases": counts[i], "wall_ns": 150000000000,
+                    "ended": "exited with status 0"} for i in range(n)]
+    r["device"]["name"] = names[0]
+
+
+def by_row(c):
+    """rmsnorm on the first GPU, rope on the second."""
+    return 0 if c["row"] == "rmsnorm" else 1
+
+
+def across(r, n, topology):
+    """rope's cases each span n GPUs (a row across GPUs), over `topology`."""
+    shard(r, [H100] * n, lambda c: None if c["row"] == "rope" else 0, topology)
+    for c in find(r, "rope/"):
+        c["collective"] = {"gpus": n, "launcher": "single_process", "busbw_gbps": 300.0 * (n - 1) / n}
+
+
 def scenarios():
     base_src, head_src = sources(1), sources(2)
     out = {}
@@ -354,6 +394,33 @@ def scenarios():
     with_repetitions(b, 800)
     with_repetitions(h, 801, lambda c: 1.25 if c["id"].startswith("rmsnorm/fused/bf16/hot/llama7b") else 1.0)
     out["repetitions_regression"] = (b, h, 1, None)
+
+    # ---- GPUs: sharding alone compares; models per case; cases across GPUs ----
+    b, h = pair()
+    shard(h, [H100, H100], by_row)
+    out["sharded_vs_single"] = (b, h, 0, None)
+
+    b, h = pair()
+    # two models in each receipt, each case on the same model on both sides
+    shard(b, [H100, A100], by_row)
+    shard(h, [H100, A100], by_row)
+    out["gpu_models_alike"] = (b, h, 0, None)
+
+    b, h = pair()
+    # rope ran on an A100 in base, on an H100 in head
+    shard(b, [H100, A100], by_row)
+    shard(h, [H100, H100], by_row)
+    out["incomparable_gpu_models"] = (b, h, 3, None)
+
+    b, h = pair()
+    across(b, 2, "nvlink")
+    across(h, 2, "pcie")
+    out["incomparable_topology"] = (b, h, 3, None)
+
+    b, h = pair()
+    across(b, 2, "nvlink")
+    across(h, 4, "nvlink")
+    out["incomparable_gpu_span"] = (b, h, 3, None)
     return out
 
 

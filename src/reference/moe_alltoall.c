@@ -1,0 +1,416 @@
+/* moe_alltoall: expert-parallel dispatch and combine, one rank's view.
+ *
+ * Tokens x [T, H] and router logits [T, E]; a token goes to its top-K
+ * experts by score = logit + bias(e) (ties to the lower index), with
+ * weights w = softmax of the K chosen scores; expert e's "FFN" is the
+ * exactly defined s_e = 1 + e / E, and combine sums the weighted results:
+ *
+ *   y[t, j] = sum_k w[t,k] * (s_{e[t,k]} * x[t, j])          (k in order)
+ *
+ * y does not depend on how the E experts are spread over the G GPUs: G is
+ * an axis only because the traffic does. One body serves both precisions;
+ * REAL is the arithmetic type. Routing (the selection) is fp32 in both, so
+ * that the oracle checks the arithmetic, not a tie between near-equal
+ * scores; the oracle recomputes the weights from the chosen scores in
+ * double.
+ *
+ * Worked by hand (tests/unit/test_reference_moe_alltoall.c): E = 4, K = 2,
+ * logits (0, 0, 0, 0): biases are (0, 11, 22 = 5, 33 = 16 mod 17) / 16 =
+ * (0, 0.6875, 0.3125, 1), so experts 3 then 1 are chosen with scores 1 and
+ * 0.6875, weights 1 / (1 + e^-0.3125) and e^-0.3125 / (1 + e^-0.3125), and
+ * y = (w_0 * 1.75 + w_1 * 1.25) x. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/moe_alltoall.h"
+#include "kernels/row_common.h"
+#include "reference/reference.h"
+#include "reference/traffic.h"
+
+enum { AX_T = MB_A2A_AX_T, AX_H = MB_A2A_AX_H, AX_E = MB_A2A_AX_E, AX_K = MB_A2A_AX_K, AX_G = MB_A2A_AX_G };
+enum { IN_X, IN_LOGITS };
+enum { OUT_Y };
+
+/* ---- routing, shared with the harness (kernels/moe_alltoall.h) ---- */
+
+float mb_moe_a2a_bias(int64_t expert)
+{
+	return (float)((expert * MB_A2A_BIAS_MUL) % MB_A2A_BIAS_MOD) / MB_A2A_BIAS_DIV;
+}
+
+float mb_moe_a2a_scale(int64_t expert, int64_t n_experts)
+{
+	return 1.0f + (float)expert / (float)n_experts;
+}
+
+void mb_moe_a2a_topk(const float *logits, int64_t n_experts, int64_t k, int32_t *out_expert, float *out_score)
+{
+	/* insertion into a sorted list of k: K is at most MB_A2A_MAX_K, and a
+	 * strict > keeps the earlier (lower) expert ahead on a tie */
+	int64_t n = 0;
+
+	for (int64_t e = 0; e < n_experts; e++) {
+		float s = logits[e] + mb_moe_a2a_bias(e);
+		int64_t at = n < k ? n : k;
+		while (at > 0 && s > out_score[at - 1])
+			at--;
+		if (at >= k)
+			continue;
+		for (int64_t j = (n < k ? n : k - 1); j > at; j--) {
+			out_score[j] = out_score[j - 1];
+			out_expert[j] = out_expert[j - 1];
+		}
+		out_score[at] = s;
+		out_expert[at] = (int32_t)e;
+		if (n < k)
+			n++;
+	}
+}
+
+void mb_moe_a2a_route(const float *logits, int64_t n_experts, int64_t k, int32_t *out_expert, float *out_weight)
+{
+	float score[MB_A2A_MAX_K], sum = 0.0f;
+
+	mb_moe_a2a_topk(logits, n_experts, k, out_expert, score);
+	/* score[0] is the largest: every exponent is <= 0 */
+	for (int64_t j = 0; j < k; j++) {
+		out_weight[j] = expf(score[j] - score[0]);
+		sum += out_weight[j];
+	}
+	for (int64_t j = 0; j < k; j++)
+		out_weight[j] /= sum;
+}
+
+static const char *const VARIANT_NAMES[MB_A2A_N_VARIANTS] = {
+	[MB_A2A_FALLBACK] = "grouped_sendrecv",
+	[MB_A2A_FUSED] = "fused",
+	[MB_A2A_VENDOR_ALLTOALL] = "nccl_alltoall",
+	[MB_A2A_VENDOR_SENDRECV] = "nccl_sendrecv",
+};
+
+const char *mb_a2a_variant_name(mb_a2a_variant v)
+{
+	return v >= 0 && v < MB_A2A_N_VARIANTS ? VARIANT_NAMES[v] : "?";
+}
+
+int mb_a2a_variant_parse(const char *name, mb_a2a_variant *out)
+{
+	for (int v = 0; v < MB_A2A_N_VARIANTS; v++) {
+		if (strcmp(name, VARIANT_NAMES[v]) == 0) {
+			*out = (mb_a2a_variant)v;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int64_t mb_a2a_vendor_rows_per_peer(const mb_a2a_dims *d)
+{
+	return d->T * d->K / d->G;
+}
+
+/* ---- the reference and the oracle ---------------------------------- */
+
+void mb_ref_moe_alltoall(const int64_t *axis, const float *const *in, float *const *out, const int64_t *rows,
+	int64_t n_rows)
+{
+	const int64_t h = axis[AX_H], e = axis[AX_E], k = axis[AX_K];
+
+	for (int64_t i = 0; i < n_rows; i++) {
+		int64_t t = mb_ref_row(rows, i);
+		const float *x = in[IN_X] + t * h;
+		float *y = out[OUT_Y] + t * h;
+		int32_t expert[MB_A2A_MAX_K];
+		float w[MB_A2A_MAX_K], s[MB_A2A_MAX_K];
+
+		mb_moe_a2a_route(in[IN_LOGITS] + t * e, e, k, expert, w);
+		for (int64_t j = 0; j < k; j++)
+			s[j] = mb_moe_a2a_scale(expert[j], e);
+		for (int64_t c = 0; c < h; c++) {
+			float acc = 0.0f;
+			for (int64_t j = 0; j < k; j++)
+				acc += w[j] * (s[j] * x[c]);
+			y[c] = acc;
+		}
+	}
+}
+
+void mb_oracle_moe_alltoall(const int64_t *axis, const float *const *in, double *const *out, const int64_t *rows,
+	int64_t n_rows)
+{
+	const int64_t h = axis[AX_H], e = axis[AX_E], k = axis[AX_K];
+
+	for (int64_t i = 0; i < n_rows; i++) {
+		int64_t t = mb_ref_row(rows, i);
+		const float *x = in[IN_X] + t * h;
+		double *y = out[OUT_Y] + t * h;
+		int32_t expert[MB_A2A_MAX_K];
+		float score[MB_A2A_MAX_K];
+		double w[MB_A2A_MAX_K], s[MB_A2A_MAX_K], sum = 0;
+
+		mb_moe_a2a_topk(in[IN_LOGITS] + t * e, e, k, expert, score);
+		for (int64_t j = 0; j < k; j++) {
+			w[j] = exp((double)score[j] - (double)score[0]);
+			sum += w[j];
+			s[j] = 1.0 + (double)expert[j] / (double)e;
+		}
+		for (int64_t c = 0; c < h; c++) {
+			double acc = 0;
+			for (int64_t j = 0; j < k; j++)
+				acc += w[j] / sum * (s[j] * x[c]);
+			y[c] = acc;
+		}
+	}
+}
+
+/* ---- the moe_alltoall catalog row ----------------------------------------------------------- */
+
+/* Row positions (the fallback's, the fused variant's slot map) are int32. */
+#define MAX_COPIES INT32_MAX
+
+static int a2a_check_shape(const int64_t *a, char *why, size_t why_len)
+{
+	if (a[AX_K] > a[AX_E] || a[AX_K] > MB_A2A_MAX_K) {
+		snprintf(why, why_len, "K = %lld: top-K needs K <= E (%lld) and K <= %d", (long long)a[AX_K],
+			(long long)a[AX_E], MB_A2A_MAX_K);
+		return -1;
+	}
+	if (a[AX_E] > MB_A2A_MAX_E) {
+		snprintf(why, why_len, "E = %lld: at most %d experts", (long long)a[AX_E], MB_A2A_MAX_E);
+		return -1;
+	}
+	if (a[AX_G] > MB_A2A_MAX_GPUS || a[AX_E] % a[AX_G] != 0) {
+		snprintf(why, why_len, "G = %lld: the E = %lld experts are spread evenly over at most %d GPUs, so G "
+			"must divide E", (long long)a[AX_G], (long long)a[AX_E], MB_A2A_MAX_GPUS);
+		return -1;
+	}
+	if (a[AX_T] > MAX_COPIES / a[AX_K] || a[AX_T] > MAX_COPIES / a[AX_G]) {
+		snprintf(why, why_len, "T = %lld: T x K and T x G must fit in 32 bits (row positions)",
+			(long long)a[AX_T]);
+		return -1;
+	}
+	return 0;
+}
+
+static int a2a_tensors(const int64_t *a, mb_tensor_spec *t)
+{
+	t[0] = (mb_tensor_spec){"x", false, a[AX_T], a[AX_H], MB_FILL_NORMAL, 0, 1};
+	t[1] = (mb_tensor_spec){"logits", false, a[AX_T], a[AX_E], MB_FILL_NORMAL, 0, 1};
+	t[2] = (mb_tensor_spec){"y", true, a[AX_T], a[AX_H], MB_FILL_NORMAL, 0, 0};
+	return 3;
+}
+
+/* ---- bytes: one rank's device traffic, by launch ----
+ *
+ * The counts depend on the routing, so the model takes the uniform
+ * routing's expectation (the bias moves loads between experts, and so the
+ * receipts' measured bytes, by a few percent). A token's K experts miss a
+ * given GPU's E / G with probability C(E - E/G, K) / C(E, K), so a rank
+ * sends D = T G (1 - that) rows in the fused dispatch (each token once per
+ * destination), against T K copies in the fallback's. Each rank receives
+ * as much as it sends, in expectation. */
+typedef struct a2a_model {
+	uint64_t row;        /* bytes of one token row */
+	uint64_t tokens;     /* T rows of x, or of y */
+	uint64_t routing;    /* expert ids and weights, [T, K] each */
+	uint64_t copies;     /* the fallback's T K rows */
+	uint64_t pairs;      /* the fused variant's expected (token, GPU) rows */
+	uint64_t meta;       /* bytes beside each fused row */
+	uint64_t slots;      /* the fused slot map [T, G] int32 */
+	uint64_t counts;     /* the fallback's count exchange: [E] int32 */
+	uint64_t dest_counts; /* the fused variant's: [G] int32 */
+	uint64_t vendor;     /* the vendors' rows, G x floor(T K / G) */
+} a2a_model;
+
+static void a2a_model_make(a2a_model *m, const int64_t *a, mb_dtype dtype)
+{
+	const int64_t per_gpu = a[AX_E] / a[AX_G];
+	double miss = 1.0;
+
+	for (int64_t i = 0; i < a[AX_K]; i++)
+		miss *= (double)(a[AX_E] - per_gpu - i) / (double)(a[AX_E] - i);
+	if (miss < 0)
+		miss = 0;
+	m->row = (uint64_t)a[AX_H] * mb_dtype_size(dtype);
+	m->tokens = (uint64_t)a[AX_T] * m->row;
+	m->routing = (uint64_t)a[AX_T] * (uint64_t)a[AX_K] * (sizeof(int32_t) + sizeof(float));
+	m->copies = (uint64_t)a[AX_T] * (uint64_t)a[AX_K];
+	m->pairs = (uint64_t)llround((double)a[AX_T] * (double)a[AX_G] * (1.0 - miss));
+	m->meta = sizeof(mb_a2a_meta);
+	m->slots = (uint64_t)a[AX_T] * (uint64_t)a[AX_G] * sizeof(int32_t);
+	m->counts = (uint64_t)a[AX_E] * sizeof(int32_t);
+	m->dest_counts = (uint64_t)a[AX_G] * sizeof(int32_t);
+	m->vendor = (uint64_t)a[AX_G] * (uint64_t)(a[AX_T] * a[AX_K] / a[AX_G]);
+}
+
+/* The fused variant, launch by launch: pack (x and the routing read,
+ * each token's rows and metadata written per destination, the slot map
+ * written), the count exchange, the dispatch, the expert (rows and
+ * metadata read, one pre-summed row written per received row), the
+ * combine's return, and the combine (returned rows and the slot map read,
+ * y written). */
+static int a2a_fused_traffic(const a2a_model *m, const mb_variant *v, mb_launch_traffic *out)
+{
+	const char *own = v->kernel_patterns[0], *nccl = v->kernel_patterns[1];
+	const uint64_t sent = m->pairs * (m->row + m->meta), back = m->pairs * m->row;
+	int n = 0;
+
+	mb_traffic_add(out, &n, own, m->tokens + m->routing, sent + m->slots);
+	mb_traffic_add(out, &n, nccl, m->dest_counts, m->dest_counts);
+	mb_traffic_add(out, &n, nccl, sent, sent);
+	mb_traffic_add(out, &n, own, sent, back);
+	mb_traffic_add(out, &n, nccl, back, back);
+	mb_traffic_add(out, &n, own, back + m->slots, m->tokens);
+	return n;
+}
+
+/* The fused model's totals: what `bytes` and the reference report. */
+static void a2a_fused_totals(const int64_t *a, mb_dtype dtype, uint64_t *read_bytes, uint64_t *write_bytes)
+{
+	static const mb_variant fused = {.name = "fused", .kernel_patterns = {"own", "nccl"}};
+	mb_launch_traffic launches[MB_MAX_LAUNCHES];
+	a2a_model m;
+	int n;
+
+	a2a_model_make(&m, a, dtype);
+	n = a2a_fused_traffic(&m, &fused, launches);
+	*read_bytes = *write_bytes = 0;
+	for (int i = 0; i < n; i++) {
+		*read_bytes += launches[i].read_bytes;
+		*write_bytes += launches[i].write_bytes;
+	}
+}
+
+static uint64_t a2a_bytes(const int64_t *a, mb_dtype dtype)
+{
+	uint64_t r, w;
+
+	a2a_fused_totals(a, dtype, &r, &w);
+	return r + w;
+}
+
+/* The fallback, as a framework's MoE layer runs it: per-block expert
+ * counts (the routing's expert ids read), their scan (counts read, per-
+ * block offsets and per-expert totals written), the per-(peer, expert)
+ * count exchange (which the host reads), the pack into expert order (ids
+ * and offsets read, one row per (token, k) copied, positions written), the
+ * dispatch of every copy, the expert (each received copy read, scaled and
+ * written), the return, and the unpermute-and-combine (positions, weights
+ * and K returned rows per token read, y written). The vendors: NCCL's
+ * all-to-all on the fallback's bytes, there and back. */
+static int a2a_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, mb_launch_traffic *out)
+{
+	a2a_model m;
+	int n = 0;
+
+	a2a_model_make(&m, a, dtype);
+	const uint64_t ids = m.copies * sizeof(int32_t), copies = m.copies * m.row;
+	switch (v->kind) {
+	case MB_VARIANT_FUSED:
+		return a2a_fused_traffic(&m, v, out);
+	case MB_VARIANT_REFERENCE: {
+		uint64_t r, w;
+		a2a_fused_totals(a, dtype, &r, &w);
+		return mb_traffic_one(v, r, w, out);
+	}
+	case MB_VARIANT_FALLBACK: {
+		const char *own = v->kernel_patterns[0], *nccl = v->kernel_patterns[1];
+		const uint64_t blocks = m.counts * ((m.copies + 255) / 256);
+		mb_traffic_add(out, &n, own, ids, blocks);
+		mb_traffic_add(out, &n, own, blocks, blocks + m.counts);
+		mb_traffic_add(out, &n, nccl, m.counts, m.counts);
+		mb_traffic_add(out, &n, own, ids + blocks + m.tokens, copies + ids);
+		mb_traffic_add(out, &n, nccl, copies, copies);
+		mb_traffic_add(out, &n, own, copies, copies);
+		mb_traffic_add(out, &n, nccl, copies, copies);
+		mb_traffic_add(out, &n, own, copies + ids + m.routing, m.tokens);
+		return n;
+	}
+	case MB_VARIANT_VENDOR: {
+		const uint64_t bytes = m.vendor * m.row;
+		mb_traffic_add(out, &n, v->kernel_patterns[0], bytes, bytes);
+		mb_traffic_add(out, &n, v->kernel_patterns[0], bytes, bytes);
+		return n;
+	}
+	default:
+		return -1;
+	}
+}
+
+static uint64_t a2a_flops(const int64_t *a)
+{
+	/* per element and chosen expert: the scale, the weight, the sum */
+	return 3ull * (uint64_t)a[AX_T] * (uint64_t)a[AX_H] * (uint64_t)a[AX_K];
+}
+
+/* fp16 values in its subnormal range (under 2^-14) round with an absolute
+ * error of at most 2^-25: two such roundings on the GPU path. */
+#define F16_SUBNORMAL_TWO_ROUNDINGS 0x1p-24
+/* No subnormal arises in fp32 or bf16: |x| >= 1.3e-5 and weights are
+ * above e^-8 / K; below fp32's normal range the relative bound would give
+ * way to an absolute one of this size. */
+#define F32_NORMAL_MIN 0x1p-126
+
+const mb_row mb_row_moe_alltoall = {
+	.name = "moe_alltoall",
+	.block = 'E',
+	.status = MB_ROW_EXPERIMENTAL,
+	.summary = "expert-parallel dispatch and combine over NCCL: x [T,H] per GPU to its top-K of E experts "
+		"spread over G GPUs and back, y = sum_k w_k s_e x (megabench alltoall)",
+	.min_gpus = 2,
+	.n_axes = MB_A2A_N_AXES,
+	.axes = {"T", "H", "E", "K", "G"},
+	.check_shape = a2a_check_shape,
+	.tensors = a2a_tensors,
+	.bytes = a2a_bytes,
+	.traffic = a2a_traffic,
+	.flops = a2a_flops,
+	.reference = mb_ref_moe_alltoall,
+	.oracle = mb_oracle_moe_alltoall,
+	.reference_name = "mb_ref_moe_alltoall (fp32, src/reference/moe_alltoall.c)",
+	.source_files = {"src/kernels/moe_alltoall.cu", "src/reference/moe_alltoall.c",
+		"src/kernels/moe_alltoall.h", "src/harness/cli_alltoall.c"},
+	/* Every term of y has the sign of x (w > 0, s >= 1): no cancellation,
+	 * so relative bounds hold element by element. The GPU variants use the
+	 * host's routing weights bit for bit. u = 2^-24 below; K <= 8. */
+	.tolerance = {
+		[MB_FP32] = {F32_NORMAL_MIN, (2 * MB_A2A_MAX_K + 24) * F32_EPS,
+			"reference vs the fp64 oracle: score differences under 8 rounded (2^-21 absolute, 8u in exp), "
+			"expf 2u, the sum of K exps (K-1)u, the division u: weights (K+20)u; s_e 2u, s*x u, w*(s*x) u, "
+			"the sum (K-1)u, the oracle's rounding u: (2K+24)u; the GPU's reassociation stays under it"},
+		[MB_FP16] = {F16_SUBNORMAL_TWO_ROUNDINGS, 2 * F16_HALF_ULP + F16_HALF_ULP * F16_HALF_ULP
+			+ (3 * MB_A2A_MAX_K + 3) * F32_EPS,
+			"two fp16 roundings (the expert's output or a destination's pre-sum, then y): 2^-10 + 2^-22 "
+			"relative, plus fp32 sums on both sides (3K+3)u; 2^-24 absolute for values in fp16's "
+			"subnormal range"},
+		[MB_BF16] = {F32_NORMAL_MIN, 2 * BF16_HALF_ULP + BF16_HALF_ULP * BF16_HALF_ULP
+			+ (3 * MB_A2A_MAX_K + 3) * F32_EPS,
+			"two bf16 roundings (the expert's output or a destination's pre-sum, then y): 2^-7 + 2^-16 "
+			"relative, plus fp32 sums on both sides (3K+3)u"},
+	},
+	.n_variants = 5,
+	.variants = {
+		{"fused", MB_VARIANT_FUSED, "cuda",
+			"one kernel packs each token once per destination GPU with its local experts and weights "
+			"(block-reserved slots), counts exchanged and read by the host, one grouped ncclSend/ncclRecv "
+			"for the rows and metadata, the destination pre-sums its experts, one row per (token, GPU) "
+			"back, one kernel sums them into y",
+			6, {"moe_a2a_fused", "SendRecv"}, NULL, MB_DTYPE_ALL, .syncs_host = true},
+		{"grouped_sendrecv", MB_VARIANT_FALLBACK, "cuda",
+			"grouped ncclSend/ncclRecv as a framework's MoE layer: per-block expert counts and their scan, "
+			"per-(peer, expert) counts exchanged and read by the host, then one copy per (token, k) sorted "
+			"by expert (duplicates to one GPU included), grouped send/recv per peer for dispatch, the "
+			"expert scales each copy, grouped send/recv back, unpermute and weighted sum",
+			8, {"moe_a2a_fallback", "SendRecv"}, NULL, MB_DTYPE_ALL, .syncs_host = true},
+		{"nccl_alltoall", MB_VARIANT_VENDOR, "cuda",
+			"NCCL's own all-to-all on the fallback's bytes with equal counts per peer (ncclAlltoAll, NCCL "
+			">= 2.28), there and back: what NCCL reaches on this machine, no packing or expert",
+			2, {"nccl"}, NULL, MB_DTYPE_ALL, .library_kernels = true},
+		{"nccl_sendrecv", MB_VARIANT_VENDOR, "cuda",
+			"the same bytes with grouped ncclSend/ncclRecv of equal counts to every peer, as nccl-tests' "
+			"alltoall_perf, there and back",
+			2, {"SendRecv"}, NULL, MB_DTYPE_ALL, .library_kernels = true},
+		MB_REFERENCE_VARIANT,
+	},
+};

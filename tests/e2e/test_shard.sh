@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Sharding end to end on the CPU backend, with GPUs simulated by
+# cpu-backend workers (MEGABENCH_FAKE_GPUS, test only): --gpus 2 writes one
+# valid receipt whose cases name both GPUs and are the cases of a --gpus 1
+# run; a worker killed mid-run loses only its unfinished cases (crashed)
+# and the receipt stays valid; diff compares a sharded receipt with a
+# one-GPU one, and refuses cases across GPUs over unlike topologies (exit
+# 3); --gpus is refused where it cannot run.
+set -u
+# shellcheck source=tests/e2e/lib.sh
+source "$(dirname "$0")/lib.sh"
+# the value of a Python expression over the receipt (a tuple when it has commas)
+jq_py() { "$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); print(($2))" "$1"; }
+export MEGABENCH_FAKE_GPUS=2
+SUITE=suites/smoke.toml
+planned=$("$MB" run "$SUITE" --backend cpu --dry-run | tail -n 1 | cut -d' ' -f1)
+
+# 1. --gpus 2: one valid receipt, both GPUs used, every case of the plan
+expect 0 "--gpus 2" -- "$MB" run "$SUITE" --backend cpu --gpus 2 --min-time 0 -o "$tmp/g2.json"
+grep -q '^\[[0-9]*/[0-9]*\] ok .* gpu0 ' "$tmp/err" && grep -q '^\[[0-9]*/[0-9]*\] ok .* gpu1 ' "$tmp/err" \
+	&& ok || bad "progress lines do not name their GPU: $(head -5 "$tmp/err")"
+grep -Eq '^gpu0 \(.*\): [0-9]+ cases in [0-9.]+ s$' "$tmp/out" && grep -Eq '^gpu1 \(.*\): [0-9]+ cases in [0-9.]+ s$' "$tmp/out" \
+	&& ok || bad "the summary has no line per GPU"
+tail -n 1 "$tmp/out" | grep -Eq "^$planned passed, 0 failed$" && ok || bad "last line: $(tail -n 1 "$tmp/out")"
+expect 0 "the sharded receipt validates" -- "$MB" validate "$tmp/g2.json"
+[ "$(jq_py "$tmp/g2.json" "r['gpu_count'], len(r['gpus']), sorted({c['gpu'] for c in r['cases']})")" = "(2, 2, [0, 1])" ] \
+	&& ok || bad "gpu_count, gpus or the cases' GPUs: $(jq_py "$tmp/g2.json" "r.get('gpu_count'), [c.get('gpu') for c in r['cases']]")"
+[ "$(jq_py "$tmp/g2.json" "len(r['cases'])")" = "$planned" ] && ok || bad "the sharded receipt does not hold the $planned planned cases"
+[ "$(jq_py "$tmp/g2.json" "sum(s['cases'] for s in r['shards']) == len(r['cases']) and all(s['ended'] == 'exited with status 0' for s in r['shards'])")" = True ] \
+	&& ok || bad "shards do not account for the cases: $(jq_py "$tmp/g2.json" "r['shards']")"
+[ "$(jq_py "$tmp/g2.json" "r['topology']['source'], all(g.get('simulated') for g in r['gpus'])")" = "('none', True)" ] \
+	&& ok || bad "simulated GPUs are not marked so"
+
+# 2. the same case set, in the same order, as one GPU and as a plain run
+expect 0 "--gpus 1" -- "$MB" run "$SUITE" --backend cpu --gpus 1 --min-time 0 -o "$tmp/g1.json"
+expect 0 "plain run" -- "$MB" run "$SUITE" --backend cpu --min-time 0 -o "$tmp/plain.json"
+ids() { jq_py "$1" "[c['id'] for c in r['cases']]"; }
+[ "$(ids "$tmp/g1.json")" = "$(ids "$tmp/g2.json")" ] && ok || bad "--gpus 2 ran other cases than --gpus 1"
+[ "$(ids "$tmp/plain.json")" = "$(ids "$tmp/g2.json")" ] && ok || bad "--gpus 2 ran other cases than a plain run"
+[ "$(jq_py "$tmp/g1.json" "r['gpu_count'], {c['gpu'] for c in r['cases']}")" = "(1, {0})" ] && ok || bad "--gpus 1: gpu indices"
+
+# 3. sharding alone never makes receipts incomparable, nor a field missing
+for pair in "g1 g2" "plain g2" "g2 plain"; do
+	read -r base head <<<"$pair"
+	expect 0 "diff $base $head" -- "$MB" diff --format json "$tmp/$base.json" "$tmp/$head.json"
+	[ "$("$PY" -c "import json,sys; d=json.load(sys.stdin); print(d['comparable'], [f for f in d['findings'] if f['kind'] == 'missing_field'])" <"$tmp/out")" = "True []" ] \
+		&& ok || bad "diff $base $head: not comparable, or fields missing: $(head -c 600 "$tmp/out")"
+done
+
+# 4. a case across GPUs compares only over the same topology class: the
+#    same receipt with one case spanning both GPUs, over NVLink and over PCIe
+"$PY" - "$tmp/g2.json" "$tmp" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["cases"][0]["collective"] = {"gpus": 2}
+for kind in ("nvlink", "pcie"):
+    for g in r["gpus"]:
+        g.pop("simulated", None)
+    r["topology"] = {"source": "nvml", "class": kind, "links": [{"a": 0, "b": 1, "kind": kind}]}
+    json.dump(r, open("%s/%s.json" % (sys.argv[2], kind), "w"))
+PY
+expect 0 "a 2-GPU case over NVLink validates" -- "$MB" validate "$tmp/nvlink.json"
+expect 3 "diff refuses NVLink against PCIe" -- "$MB" diff "$tmp/nvlink.json" "$tmp/pcie.json"
+first=$(jq_py "$tmp/g2.json" "r['cases'][0]['id']")
+grep -qF "GPUs differ for 1 case ($first spans 2 GPUs over topology nvlink in base, 2 over pcie in head)" "$tmp/out" "$tmp/err" \
+	&& ok || bad "the refusal does not name the case and both topologies: $(cat "$tmp/out" "$tmp/err" | head -5)"
+expect 3 "gate refuses it too" -- "$MB" gate --baseline "$tmp/nvlink.json" "$tmp/pcie.json"
+expect 0 "the same topology compares" -- "$MB" diff "$tmp/nvlink.json" "$tmp/nvlink.json"
+"$PY" -c "import json,sys; r=json.load(open(sys.argv[1])); r['cases'][0]['gpu'] = 2; json.dump(r, open(sys.argv[2], 'w'))" \
+	"$tmp/g2.json" "$tmp/badref.json"
+expect 1 "a case naming a GPU the receipt lacks is invalid" -- "$MB" validate "$tmp/badref.json"
+grep -q "/cases/0/gpu: names GPU 2; the receipt lists 2" "$tmp/err" && ok || bad "bad GPU reference: $(cat "$tmp/err")"
+
+# 5. a worker killed mid-run: its unfinished cases crashed, the rest kept
+"$MB" run "$SUITE" --backend cpu --gpus 2 --min-time 0.2 -o "$tmp/kill.json" >"$tmp/kill.out" 2>"$tmp/kill.err" &
+run=$!
+worker=""
+for _ in $(seq 1 300); do
+	worker=$(sed -n 's/^megabench: gpu1 (.*): worker pid \([0-9]*\) runs.*/\1/p' "$tmp/kill.err")
+	[ -n "$worker" ] && grep -q '^\[[0-9]*/[0-9]*\] ok .* gpu1 ' "$tmp/kill.err" && break
+	sleep 0.1
+done
+if [ -n "$worker" ]; then kill -KILL "$worker"; else bad "no worker pid for gpu1 in the progress"; fi
+wait "$run"; code=$?
+[ "$code" = 1 ] && ok || bad "a run with a killed worker exits $code, expected 1"
+expect 0 "the receipt of a run with a killed worker validates" -- "$MB" validate "$tmp/kill.json"
+[ "$(jq_py "$tmp/kill.json" "len(r['cases'])")" = "$planned" ] && ok || bad "the killed run's receipt lacks cases"
+got=$(jq_py "$tmp/kill.json" "sorted({(c['gpu'], c['status']) for c in r['cases']})")
+[ "$got" = "[(0, 'ok'), (1, 'crashed'), (1, 'ok')]" ] && ok || bad "statuses by GPU after the kill: $got"
+[ "$(jq_py "$tmp/kill.json" "all('killed by signal 9' in c['error'] for c in r['cases'] if c['status'] == 'crashed')")" = True ] \
+	&& ok || bad "a crashed case does not say its worker was killed"
+[ "$(jq_py "$tmp/kill.json" "r['status'], r['shards'][1]['ended']")" = "('complete', 'killed by signal 9 (Killed)')" ] \
+	&& ok || bad "status or shard end: $(jq_py "$tmp/kill.json" "r['status'], r['shards']")"
+grep -q "^gpu1 (.*): .* cases in .* s; its worker killed by signal 9" "$tmp/kill.out" && ok || bad "the summary does not say gpu1's worker was killed"
+
+# 6. where --gpus cannot run, or does not add up
+expect 0 "--devices 1 --gpus 1 runs on GPU 1" -- "$MB" run "$SUITE" --backend cpu --rows relu2 --devices 1 --gpus 1 --min-time 0 -o "$tmp/d1.json"
+[ "$(jq_py "$tmp/d1.json" "[g['index'] for g in r['gpus']], {c['gpu'] for c in r['cases']}")" = "([1], {0})" ] \
+	&& ok || bad "--devices 1: the receipt's GPU"
+expect 0 "--dry-run --gpus 2" -- "$MB" run "$SUITE" --backend cpu --dry-run --gpus 2
+grep -Eq '^gpu0: about [0-9.]+ s: .*; [0-9]+ cases$' "$tmp/out" && grep -Eq '^gpu1: about' "$tmp/out" \
+	&& tail -n 1 "$tmp/out" | grep -q "^$planned cases$" && ok || bad "dry run with --gpus: $(tail -n 4 "$tmp/out")"
+expect 2 "--gpus 3 of 2 simulated GPUs" -- "$MB" run "$SUITE" --backend cpu --gpus 3 -o "$tmp/x.json"
+grep -q "3 GPUs asked for: this host has 2" "$tmp/err" && ok || bad "too many GPUs: $(cat "$tmp/err")"
+expect 64 "--gpus 3 with two --devices" -- "$MB" run "$SUITE" --backend cpu --gpus 3 --devices 0,1 -o "$tmp/x.json"
+expect 64 "--gpus 0" -- "$MB" run "$SUITE" --backend cpu --gpus 0 -o "$tmp/x.json"
+MEGABENCH_FAKE_GPUS='' expect 2 "--gpus on the cpu backend" -- "$MB" run "$SUITE" --backend cpu --gpus 2 -o "$tmp/x.json"
+grep -q "the cpu backend has no GPUs" "$tmp/err" && ok || bad "cpu backend refusal: $(cat "$tmp/err")"
+[ ! -e "$tmp/x.json" ] && ok || bad "a refused run wrote a receipt"
+
+finish "shard e2e"

@@ -36,6 +36,15 @@
 #             run), their verdicts and targets (heavy_targets.py);
 #             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
 #             narrows the rows.
+#   heavy-ncu ncu's speed of light, occupancy and launch statistics of each
+#             heavy row's fused kernel at its largest shape (two launches).
+#   shard     (two or more GPUs) suites/nam56r.toml in bf16 without lanes
+#             and without linear_cross_entropy (SHARD_EXCLUDE; its host
+#             reference takes minutes) on one GPU, then on all of them
+#             (--gpus all), validate and diff the two; then the sharded run
+#             again with gpu1's worker killed (kill -9) after its first case.
+#   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384: with
+#             --check (every row checked) and timed.
 #   smoke     every row of suites/smoke.toml on the GPU.
 #   sass      16-byte load and store counts of every fused kernel.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
@@ -141,9 +150,49 @@ for phase in "${@:-checks}"; do
 	heavy)
 		rows=${HEAVY_ROWS:-moe_ffn,linear_cross_entropy,ssm_scan,recurrent_scan,mhc_sinkhorn}
 		step heavy "${HEAVY_LIMIT_S:-540}" "$mb" run suites/nam56r.toml --backend cuda --rows "$rows" \
-			--dtypes bf16 -o "$out/heavy.json"
+			--dtypes bf16 --set 'lanes=[]' -o "$out/heavy.json"
 		"$mb" verdict "$out/heavy.json" >"$out/heavy-verdict.txt" 2>&1
 		python3 tests/gpu/heavy_targets.py "$out/heavy.json" | tee "$out/heavy-targets.txt"
+		;;
+	heavy-ncu)
+		for k in moe_ffn:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused recurrent_scan:recurrent_scan_fused \
+			mhc_sinkhorn:mhc_sinkhorn_fused; do
+			MEGABENCH_SKIP_CEILINGS=1 step "ncu-${k%%:*}" 120 ncu --clock-control none --section SpeedOfLight \
+				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:${k#*:}" -c 2 \
+				--log-file "$out/ncu-${k%%:*}.txt" "$mb" run suites/nam56r.toml --backend cuda --rows "${k%%:*}" \
+				--variants fused --filter '[TL]=16384' --set 'lanes=[]' --set timing.min_samples=1 \
+				--set timing.min_time_s=0 --set timing.warmup=0 -o "$out/ncu-${k%%:*}.json"
+		done
+		;;
+	shard)
+		common=(suites/nam56r.toml --backend cuda --dtypes bf16 --set 'lanes=[]'
+			--exclude "${SHARD_EXCLUDE:-linear_cross_entropy}")
+		"$mb" run "${common[@]}" --gpus all --dry-run >"$out/shard-plan.txt" 2>&1
+		step shard-1 300 "$mb" run "${common[@]}" --gpus 1 -o "$out/shard-1.json"
+		step shard-all 300 "$mb" run "${common[@]}" --gpus all -o "$out/shard-all.json"
+		"$mb" validate "$out/shard-all.json"
+		"$mb" diff "$out/shard-1.json" "$out/shard-all.json" >"$out/shard-diff.txt" 2>&1
+		echo "== diff one GPU -> all: exit $?"
+		head -n 5 "$out/shard-diff.txt"
+		# a worker killed mid-run: its unfinished cases crashed, the rest kept
+		"$mb" run "${common[@]}" --gpus all -o "$out/shard-kill.json" >"$out/shard-kill.out" 2>"$out/shard-kill.err" &
+		run_pid=$!
+		victim=
+		for _ in $(seq 600); do
+			victim=$(sed -n 's/.*gpu1 .*worker pid \([0-9]*\).*/\1/p' "$out/shard-kill.err" | head -n 1)
+			[ -n "$victim" ] && grep -q '\] ok .* gpu1 ' "$out/shard-kill.err" && break
+			sleep 0.2
+		done
+		[ -n "$victim" ] && kill -9 "$victim" && echo "== killed gpu1's worker $victim"
+		wait "$run_pid"
+		echo "== killed run: exit $?"
+		"$mb" validate "$out/shard-kill.json"
+		python3 -c "import json,sys,collections; r=json.load(open(sys.argv[1])); print(collections.Counter((c.get('gpu'), c['status']) for c in r['cases']))" "$out/shard-kill.json"
+		;;
+	alltoall)
+		step alltoall-check 240 "$mb" alltoall --gpus all -T 4096,16384 --check --samples 20 -o "$out/alltoall-check.json"
+		step alltoall 240 "$mb" alltoall --gpus all -T 4096,16384 --samples 100 -o "$out/alltoall.json"
+		"$mb" validate "$out/alltoall-check.json" "$out/alltoall.json"
 		;;
 	smoke)
 		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda -o "$out/smoke-gpu.json"

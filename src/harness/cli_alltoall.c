@@ -321,18 +321,6 @@ static int check_shapes(const a2a_args *a, const mb_row *row, int gpus, mb_error
 
 /* ---- the receipt's frame (what `run` writes around its cases) --------------- */
 
-static void new_run_id(char out[33])
-{
-	unsigned char raw[16];
-
-	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw)) {
-		uint64_t x = (uint64_t)mb_now_ns(), y = (uint64_t)getpid() * 0x9e3779b97f4a7c15ull;
-		memcpy(raw, &x, 8);
-		memcpy(raw + 8, &y, 8);
-	}
-	for (int i = 0; i < 16; i++)
-		snprintf(out + 2 * i, 3, "%02x", raw[i]);
-}
 
 /* The receipt's provenance, as `run` reads it (MEGABENCH_SOURCE_DIR, the
  * current directory, else the tree megabench was built from). */
@@ -344,21 +332,6 @@ static json_t *provenance_json(mb_error *err)
 	return mb_run_provenance(&p, &o, err) ? NULL : p;
 }
 
-/* Each row's status as built, as `run` records it (runner.c's catalog_json). */
-static json_t *catalog_json(void)
-{
-	json_t *c = json_object();
-	size_t n;
-	const mb_row *const *rows = mb_catalog_rows_all(&n);
-
-	for (size_t i = 0; i < n; i++) {
-		json_t *row = json_pack("{s:s}", "status", mb_row_status_name(rows[i]->status));
-		if (rows[i]->condition)
-			json_object_set_new(row, "condition", json_string(rows[i]->condition));
-		json_object_set_new(c, rows[i]->name, row);
-	}
-	return c;
-}
 
 /* Whether the receipt schema built in takes case.<field>: the per-case
  * collective record goes there once the schema has it, and into the
@@ -1766,42 +1739,7 @@ static json_t *suite_json(const a2a_run *r)
 		text, "blob_id", blob);
 }
 
-static json_t *summary_json(const json_t *cases)
-{
-	static const char *const statuses[] = {"ok", "failed", "skipped", "crashed", "timeout", "oom"};
-	json_int_t count[6] = {0}, converged = 0, findings = 0;
-	size_t i;
-	json_t *c, *s = json_object();
 
-	json_array_foreach(cases, i, c) {
-		const char *st = json_string_value(json_object_get(c, "status"));
-		for (int k = 0; k < 6; k++)
-			count[k] += strcmp(st, statuses[k]) == 0;
-		converged += json_is_true(json_object_get(json_object_get(c, "timing"), "converged"));
-		findings += (json_int_t)json_array_size(json_object_get(c, "findings"));
-	}
-	json_object_set_new(s, "cases", json_integer((json_int_t)json_array_size(cases)));
-	for (int k = 0; k < 6; k++)
-		json_object_set_new(s, statuses[k], json_integer(count[k]));
-	json_object_set_new(s, "converged", json_integer(converged));
-	json_object_set_new(s, "findings", json_integer(findings));
-	return s;
-}
-
-static json_t *goodput_json(const mb_phase_ns *p, int64_t wall_ns)
-{
-	const int64_t spent = p->goodput + p->context_load + p->input_generation + p->reference + p->correctness
-		+ p->warmup;
-	json_t *bad = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "context_load", (json_int_t)p->context_load,
-		"ceilings", (json_int_t)0, "input_generation", (json_int_t)p->input_generation, "reference",
-		(json_int_t)p->reference, "correctness", (json_int_t)p->correctness, "warmup", (json_int_t)p->warmup,
-		"l2_flush", (json_int_t)0, "idle_host", (json_int_t)(wall_ns > spent ? wall_ns - spent : 0));
-
-	return json_pack("{s:I, s:I, s:f, s:o, s:{s:I}}", "wall_ns", (json_int_t)wall_ns, "goodput_ns",
-		(json_int_t)p->goodput, "goodput_fraction", wall_ns > 0 && p->goodput <= wall_ns
-		? (double)p->goodput / (double)wall_ns : (wall_ns > 0 ? 1.0 : 0.0), "badput_ns", bad, "overlapped_ns",
-		"host_work", (json_int_t)0);
-}
 
 static json_t *receipt_json(a2a_run *r, json_t *prov, json_t *host, json_t *device, const char *started,
 	const char *run_id, int argc, char **argv, int64_t t0, const char *error)
@@ -1826,11 +1764,11 @@ static json_t *receipt_json(a2a_run *r, json_t *prov, json_t *host, json_t *devi
 	json_object_set(rc, "host", host);
 	json_object_set(rc, "device", device);
 	json_object_set_new(rc, "suite", suite_json(r));
-	json_object_set_new(rc, "catalog", catalog_json());
+	json_object_set_new(rc, "catalog", mb_run_catalog_json());
 	json_object_set_new(rc, "settings", settings_json(r));
 	json_object_set_new(rc, "ceilings", json_pack("{s:n, s:n}", "copy_gbps", "gemm_tflops"));
-	json_object_set_new(rc, "goodput", goodput_json(&r->phases, mb_now_ns() - t0));
-	json_object_set_new(rc, "summary", summary_json(r->cases));
+	json_object_set_new(rc, "goodput", mb_run_goodput_json(&r->phases, mb_now_ns() - t0));
+	json_object_set_new(rc, "summary", mb_run_summary_json(r->cases));
 	if (error)
 		json_object_set_new(rc, "error", json_string(error));
 	json_object_set(rc, "notices", r->notices);
@@ -1980,7 +1918,7 @@ static int run_all(const a2a_args *given, int argc, char **argv, int64_t wall_t0
 		.max_check_rows = MB_DEFAULT_MAX_CHECK_ROWS};
 	r->collective_in_schema = schema_has_case_field("collective");
 	mb_run_timestamp(started, sizeof(started));
-	new_run_id(run_id);
+	mb_run_new_id(run_id);
 	rc = world_start(&r->w, &err);
 	mb_console_init(&r->con, stderr, a->quiet || !is_root(&r->w));
 	if (rc) {

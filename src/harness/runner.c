@@ -450,7 +450,7 @@ void mb_run_timestamp(char *buf, size_t len)
 	snprintf(buf, len, "%.24s.%03dZ", base, (int)(ts.tv_nsec / 1000000));
 }
 
-static void new_run_id(char out[33])
+void mb_run_new_id(char out[33])
 {
 	unsigned char raw[16];
 
@@ -561,7 +561,7 @@ static json_t *settings_json(const mb_run_options *o, mb_error *err)
 	return j;
 }
 
-static json_t *goodput_json(const mb_phase_ns *p, int64_t wall_ns)
+json_t *mb_run_goodput_json(const mb_phase_ns *p, int64_t wall_ns)
 {
 	json_t *g = json_object(), *bad = json_object();
 	int64_t spent = 0, idle;
@@ -583,7 +583,7 @@ static json_t *goodput_json(const mb_phase_ns *p, int64_t wall_ns)
 	return g;
 }
 
-static json_t *summary_json(const json_t *cases)
+json_t *mb_run_summary_json(const json_t *cases)
 {
 	static const char *const statuses[] = {"ok", "failed", "skipped", "crashed", "timeout", "oom"};
 	json_int_t count[6] = {0}, converged = 0, findings = 0;
@@ -607,7 +607,7 @@ static json_t *summary_json(const json_t *cases)
 
 /* Each row's status as built (the promotion a reviewed change made), so
  * that the gate can hold the claim against the receipt's own evidence. */
-static json_t *catalog_json(void)
+json_t *mb_run_catalog_json(void)
 {
 	json_t *c = json_object();
 	size_t n;
@@ -639,7 +639,7 @@ static json_t *assemble(const mb_run_options *o, const mb_run_parts *p, json_t *
 	json_t *r = json_object(), *command = json_array();
 	char finished[64], run_id[33];
 
-	new_run_id(run_id);
+	mb_run_new_id(run_id);
 	mb_run_timestamp(finished, sizeof(finished));
 	for (int i = 0; i < o->argc; i++)
 		json_array_append_new(command, json_string(o->argv[i]));
@@ -657,11 +657,11 @@ static json_t *assemble(const mb_run_options *o, const mb_run_parts *p, json_t *
 	json_object_set_new(r, "host", host);
 	json_object_set(r, "device", p->device);
 	json_object_set_new(r, "suite", suite_json(o->suite));
-	json_object_set_new(r, "catalog", catalog_json());
+	json_object_set_new(r, "catalog", mb_run_catalog_json());
 	json_object_set_new(r, "settings", settings);
 	json_object_set(r, "ceilings", p->ceilings);
-	json_object_set_new(r, "goodput", goodput_json(&p->phases, p->wall_ns));
-	json_object_set_new(r, "summary", summary_json(p->cases));
+	json_object_set_new(r, "goodput", mb_run_goodput_json(&p->phases, p->wall_ns));
+	json_object_set_new(r, "summary", mb_run_summary_json(p->cases));
 	if (p->error)
 		json_object_set_new(r, "error", json_string(p->error));
 	json_object_set(r, "notices", p->notices);

@@ -88,6 +88,15 @@ int mb_run_provenance(json_t **out, const mb_run_options *opts, mb_error *err);
 /* "2026-11-24T02:00:00.123Z": now, as receipts write times. */
 void mb_run_timestamp(char *buf, size_t len);
 
+/* The pieces every receipt writer shares (run and alltoall): a new run id
+ * (32 hex digits), the catalog's statuses as built, the case counts per
+ * status, and the goodput split of `wall_ns`. Each json_t belongs to the
+ * caller. */
+void mb_run_new_id(char out[33]);
+json_t *mb_run_catalog_json(void);
+json_t *mb_run_summary_json(const json_t *cases);
+json_t *mb_run_goodput_json(const mb_phase_ns *p, int64_t wall_ns);
+
 /* The receipt's "build" object, from what meson recorded. */
 json_t *mb_build_identity(void);
 

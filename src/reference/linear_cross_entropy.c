@@ -33,10 +33,10 @@
  *   C. dh = G[rows] W for the sampled rows, split over them.
  * Each is one packed, cache-blocked fp32 GEMM (gemm_range: 6x16 register
  * tile, KC x NC panels of B in L2, MC x KC of A in L1/L2) on every online
- * core (pthreads, sysconf(_SC_NPROCESSORS_ONLN)); on x86-64 with AVX2 and
- * FMA the register tile is written with intrinsics (the build's -std=c17
- * turns off FMA contraction, and its baseline is SSE2), chosen at run
- * time; elsewhere a plain loop the compiler vectorises.
+ * core (mb_ref_parallel, one part of the rows a thread); on x86-64 with
+ * AVX2 and FMA the register tile is written with intrinsics (the build's
+ * -std=c17 turns off FMA contraction, and its baseline is SSE2), chosen
+ * at run time; elsewhere a plain loop the compiler vectorises.
  * Storing G costs the memory above and saves recomputing z for dW (a
  * third full GEMM). Measured on this development box (2 cores, AVX2): see
  * the row's report; at the largest shape (T = 16384, H = 4096,
@@ -46,10 +46,8 @@
  * The oracle is the same math in double without blocking or threads: it
  * serves the CPU backend at small shapes only. */
 #include <math.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -59,6 +57,7 @@
 #endif
 
 #include "kernels/row_common.h"
+#include "reference/parallel.h"
 #include "reference/reference.h"
 
 /* The GPU variants the descriptor names, defined in
@@ -259,7 +258,8 @@ static void gemm_range(micro_fn micro, gemm_bufs *g, const operand *a, const ope
 
 /* ---- the reference: three GEMMs over every core ------------------------------------------------------------------------ */
 
-#define MAX_THREADS 256
+/* The share of the host's cores the GEMMs run on: all of them. */
+#define REF_CORES_SHARE 1.0
 
 typedef enum { PHASE_LOGITS, PHASE_DW, PHASE_DH } phase_kind;
 
@@ -273,16 +273,11 @@ typedef struct ref_job {
 	const int64_t *rows;   /* the sampled rows (NULL: 0 .. n_rows-1) */
 	int64_t n_rows;
 	micro_fn micro;
-	int n_threads;
-	int failed;            /* a worker could not get its buffers */
+	int n_parts;           /* the phase's rows cut into this many parts, one a thread */
+	int failed;            /* a part could not get its buffers */
 } ref_job;
 
-typedef struct ref_worker {
-	ref_job *job;
-	int index;
-} ref_worker;
-
-/* [begin, end) of `m` rows for worker `index` of `n`, cut at multiples of
+/* [begin, end) of `m` rows for part `index` of `n`, cut at multiples of
  * MR so that register tiles stay whole. */
 static void share(int64_t m, int index, int n, int64_t *begin, int64_t *end)
 {
@@ -326,24 +321,24 @@ static void softmax_rows(const ref_job *j, int64_t t0, int64_t t1)
 	}
 }
 
-static void *ref_worker_run(void *arg)
+/* Part `index` of the job's phase, with packing buffers of its own. */
+static void phase_part(void *arg, int64_t index)
 {
-	ref_worker *w = arg;
-	ref_job *j = w->job;
+	ref_job *j = arg;
 	gemm_bufs g;
 	int64_t b0, b1;
 
 	if (bufs_init(&g) != 0) {
 		__atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 		bufs_free(&g);
-		return NULL;
+		return;
 	}
 	switch (j->phase) {
 	case PHASE_LOGITS: {
 		/* z [T, V] = h [T, H] W^T */
 		operand a = {j->h, j->hidden, 1, NULL}, b = {j->w, 1, j->hidden, NULL};
 		out_operand c = {j->g, j->vocab, NULL};
-		share(j->tokens, w->index, j->n_threads, &b0, &b1);
+		share(j->tokens, (int)index, j->n_parts, &b0, &b1);
 		gemm_range(j->micro, &g, &a, &b, &c, b0, b1, j->vocab, j->hidden);
 		softmax_rows(j, b0, b1);
 		break;
@@ -352,7 +347,7 @@ static void *ref_worker_run(void *arg)
 		/* dW [V, H] = G^T h: A(v, t) = G[t, v] */
 		operand a = {j->g, 1, j->vocab, NULL}, b = {j->h, j->hidden, 1, NULL};
 		out_operand c = {j->dw, j->hidden, NULL};
-		share(j->vocab, w->index, j->n_threads, &b0, &b1);
+		share(j->vocab, (int)index, j->n_parts, &b0, &b1);
 		gemm_range(j->micro, &g, &a, &b, &c, b0, b1, j->hidden, j->tokens);
 		break;
 	}
@@ -360,42 +355,22 @@ static void *ref_worker_run(void *arg)
 		/* dh [rows, H] = G [rows, V] W */
 		operand a = {j->g, j->vocab, 1, j->rows}, b = {j->w, j->hidden, 1, NULL};
 		out_operand c = {j->dh, j->hidden, j->rows};
-		share(j->n_rows, w->index, j->n_threads, &b0, &b1);
+		share(j->n_rows, (int)index, j->n_parts, &b0, &b1);
 		gemm_range(j->micro, &g, &a, &b, &c, b0, b1, j->hidden, j->vocab);
 		break;
 	}
 	}
 	bufs_free(&g);
-	return NULL;
 }
 
-/* One phase on every online core (the calling thread among them; a
- * thread that cannot start leaves its share to the calling thread). */
+/* One phase on every online core, one part of its rows a thread (the
+ * calling thread among them; a thread that cannot start leaves its part
+ * to the others). */
 static void run_phase(ref_job *j, phase_kind phase, int64_t m)
 {
-	pthread_t threads[MAX_THREADS];
-	ref_worker workers[MAX_THREADS];
-	bool started[MAX_THREADS] = {false};
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int64_t tiles = (m + MR - 1) / MR;
-	int n = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : (int)cpus;
-
-	if (n > tiles)
-		n = tiles > 0 ? (int)tiles : 1;
 	j->phase = phase;
-	j->n_threads = n;
-	for (int i = 0; i < n; i++) {
-		workers[i] = (ref_worker){j, i};
-		started[i] = i > 0 && pthread_create(&threads[i], NULL, ref_worker_run, &workers[i]) == 0;
-	}
-	for (int i = 0; i < n; i++) {
-		if (i == 0 || !started[i])
-			ref_worker_run(&workers[i]);
-	}
-	for (int i = 1; i < n; i++) {
-		if (started[i])
-			pthread_join(threads[i], NULL);
-	}
+	j->n_parts = mb_ref_parallel_threads((m + MR - 1) / MR, REF_CORES_SHARE);
+	mb_ref_parallel(j->n_parts, REF_CORES_SHARE, phase_part, j);
 }
 
 void mb_ref_linear_cross_entropy(const int64_t *axis, const float *const *in, float *const *out,

@@ -18,11 +18,9 @@
  * index order. One body serves both precisions; tokens are split over the
  * host's cores (4096 sampled tokens of 16 dot products of 4096). */
 #include <math.h>
-#include <pthread.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include "kernels/row_common.h"
+#include "reference/parallel.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -48,49 +46,22 @@ enum { OUT_Y };
 
 /* Half the host's cores, as the input twin takes. */
 #define REF_CORES_SHARE 0.5
-#define REF_MAX_THREADS 64
 
 typedef struct row_job {
-	int (*fn)(const struct row_job *job, int64_t row);
+	void (*fn)(const struct row_job *job, int64_t row, void *scratch);
 	const int64_t *axis;
 	const float *const *in;
 	void *const *out;
 	const int64_t *rows;
-	int64_t n_rows;
-	int64_t next; /* the next sample index to take, atomically */
 } row_job;
 
-static void *row_worker(void *arg)
-{
-	row_job *job = arg;
-
-	for (;;) {
-		int64_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
-		if (i >= job->n_rows)
-			return NULL;
-		if (job->fn(job, mb_ref_row(job->rows, i)) != 0)
-			abort(); /* out of memory: the harness sized host memory before calling */
-	}
-}
-
-/* Every listed row, each by one thread: the result does not depend on the
+/* The i-th listed row, by one thread: the result does not depend on the
  * thread count. */
-static void rows_run(row_job *job)
+static void row_item(void *arg, int64_t i, void *scratch)
 {
-	pthread_t threads[REF_MAX_THREADS];
-	long cpus = (long)(REF_CORES_SHARE * (double)sysconf(_SC_NPROCESSORS_ONLN));
-	int64_t n_threads = cpus < 1 ? 1 : cpus > REF_MAX_THREADS ? REF_MAX_THREADS : cpus;
-	int started = 0;
+	const row_job *job = arg;
 
-	if (n_threads > job->n_rows)
-		n_threads = job->n_rows;
-	for (int64_t i = 1; i < n_threads; i++) {
-		if (pthread_create(&threads[started], NULL, row_worker, job) == 0)
-			started++;
-	}
-	row_worker(job);
-	for (int i = 0; i < started; i++)
-		pthread_join(threads[i], NULL);
+	job->fn(job, mb_ref_row(job->rows, i), scratch);
 }
 
 /* ---- one token -------------------------------------------------------------- */
@@ -110,17 +81,16 @@ static void rows_run(row_job *job)
 DEFINE_SUM(sum_f32, float)
 DEFINE_SUM(sum_f64, double)
 
-/* `scratch` holds 2W REALs: xbar, then one dot product's terms. */
+/* `scratch`, the thread's, holds 2W REALs: xbar, then one dot product's
+ * terms, both written before they are read. */
 #define DEFINE_MHC_TOKEN(fn, REAL, SUM, EXP, SQRT) \
-	static int fn(const row_job *job, int64_t t) \
+	static void fn(const row_job *job, int64_t t, void *scratch) \
 	{ \
 		const int64_t n = job->axis[AX_N], w = job->axis[AX_W], iters = job->axis[AX_I]; \
 		const float *x = job->in[IN_X] + t * n * w, *p = job->in[IN_P]; \
 		REAL *y = (REAL *)job->out[OUT_Y] + t * n * w; \
 		REAL m[MHC_MAX_STREAMS][MHC_MAX_STREAMS]; \
-		REAL *xbar = malloc(2 * (size_t)w * sizeof(REAL)), *terms = xbar + w; \
-		if (!xbar) \
-			return -1; \
+		REAL *xbar = scratch, *terms = xbar + w; \
 		for (int64_t k = 0; k < w; k++) { \
 			REAL s = 0; \
 			for (int64_t j = 0; j < n; j++) \
@@ -159,8 +129,6 @@ DEFINE_SUM(sum_f64, double)
 				y[i * w + k] = s; \
 			} \
 		} \
-		free(xbar); \
-		return 0; \
 	}
 
 DEFINE_MHC_TOKEN(mhc_token_f32, float, sum_f32, expf, sqrtf)
@@ -169,17 +137,17 @@ DEFINE_MHC_TOKEN(mhc_token_f64, double, sum_f64, exp, sqrt)
 void mb_ref_mhc_sinkhorn(const int64_t *axis, const float *const *in, float *const *out, const int64_t *rows,
 	int64_t n_rows)
 {
-	row_job job = {mhc_token_f32, axis, in, (void *const *)out, rows, n_rows, 0};
+	row_job job = {mhc_token_f32, axis, in, (void *const *)out, rows};
 
-	rows_run(&job);
+	mb_ref_parallel_scratch(n_rows, REF_CORES_SHARE, 2 * (size_t)axis[AX_W] * sizeof(float), row_item, &job);
 }
 
 void mb_oracle_mhc_sinkhorn(const int64_t *axis, const float *const *in, double *const *out, const int64_t *rows,
 	int64_t n_rows)
 {
-	row_job job = {mhc_token_f64, axis, in, (void *const *)out, rows, n_rows, 0};
+	row_job job = {mhc_token_f64, axis, in, (void *const *)out, rows};
 
-	rows_run(&job);
+	mb_ref_parallel_scratch(n_rows, REF_CORES_SHARE, 2 * (size_t)axis[AX_W] * sizeof(double), row_item, &job);
 }
 
 /* ---- the mhc_sinkhorn catalog row: shapes, bytes, tolerances, variants ----------------------------------------------------
@@ -335,7 +303,7 @@ const mb_row mb_row_mhc_sinkhorn = {
 			"one block per token: x loaded once into registers (16-byte loads), the stream mean and the N*N "
 			"dot products with P (from L1), a shuffle-and-shared-memory reduction, exp and the Sinkhorn "
 			"iterations in one warp's registers, then the mix from the same registers and y written once",
-			1, {"mhc_sinkhorn_fused"}, GPU_LAUNCH(mb_mhc_sinkhorn_fused_launch), MB_DTYPE_ALL},
+			1, {"mhc_sinkhorn_fused"}, GPU_LAUNCH(mb_mhc_sinkhorn_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"as a framework runs it: a projection reduction kernel (one block per token) writing exp(phi) to "
 			"an fp32 [T,N,N] buffer, a row-normalise and a column-normalise launch per iteration over it "
@@ -343,7 +311,7 @@ const mb_row mb_row_mhc_sinkhorn = {
 			2 + 2 * MHC_ITERATIONS,
 			{"mhc_sinkhorn_fb_project", "mhc_sinkhorn_fb_norm_rows", "mhc_sinkhorn_fb_norm_cols",
 				"mhc_sinkhorn_fb_mix"},
-			GPU_LAUNCH(mb_mhc_sinkhorn_fallback_launch), MB_DTYPE_ALL},
+			GPU_LAUNCH(mb_mhc_sinkhorn_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

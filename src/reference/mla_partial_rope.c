@@ -170,14 +170,14 @@ const mb_row mb_row_mla_partial_rope = {
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda",
 			"one launch: split, rotate and concatenate q and k into q_out and k_out, k_pe broadcast from cache",
-			1, {"mla_partial_rope_fused"}, GPU_LAUNCH(mb_mla_partial_rope_fused_launch), MB_DTYPE_ALL},
+			1, {"mla_partial_rope_fused"}, GPU_LAUNCH(mb_mla_partial_rope_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"plain path: copy q_pe out, rotate q_pe and k_pe (a launch each), concatenate q_out and k_out (a "
 			"launch each); each a vectorized elementwise or copy kernel (16-byte accesses, 4 per thread, a grid "
 			"that covers its output once)",
 			5, {"mla_partial_rope_fallback_split", "mla_partial_rope_fallback_rotate",
 				"mla_partial_rope_fallback_concat"},
-			GPU_LAUNCH(mb_mla_partial_rope_fallback_launch), MB_DTYPE_ALL},
+			GPU_LAUNCH(mb_mla_partial_rope_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -28,13 +28,11 @@
  * and the slots are summed per token in k order afterwards, so the result
  * does not depend on the thread count or schedule. */
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kernels/row_common.h"
+#include "reference/parallel.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -104,7 +102,8 @@ static void moe_route(const float *logit, int64_t experts, int64_t k_top, int32_
 /* Samples per round: the per-(token, k) slots of a round hold at most this
  * many REALs (about 128 MiB as double). */
 #define MOE_REF_ROUND_ELEMS ((int64_t)1 << 24)
-#define MOE_REF_MAX_THREADS 64
+/* The share of the host's cores the items run on: all of them. */
+#define MOE_REF_CORES_SHARE 1.0
 
 /* One round's plan, shared by the threads: `entries` are (sample, k) pairs
  * sorted by expert, `items` cut them into blocks of one expert. */
@@ -118,7 +117,6 @@ typedef struct moe_ref_plan {
 	const int64_t *item_start, *item_len;
 	int64_t n_items;
 	void *slot;             /* [n * K, H] REAL weighted expert rows */
-	atomic_llong next;
 	void (*item_fn)(struct moe_ref_plan *p, int64_t item, void *scratch);
 } moe_ref_plan;
 
@@ -192,56 +190,12 @@ DEFINE_AXPY(axpy_f64, double)
 DEFINE_MOE_ITEM(moe_item_f32, float, axpy_f32)
 DEFINE_MOE_ITEM(moe_item_f64, double, axpy_f64)
 
-typedef struct moe_ref_worker {
-	moe_ref_plan *plan;
-	void *scratch;
-} moe_ref_worker;
-
-static void *moe_ref_work(void *arg)
+/* The item_fn of the plan `arg` for one item, with its thread's scratch. */
+static void moe_ref_item(void *arg, int64_t item, void *scratch)
 {
-	moe_ref_worker *w = arg;
-	moe_ref_plan *p = w->plan;
+	moe_ref_plan *p = arg;
 
-	for (;;) {
-		long long item = atomic_fetch_add(&p->next, 1);
-		if (item >= p->n_items)
-			break;
-		p->item_fn(p, item, w->scratch);
-	}
-	return NULL;
-}
-
-/* Run the plan's items on up to MOE_REF_MAX_THREADS threads (the calling
- * thread is one of them, and does everything when threads cannot start). */
-static void moe_ref_run_items(moe_ref_plan *p, size_t scratch_bytes)
-{
-	moe_ref_worker workers[MOE_REF_MAX_THREADS];
-	pthread_t threads[MOE_REF_MAX_THREADS];
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int64_t want = cpus < 1 ? 1 : cpus;
-	int started = 0;
-
-	if (want > MOE_REF_MAX_THREADS)
-		want = MOE_REF_MAX_THREADS;
-	if (want > p->n_items)
-		want = p->n_items < 1 ? 1 : p->n_items;
-	atomic_store(&p->next, 0);
-	for (int64_t i = 0; i < want; i++) {
-		workers[i].plan = p;
-		workers[i].scratch = malloc(scratch_bytes);
-		if (!workers[i].scratch)
-			abort(); /* the harness sized host memory before calling */
-	}
-	for (int64_t i = 1; i < want; i++) {
-		if (pthread_create(&threads[started], NULL, moe_ref_work, &workers[i]) != 0)
-			break;
-		started++;
-	}
-	moe_ref_work(&workers[0]);
-	for (int i = 0; i < started; i++)
-		pthread_join(threads[i], NULL);
-	for (int64_t i = 0; i < want; i++)
-		free(workers[i].scratch);
+	p->item_fn(p, item, scratch);
 }
 
 /* Route the round's samples, sort their (sample, k) entries by expert,
@@ -299,7 +253,8 @@ static void moe_ref_run_items(moe_ref_plan *p, size_t scratch_bytes)
 					plan.n_items++; \
 				} \
 			} \
-			moe_ref_run_items(&plan, (size_t)(MOE_REF_BLOCK * (ffn + hidden)) * sizeof(REAL)); \
+			mb_ref_parallel_scratch(plan.n_items, MOE_REF_CORES_SHARE, \
+				(size_t)(MOE_REF_BLOCK * (ffn + hidden)) * sizeof(REAL), moe_ref_item, &plan); \
 			for (int64_t i = 0; i < n; i++) { \
 				OUT *y = out[OUT_Y] + token[i] * hidden; \
 				for (int64_t j = 0; j < hidden; j++) { \

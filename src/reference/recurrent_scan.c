@@ -30,10 +30,9 @@
  * (a sample at the largest shape is 4096 rows of 16384 steps, each step
  * with four exponentials and a square root). */
 #include <math.h>
-#include <pthread.h>
-#include <unistd.h>
 
 #include "kernels/row_common.h"
+#include "reference/parallel.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -54,7 +53,6 @@ enum { OUT_Y };
 /* Half the host's cores, as the input twin takes: the harness may be
  * making the next case's inputs meanwhile. */
 #define REF_CORES_SHARE 0.5
-#define REF_MAX_THREADS 64
 
 typedef struct row_job {
 	void (*fn)(const struct row_job *job, int64_t row);
@@ -62,42 +60,15 @@ typedef struct row_job {
 	const float *const *in;
 	void *const *out;
 	const int64_t *rows;
-	int64_t n_rows;
-	int64_t next; /* the next sample index to take, atomically */
 } row_job;
 
-static void *row_worker(void *arg)
-{
-	row_job *job = arg;
-
-	for (;;) {
-		int64_t i = __atomic_fetch_add(&job->next, 1, __ATOMIC_RELAXED);
-		if (i >= job->n_rows)
-			return NULL;
-		job->fn(job, mb_ref_row(job->rows, i));
-	}
-}
-
-/* Every listed row, each by one thread: the result does not depend on the
+/* The i-th listed row, by one thread: the result does not depend on the
  * thread count. */
-static void rows_run(row_job *job)
+static void row_item(void *arg, int64_t i)
 {
-	pthread_t threads[REF_MAX_THREADS];
-	long cpus = (long)(REF_CORES_SHARE * (double)sysconf(_SC_NPROCESSORS_ONLN));
-	int64_t n_threads = cpus < 1 ? 1 : cpus > REF_MAX_THREADS ? REF_MAX_THREADS : cpus;
-	int started = 0;
+	const row_job *job = arg;
 
-	if (n_threads > job->n_rows)
-		n_threads = job->n_rows;
-	/* the calling thread works too; a thread that cannot start only means
-	 * fewer hands */
-	for (int64_t i = 1; i < n_threads; i++) {
-		if (pthread_create(&threads[started], NULL, row_worker, job) == 0)
-			started++;
-	}
-	row_worker(job);
-	for (int i = 0; i < started; i++)
-		pthread_join(threads[i], NULL);
+	job->fn(job, mb_ref_row(job->rows, i));
 }
 
 /* ---- the recurrence -------------------------------------------------------- */
@@ -129,17 +100,17 @@ DEFINE_RGLRU_ROW(rglru_row_f64, double, exp, expm1, log1p, sqrt)
 void mb_ref_recurrent_scan(const int64_t *axis, const float *const *in, float *const *out, const int64_t *rows,
 	int64_t n_rows)
 {
-	row_job job = {rglru_row_f32, axis, in, (void *const *)out, rows, n_rows, 0};
+	row_job job = {rglru_row_f32, axis, in, (void *const *)out, rows};
 
-	rows_run(&job);
+	mb_ref_parallel(n_rows, REF_CORES_SHARE, row_item, &job);
 }
 
 void mb_oracle_recurrent_scan(const int64_t *axis, const float *const *in, double *const *out,
 	const int64_t *rows, int64_t n_rows)
 {
-	row_job job = {rglru_row_f64, axis, in, (void *const *)out, rows, n_rows, 0};
+	row_job job = {rglru_row_f64, axis, in, (void *const *)out, rows};
 
-	rows_run(&job);
+	mb_ref_parallel(n_rows, REF_CORES_SHARE, row_item, &job);
 }
 
 /* ---- the recurrent_scan catalog row: shapes, bytes, tolerances, variants --------------------------------------------------
@@ -328,7 +299,7 @@ const mb_row mb_row_recurrent_scan = {
 			"(16-byte loads, the next chunk's in flight); gates, decay and increment in registers (fp16/bf16: "
 			"tanh.approx input gate), a thread-local scan, a warp-shuffle scan and a block carry of the affine "
 			"(decay product, state) pairs, then y written once",
-			1, {"recurrent_scan_fused"}, GPU_LAUNCH(mb_recurrent_scan_fused_launch), MB_DTYPE_ALL},
+			1, {"recurrent_scan_fused"}, GPU_LAUNCH(mb_recurrent_scan_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"Griffin's RG-LRU as a framework runs it eagerly: two gate launches (sigmoid of the diagonal "
 			"projection, stored in the dtype), softplus, log a and exp launches (fp32), the multiplier and the "
@@ -336,7 +307,7 @@ const mb_row mb_row_recurrent_scan = {
 			"fused kernel's chunked block scan; elementwise launches vectorized, 16-byte accesses",
 			8, {"recurrent_scan_fb_gate", "recurrent_scan_fb_decay", "recurrent_scan_fb_input",
 				"recurrent_scan_fb_scan"},
-			GPU_LAUNCH(mb_recurrent_scan_fallback_launch), MB_DTYPE_ALL},
+			GPU_LAUNCH(mb_recurrent_scan_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -115,12 +115,12 @@ const mb_row mb_row_relu2 = {
 	.n_variants = 3,
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda", "one launch: 16-byte loads of x, relu and square in fp32, 16-byte stores of y",
-			1, {"relu2_fused"}, GPU_LAUNCH(mb_relu2_fused_launch), MB_DTYPE_ALL},
+			1, {"relu2_fused"}, GPU_LAUNCH(mb_relu2_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"plain path (torch.relu, then .square()): a relu launch writes relu(x) (case dtype) into y, a square "
 			"launch squares it in place; each a vectorized elementwise kernel (16-byte accesses, 4 per thread, "
 			"a grid that covers the data once)",
-			2, {"relu2_fallback_relu", "relu2_fallback_square"}, GPU_LAUNCH(mb_relu2_fallback_launch), MB_DTYPE_ALL},
+			2, {"relu2_fallback_relu", "relu2_fallback_square"}, GPU_LAUNCH(mb_relu2_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -141,10 +141,10 @@ const mb_row mb_row_residual_rmsnorm = {
 	.n_variants = 3,
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda", "one launch: add, reduce, normalise, store y and h",
-			1, {"residual_rmsnorm_fused"}, GPU_LAUNCH(mb_residual_rmsnorm_fused_launch), MB_DTYPE_ALL},
+			1, {"residual_rmsnorm_fused"}, GPU_LAUNCH(mb_residual_rmsnorm_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda", "plain path: an add launch writes h (a vectorized elementwise kernel), "
 			"an RMSNorm launch reads it back (one block per token, the row in registers, a warp-shuffle sum)",
-			2, {"residual_add", "rmsnorm"}, GPU_LAUNCH(mb_residual_rmsnorm_fallback_launch), MB_DTYPE_ALL},
+			2, {"residual_add", "rmsnorm"}, GPU_LAUNCH(mb_residual_rmsnorm_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

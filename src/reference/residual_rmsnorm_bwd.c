@@ -243,13 +243,13 @@ const mb_row mb_row_residual_rmsnorm_bwd = {
 		{"fused", MB_VARIANT_FUSED, "cuda",
 			"one pass per token for dx with fp32 dw partials per block in registers, then a launch summing the partials",
 			2, {"residual_rmsnorm_bwd_fused", "residual_rmsnorm_bwd_dw_finalize"},
-			GPU_LAUNCH(mb_residual_rmsnorm_bwd_fused_launch), MB_DTYPE_ALL},
+			GPU_LAUNCH(mb_residual_rmsnorm_bwd_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"plain path: an rstd launch, a dx launch reading rstd back (each one block per token, the row in "
 			"registers, warp-shuffle sums), a dw column-sum launch reading dy and h again (a grid that fills the "
 			"device, fp32 partials summed by the last block of each column strip)",
 			3, {"rmsnorm_bwd_rstd", "rmsnorm_bwd_dx", "rmsnorm_bwd_dw_colsum"},
-			GPU_LAUNCH(mb_residual_rmsnorm_bwd_fallback_launch), MB_DTYPE_ALL},
+			GPU_LAUNCH(mb_residual_rmsnorm_bwd_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

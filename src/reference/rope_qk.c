@@ -160,12 +160,12 @@ const mb_row mb_row_rope_qk = {
 	.n_variants = 3,
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda", "one launch rotates Q and K, sharing the cos/sin loads",
-			1, {"rope_qk_fused"}, GPU_LAUNCH(mb_rope_qk_fused_launch), MB_DTYPE_ALL},
+			1, {"rope_qk_fused"}, GPU_LAUNCH(mb_rope_qk_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"plain path: Q then K, each rotate-half into the output, then a multiply-add over it (x*cos + "
 			"rotate_half(x)*sin); each a vectorized elementwise kernel (16-byte accesses, 4 per thread, a grid "
 			"that covers the tensor once)",
-			4, {"rope_rotate_half", "rope_mul_add"}, GPU_LAUNCH(mb_rope_qk_fallback_launch), MB_DTYPE_ALL},
+			4, {"rope_rotate_half", "rope_mul_add"}, GPU_LAUNCH(mb_rope_qk_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

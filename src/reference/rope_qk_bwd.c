@@ -65,13 +65,13 @@ const mb_row mb_row_rope_qk_bwd = {
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda",
 			"one launch applies the transposed rotation to dQ and dK, sharing the cos/sin loads",
-			1, {"rope_qk_bwd_fused"}, GPU_LAUNCH(mb_rope_qk_bwd_fused_launch), MB_DTYPE_ALL},
+			1, {"rope_qk_bwd_fused"}, GPU_LAUNCH(mb_rope_qk_bwd_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"plain path: dQ then dK, each the transposed rotate-half into the output, then a multiply-add over "
 			"it; each a vectorized elementwise kernel (16-byte accesses, 4 per thread, a grid that covers the "
 			"tensor once)",
 			4, {"rope_qk_bwd_fallback_rotate_half_t", "rope_qk_bwd_fallback_mul_add"},
-			GPU_LAUNCH(mb_rope_qk_bwd_fallback_launch), MB_DTYPE_ALL},
+			GPU_LAUNCH(mb_rope_qk_bwd_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -62,12 +62,12 @@ const mb_row mb_row_row_gather = {
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda",
 			"one launch: a warp per output row reads its index once and copies the row with 16-byte accesses",
-			1, {"row_gather_fused"}, GPU_LAUNCH(mb_row_gather_fused_launch), MB_DTYPE_ALL},
+			1, {"row_gather_fused"}, GPU_LAUNCH(mb_row_gather_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"plain path: an element-wise gather, each output element reading its own index (torch.gather "
 			"with the index expanded to [B,N,D]), as a vectorized gather: a thread per 16-byte word of a row "
 			"where the row and addresses allow, 4 per thread, a grid that covers the output once",
-			1, {"row_gather_fallback"}, GPU_LAUNCH(mb_row_gather_fallback_launch), MB_DTYPE_ALL},
+			1, {"row_gather_fallback"}, GPU_LAUNCH(mb_row_gather_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

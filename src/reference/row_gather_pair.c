@@ -69,11 +69,11 @@ const mb_row mb_row_row_gather_pair = {
 		{"fused", MB_VARIANT_FUSED, "cuda",
 			"one launch: a warp per output row reads its index once and copies the K row and the V row "
 			"with 16-byte accesses",
-			1, {"row_gather_pair_fused"}, GPU_LAUNCH(mb_row_gather_pair_fused_launch), MB_DTYPE_ALL},
+			1, {"row_gather_pair_fused"}, GPU_LAUNCH(mb_row_gather_pair_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"plain path: row_gather's element-wise gather launched once for K and once for V, "
 			"each output word reading its own index",
-			2, {"row_gather_fallback"}, GPU_LAUNCH(mb_row_gather_pair_fallback_launch), MB_DTYPE_ALL},
+			2, {"row_gather_fallback"}, GPU_LAUNCH(mb_row_gather_pair_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -41,13 +41,10 @@
  *   h_1 = a h_0 + b x_0 B_0 + c x_1 B_1 = 1/2 + 1/2 + 2 = 3,   y_1 = 3.
  */
 #include <math.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kernels/row_common.h"
+#include "reference/parallel.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -67,7 +64,8 @@ enum { OUT_Y };
 /* A reference work item: 8 consecutive p of one row (check_shape makes P
  * a multiple of it). */
 #define REF_PBLOCK 8
-#define REF_MAX_THREADS 64
+/* The share of the host's cores the items run on: all of them. */
+#define REF_CORES_SHARE 1.0
 
 /* Shape limits of the GPU kernels (src/kernels/ssm_scan.cu): one CTA
  * holds a head's whole [P, N] state, tiled by 16 (N) and 8 (P). */
@@ -108,7 +106,6 @@ typedef struct ssm_ref_job {
 	const int64_t *rows;
 	int64_t n_items;
 	void (*item)(const struct ssm_ref_job *job, int64_t item, void *scratch);
-	atomic_llong next;
 } ssm_ref_job;
 
 /* One item: rows[item / (P/8)], p in [p0, p0 + 8). scratch holds the state
@@ -158,52 +155,13 @@ typedef struct ssm_ref_job {
 DEFINE_ITEM(item_f32, float, float, step_coefs_f32)
 DEFINE_ITEM(item_f64, double, double, step_coefs_f64)
 
-static void *ssm_ref_work(void *arg)
+/* The job `arg`'s item, with its thread's scratch. Items write disjoint
+ * outputs, so the result does not depend on the schedule. */
+static void ssm_ref_item(void *arg, int64_t item, void *scratch)
 {
-	void **pair = arg;
-	ssm_ref_job *job = pair[0];
+	const ssm_ref_job *job = arg;
 
-	for (;;) {
-		long long item = atomic_fetch_add(&job->next, 1);
-		if (item >= job->n_items)
-			break;
-		job->item(job, item, pair[1]);
-	}
-	return NULL;
-}
-
-/* The job's items on up to every host core (the calling thread is one of
- * them, and does everything when threads cannot start). Items write
- * disjoint outputs, so the result does not depend on the schedule. */
-static void ssm_ref_run(ssm_ref_job *job, size_t scratch_bytes)
-{
-	pthread_t threads[REF_MAX_THREADS];
-	void *pairs[REF_MAX_THREADS][2];
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-	int64_t want = cpus < 1 ? 1 : cpus;
-	int started = 0;
-
-	if (want > REF_MAX_THREADS)
-		want = REF_MAX_THREADS;
-	if (want > job->n_items)
-		want = job->n_items < 1 ? 1 : job->n_items;
-	atomic_store(&job->next, 0);
-	for (int64_t i = 0; i < want; i++) {
-		pairs[i][0] = job;
-		pairs[i][1] = malloc(scratch_bytes);
-		if (!pairs[i][1])
-			abort(); /* the harness sized host memory before calling */
-	}
-	for (int64_t i = 1; i < want; i++) {
-		if (pthread_create(&threads[started], NULL, ssm_ref_work, pairs[i]) != 0)
-			break;
-		started++;
-	}
-	ssm_ref_work(pairs[0]);
-	for (int i = 0; i < started; i++)
-		pthread_join(threads[i], NULL);
-	for (int64_t i = 0; i < want; i++)
-		free(pairs[i][1]);
+	job->item(job, item, scratch);
 }
 
 #define DEFINE_SSM_SCAN(fn, REAL, OUT, item_fn) \
@@ -212,7 +170,8 @@ static void ssm_ref_run(ssm_ref_job *job, size_t scratch_bytes)
 	{ \
 		ssm_ref_job job = {.axis = axis, .in = in, .out = out[OUT_Y], .rows = rows, \
 			.n_items = n_rows * (axis[AX_P] / REF_PBLOCK), .item = item_fn}; \
-		ssm_ref_run(&job, (size_t)axis[AX_N] * REF_PBLOCK * sizeof(REAL)); \
+		mb_ref_parallel_scratch(job.n_items, REF_CORES_SHARE, (size_t)axis[AX_N] * REF_PBLOCK * sizeof(REAL), \
+			ssm_ref_item, &job); \
 	}
 
 DEFINE_SSM_SCAN(mb_ref_ssm_scan, float, float, item_f32)

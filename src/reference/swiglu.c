@@ -145,12 +145,12 @@ const mb_row mb_row_swiglu = {
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda",
 			"one launch: 16-byte loads of both halves, silu and product in fp32 (accurate expf and IEEE division for fp32, __expf and __fdividef for fp16/bf16), 16-byte stores",
-			1, {"swiglu_fused"}, GPU_LAUNCH(mb_swiglu_fused_launch), MB_DTYPE_ALL},
+			1, {"swiglu_fused"}, GPU_LAUNCH(mb_swiglu_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"plain path (F.silu on the g view, then the multiply by u): a silu launch writes silu(g) (case dtype) "
 			"into y, a multiply launch scales it by u in place; each a vectorized elementwise kernel (16-byte "
 			"accesses, 4 per thread, a grid that covers the data once)",
-			2, {"swiglu_fallback_silu", "swiglu_fallback_mul"}, GPU_LAUNCH(mb_swiglu_fallback_launch), MB_DTYPE_ALL},
+			2, {"swiglu_fallback_silu", "swiglu_fallback_mul"}, GPU_LAUNCH(mb_swiglu_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},
 };

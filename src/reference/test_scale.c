@@ -63,9 +63,9 @@ static uint64_t scale_flops(const int64_t *a)
 	.tolerance = {SCALE_EXACT, SCALE_EXACT, SCALE_EXACT}, \
 	.n_variants = 3, \
 	.variants = { \
-		{"fused", MB_VARIANT_FUSED, "cuda", what, 1, {kernel}, GPU_LAUNCH(fn), MB_DTYPE_ALL}, \
+		{"fused", MB_VARIANT_FUSED, "cuda", what, 1, {kernel}, GPU_LAUNCH(fn), MB_DTYPE_ALL, false, false}, \
 		{"host", MB_VARIANT_FUSED, "cpu", what " (on the host, for tests without a GPU)", 0, {NULL}, \
-			host_fn, MB_DTYPE_ALL}, \
+			host_fn, MB_DTYPE_ALL, false, false}, \
 		MB_REFERENCE_VARIANT, \
 	}, \
 }

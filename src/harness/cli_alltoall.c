@@ -1298,6 +1298,27 @@ static int check_all(a2a_run *r, const case_host *h, mb_a2a_rank **ranks, varian
 	return 0;
 }
 
+/* One checked call on every local rank: outputs poisoned, the call, then
+ * the first or last call's checks; its time is correctness badput. False
+ * with vr->why set when any step fails here. */
+static bool checked_call(a2a_run *r, const case_host *h, mb_a2a_rank **ranks, variant_run *vr, bool first)
+{
+	int64_t t0 = mb_now_ns();
+	mb_error err;
+	bool ok;
+
+	progress_mark();
+	mb_error_clear(&err);
+	ok = poison_all(r, ranks, vr->why, sizeof(vr->why)) == 0
+		&& timed_call(r, ranks, NULL, vr->why, sizeof(vr->why)) == 0;
+	if (ok && check_all(r, h, ranks, vr, first, &err)) {
+		mb_error_format(&err, vr->why, sizeof(vr->why));
+		ok = false;
+	}
+	r->phases.correctness += mb_now_ns() - t0;
+	return ok;
+}
+
 /* Open, check, warm up, time, check again, close: the local side of one
  * variant's case. Failures leave vr->fatal and vr->why set. */
 static void run_variant(a2a_run *r, const case_host *h, variant_run *vr)
@@ -1305,11 +1326,9 @@ static void run_variant(a2a_run *r, const case_host *h, variant_run *vr)
 	const a2a_args *a = r->a;
 	mb_a2a_rank *ranks[MB_A2A_MAX_GPUS] = {NULL};
 	size_t free_before[MB_A2A_MAX_GPUS] = {0};
-	mb_error err;
 	int64_t t0;
 	bool ok = true;
 
-	mb_error_clear(&err);
 	for (int i = 0; i < r->w.n_local; i++) {
 		vr->res[i].rank = r->local[i].rank;
 		vr->res[i].device = r->local[i].device;
@@ -1332,15 +1351,7 @@ static void run_variant(a2a_run *r, const case_host *h, variant_run *vr)
 	if (!world_agree(&r->w, ok))
 		goto fail;
 	/* the first call, checked in full */
-	t0 = mb_now_ns();
-	progress_mark();
-	ok = poison_all(r, ranks, vr->why, sizeof(vr->why)) == 0
-		&& timed_call(r, ranks, NULL, vr->why, sizeof(vr->why)) == 0;
-	if (ok && check_all(r, h, ranks, vr, true, &err)) {
-		mb_error_format(&err, vr->why, sizeof(vr->why));
-		ok = false;
-	}
-	r->phases.correctness += mb_now_ns() - t0;
+	ok = checked_call(r, h, ranks, vr, true);
 	if (!world_agree(&r->w, ok))
 		goto fail;
 	for (int i = 0; i < r->w.n_local; i++)
@@ -1363,15 +1374,7 @@ static void run_variant(a2a_run *r, const case_host *h, variant_run *vr)
 	if (!world_agree(&r->w, ok))
 		goto fail;
 	/* the last call: poisoned first, checked again */
-	t0 = mb_now_ns();
-	progress_mark();
-	ok = poison_all(r, ranks, vr->why, sizeof(vr->why)) == 0
-		&& timed_call(r, ranks, NULL, vr->why, sizeof(vr->why)) == 0;
-	if (ok && check_all(r, h, ranks, vr, false, &err)) {
-		mb_error_format(&err, vr->why, sizeof(vr->why));
-		ok = false;
-	}
-	r->phases.correctness += mb_now_ns() - t0;
+	ok = checked_call(r, h, ranks, vr, false);
 	if (!world_agree(&r->w, ok))
 		goto fail;
 	for (int i = 0; i < r->w.n_local; i++)

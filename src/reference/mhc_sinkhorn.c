@@ -21,6 +21,7 @@
 
 #include "kernels/row_common.h"
 #include "reference/parallel.h"
+#include "reference/pairwise.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -40,7 +41,6 @@ enum { OUT_Y };
 #define MHC_ITERATIONS 20
 /* The tolerance below is derived for W up to this. */
 #define MHC_MAX_WIDTH 8192
-#define PAIRWISE_LEAF 8
 
 /* ---- tokens over the host's cores ------------------------------------------ */
 
@@ -66,20 +66,6 @@ static void row_item(void *arg, int64_t i, void *scratch)
 
 /* ---- one token -------------------------------------------------------------- */
 
-#define DEFINE_SUM(fn, REAL) \
-	static REAL fn(const REAL *v, int64_t n) \
-	{ \
-		REAL acc = 0; \
-		if (n <= PAIRWISE_LEAF) { \
-			for (int64_t i = 0; i < n; i++) \
-				acc += v[i]; \
-			return acc; \
-		} \
-		return fn(v, n / 2) + fn(v + n / 2, n - n / 2); \
-	}
-
-DEFINE_SUM(sum_f32, float)
-DEFINE_SUM(sum_f64, double)
 
 /* `scratch`, the thread's, holds 2W REALs: xbar, then one dot product's
  * terms, both written before they are read. */
@@ -131,8 +117,8 @@ DEFINE_SUM(sum_f64, double)
 		} \
 	}
 
-DEFINE_MHC_TOKEN(mhc_token_f32, float, sum_f32, expf, sqrtf)
-DEFINE_MHC_TOKEN(mhc_token_f64, double, sum_f64, exp, sqrt)
+DEFINE_MHC_TOKEN(mhc_token_f32, float, mb_pairwise_sum_f32, expf, sqrtf)
+DEFINE_MHC_TOKEN(mhc_token_f64, double, mb_pairwise_sum_f64, exp, sqrt)
 
 void mb_ref_mhc_sinkhorn(const int64_t *axis, const float *const *in, float *const *out, const int64_t *rows,
 	int64_t n_rows)

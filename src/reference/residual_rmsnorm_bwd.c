@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernels/row_common.h"
+#include "reference/pairwise.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -29,24 +30,6 @@ enum { AX_T, AX_H };
 enum { IN_DY, IN_DH, IN_H, IN_W };
 enum { OUT_DX, OUT_DW };
 
-/* Below this many terms (hidden elements or tokens) a plain loop is as
- * accurate as it needs to be. */
-#define PAIRWISE_LEAF 8
-
-#define DEFINE_SUM(fn, REAL) \
-	static REAL fn(const REAL *v, int64_t n) \
-	{ \
-		REAL acc = 0; \
-		if (n <= PAIRWISE_LEAF) { \
-			for (int64_t i = 0; i < n; i++) \
-				acc += v[i]; \
-			return acc; \
-		} \
-		return fn(v, n / 2) + fn(v + n / 2, n - n / 2); \
-	}
-
-DEFINE_SUM(sum_f32, float)
-DEFINE_SUM(sum_f64, double)
 
 /* acc[j] = sum over tokens t0 .. t0+n-1 of dy*h*rstd, pairwise over tokens.
  * `spare` holds one H-row per remaining recursion level. */
@@ -54,7 +37,7 @@ DEFINE_SUM(sum_f64, double)
 	static void fn(const float *dy, const float *h, const REAL *rstd, int64_t t0, int64_t n, \
 		int64_t hidden, REAL *acc, REAL *spare) \
 	{ \
-		if (n <= PAIRWISE_LEAF) { \
+		if (n <= MB_PAIRWISE_LEAF) { \
 			for (int64_t j = 0; j < hidden; j++) \
 				acc[j] = 0; \
 			for (int64_t t = t0; t < t0 + n; t++) { \
@@ -78,7 +61,7 @@ static int64_t dw_levels(int64_t n)
 {
 	int64_t levels = 0;
 
-	for (; n > PAIRWISE_LEAF; n -= n / 2)
+	for (; n > MB_PAIRWISE_LEAF; n -= n / 2)
 		levels++;
 	return levels;
 }
@@ -122,8 +105,8 @@ static int64_t dw_levels(int64_t n)
 		free(dw); \
 	}
 
-DEFINE_RMSNORM_BWD(mb_ref_residual_rmsnorm_bwd, float, float, sum_f32, dw_f32, sqrtf)
-DEFINE_RMSNORM_BWD(mb_oracle_residual_rmsnorm_bwd, double, double, sum_f64, dw_f64, sqrt)
+DEFINE_RMSNORM_BWD(mb_ref_residual_rmsnorm_bwd, float, float, mb_pairwise_sum_f32, dw_f32, sqrtf)
+DEFINE_RMSNORM_BWD(mb_oracle_residual_rmsnorm_bwd, double, double, mb_pairwise_sum_f64, dw_f64, sqrt)
 
 /* ---- the residual_rmsnorm_bwd catalog row: shapes, bytes, tolerances, variants ------------------------------------------ */
 

@@ -109,38 +109,25 @@ __device__ __forceinline__ float rsqrt_approx(float x)
 	return y;
 }
 
-__device__ __forceinline__ float tanh_approx(float x)
-{
-	float y;
-	asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
-	return y;
-}
-
 /* A channel's constants, from its accurately computed softplus. */
 struct rglru_channel {
 	float ka, kb; /* -w_a log2 e, -b_a log2 e: exp(-(w_a x + b_a)) = 2^(ka x + kb) */
-	float ki, bi; /* the input gate's argument (see gated_input) */
+	float ki, bi; /* -w_i log2 e, -b_i log2 e, the same for the input gate */
 	float c16;    /* 16 softplus(lambda): y = c16 r */
-	float cm;     /* m = cm sqrt(r) S(y) / gate_scale */
+	float cm;     /* m = cm sqrt(r) S(y) */
 	bool fast;    /* every y of the channel is in the polynomials' range */
 };
 
-/* The input gate times x, up to a constant factor gate_scale<T>() that
- * the multiplier carries. fp16/bf16: i x = x (1 + tanh(v/2)) / 2, one
- * MUFU, absolute error <= 2^-12 in i (the tolerance's tanh term); fp32:
- * x / (1 + exp(-v)) from ex2 and a fast division, a few ulps. */
-template <typename T> __device__ __forceinline__ float gated_input(float x, const rglru_channel &c)
-{
-	return fmaf(x, tanh_approx(fmaf(x, c.ki, c.bi)), x);
-}
-
-template <> __device__ __forceinline__ float gated_input<float>(float x, const rglru_channel &c)
+/* The input gate times x, i x = x / (1 + exp(-v)), from ex2 and a fast
+ * division: a few ulps of fp32. Not tanh.approx (one MUFU fewer): its
+ * 2^-11 steps are coarse enough that a gate which barely moves with x
+ * repeats its error, and that adds up over a slow channel's memory
+ * (src/reference/recurrent_scan.c). */
+__device__ __forceinline__ float gated_input(float x, const rglru_channel &c)
 {
 	return __fdividef(x, 1.0f + ex2_approx(fmaf(x, c.ki, c.bi)));
 }
 
-template <typename T> __host__ __device__ constexpr float gate_scale() { return 0.5f; }
-template <> __host__ __device__ constexpr float gate_scale<float>() { return 1.0f; }
 
 template <typename T>
 __device__ __forceinline__ void channel_constants(rglru_channel &c, const T *wa, const T *ba, const T *wi,
@@ -151,32 +138,27 @@ __device__ __forceinline__ void channel_constants(rglru_channel &c, const T *wa,
 
 	c.ka = -mb_to_f32<T>(wa[ch]) * LOG2E;
 	c.kb = -mb_to_f32<T>(ba[ch]) * LOG2E;
-	if (gate_scale<T>() == 1.0f) {
-		c.ki = -mb_to_f32<T>(wi[ch]) * LOG2E;
-		c.bi = -mb_to_f32<T>(bi[ch]) * LOG2E;
-	} else {
-		c.ki = 0.5f * mb_to_f32<T>(wi[ch]);
-		c.bi = 0.5f * mb_to_f32<T>(bi[ch]);
-	}
+	c.ki = -mb_to_f32<T>(wi[ch]) * LOG2E;
+	c.bi = -mb_to_f32<T>(bi[ch]) * LOG2E;
 	c.c16 = 2.0f * RGLRU_C * softplus;
-	c.cm = 4.0f * sqrtf(softplus) * gate_scale<T>();
+	c.cm = 4.0f * sqrtf(softplus);
 	c.fast = c.c16 <= FAST_Y_MAX;
 }
 
 /* One step of the fused kernel: the decay a and the increment u. */
-template <typename T, bool FAST>
+template <bool FAST>
 __device__ __forceinline__ void rglru_step(float x, const rglru_channel &c, float &a, float &u)
 {
 	const float g = rsqrt_approx(1.0f + ex2_approx(fmaf(x, c.ka, c.kb))); /* sqrt(r) */
 	const float y = c.c16 * g * g;
-	const float gx = gated_input<T>(x, c);
+	const float gx = gated_input(x, c);
 
 	if (FAST) {
 		a = decay_poly(y);
 		u = c.cm * g * sqrtphi_poly(y) * gx;
 	} else {
 		a = expf(-0.5f * y);
-		u = sqrtf(-expm1f(-y)) * gate_scale<T>() * gx;
+		u = sqrtf(-expm1f(-y)) * gx;
 	}
 }
 
@@ -215,7 +197,7 @@ template <typename T, int VEC> struct fused_source {
 	__device__ __forceinline__ bool fast() const { return c.fast; }
 	template <bool FAST> __device__ __forceinline__ void step(const buf &b, int s, float &a, float &u) const
 	{
-		rglru_step<T, FAST>(b.x[s / VEC].get(s % VEC), c, a, u);
+		rglru_step<FAST>(b.x[s / VEC].get(s % VEC), c, a, u);
 	}
 };
 
@@ -515,14 +497,25 @@ extern "C" MB_DECLARE_LAUNCH(mb_recurrent_scan_fused_launch)
  * flat launch: MB_FLAT_VECS vectors a thread, loads issued together,
  * blocks that cover the data once). Vector i of a [B*D, L] tensor is in
  * row i / (L/VEC), channel row % D. IDX is uint32_t when every element
- * offset fits (vec.cuh: mb_index32_fits). */
+ * offset fits (vec.cuh: mb_index32_fits).
+ *
+ * The gates, the decay and the multiplier stay in fp32 between launches,
+ * as a framework upcasts a recurrence's inputs (Mamba's selective_scan_ref,
+ * the fp32 accumulation of recurrentgemma's scan); only the normalised
+ * input, the scan's input, is stored in the dtype. recurrentgemma's torch
+ * RGLRU as written stores r, i and the multiplier in bf16, and that is not
+ * accurate: a gate whose weight is small barely moves with x, so its
+ * rounding repeats, correlated with x, and the bias adds up over the
+ * channel's memory (src/reference/recurrent_scan.c). That path missed
+ * the tolerance on the H200 (954 of 67 M elements at L = 16384, max
+ * abs 0.078; reports/h200/heavy-b.json.gz). */
 
-/* Gate: sigmoid(x w + b) of the diagonal projection, computed in fp32 and
- * stored once in the dtype, as the projection's bias-and-activation
- * epilogue does; expf and an IEEE division, as a framework's sigmoid. */
+/* Gate: sigmoid(x w + b) of the diagonal projection, computed and stored
+ * in fp32 (see above); expf and an IEEE division, as a framework's
+ * sigmoid. */
 template <typename T, int VEC, typename IDX>
 __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_gate_kernel(const T *__restrict__ x,
-	const T *__restrict__ w, const T *__restrict__ b, T *__restrict__ gate, IDX nvec, IDX row_vecs, IDX dim)
+	const T *__restrict__ w, const T *__restrict__ b, float *__restrict__ gate, IDX nvec, IDX row_vecs, IDX dim)
 {
 	mb_packed<T, VEC> xv[MB_FLAT_VECS];
 #pragma unroll
@@ -541,7 +534,7 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_gate_ker
 #pragma unroll
 			for (int e = 0; e < VEC; e++)
 				out[e] = __fdiv_rn(1.0f, 1.0f + expf(-(xv[k].get(e) * wc + bc)));
-			mb_store_f32<T, VEC>(gate + i * VEC, out);
+			mb_store_f32<float, VEC>(gate + i * VEC, out);
 		}
 	}
 }
@@ -559,13 +552,13 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_decay_so
 	}
 }
 
-/* Decay, step 2: log a = (-8 r) * softplus, in fp32 (the gate is in the
- * dtype, softplus of the fp32 parameter promotes). */
-template <typename T, int VEC, typename IDX>
-__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_decay_log_a_kernel(const T *__restrict__ r,
-	const float *__restrict__ sp, float *__restrict__ log_a, IDX nvec, IDX row_vecs, IDX dim)
+/* Decay, step 2: log a = (-8 r) * softplus, in fp32. */
+template <int VEC, typename IDX>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_decay_log_a_kernel(
+	const float *__restrict__ r, const float *__restrict__ sp, float *__restrict__ log_a, IDX nvec, IDX row_vecs,
+	IDX dim)
 {
-	mb_packed<T, VEC> rv[MB_FLAT_VECS];
+	mb_packed<float, VEC> rv[MB_FLAT_VECS];
 #pragma unroll
 	for (int k = 0; k < MB_FLAT_VECS; k++) {
 		const IDX i = mb_flat_index<IDX>(k);
@@ -611,12 +604,12 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_decay_ex
 	}
 }
 
-/* Input, step 1: the multiplier sqrt(1 - a^2) from log a, cast to the
- * dtype. Written with expm1 (sqrt(-expm1(2 log a))): 1 - exp(2 log a)
- * would lose 1 - a^2 to cancellation on the slow channels. */
-template <typename T, int VEC, typename IDX>
+/* Input, step 1: the multiplier sqrt(1 - a^2) from log a, in fp32.
+ * Written with expm1 (sqrt(-expm1(2 log a))): 1 - exp(2 log a) would lose
+ * 1 - a^2 to cancellation on the slow channels. */
+template <int VEC, typename IDX>
 __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_input_multiplier_kernel(
-	const float *__restrict__ log_a, T *__restrict__ m, IDX nvec)
+	const float *__restrict__ log_a, float *__restrict__ m, IDX nvec)
 {
 	mb_packed<float, VEC> lv[MB_FLAT_VECS];
 #pragma unroll
@@ -633,19 +626,20 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_input_mu
 #pragma unroll
 			for (int e = 0; e < VEC; e++)
 				out[e] = sqrtf(-expm1f(2.0f * lv[k].get(e)));
-			mb_store_f32<T, VEC>(m + i * VEC, out);
+			mb_store_f32<float, VEC>(m + i * VEC, out);
 		}
 	}
 }
 
-/* Input, step 2: the gated input x * i (stored in the dtype by the
- * framework's multiply: rounded here the same) times the multiplier,
- * rounded again. In place over i. */
+/* Input, step 2: the gated, normalised input x * i * m in fp32, stored in
+ * the dtype: the scan's input, the one rounding of the increment. */
 template <typename T, int VEC, typename IDX>
 __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_input_normalize_kernel(
-	const T *__restrict__ x, const T *gate, const T *__restrict__ m, T *nx, IDX nvec)
+	const T *__restrict__ x, const float *__restrict__ gate, const float *__restrict__ m, T *__restrict__ nx,
+	IDX nvec)
 {
-	mb_packed<T, VEC> xv[MB_FLAT_VECS], gv[MB_FLAT_VECS], mv[MB_FLAT_VECS];
+	mb_packed<T, VEC> xv[MB_FLAT_VECS];
+	mb_packed<float, VEC> gv[MB_FLAT_VECS], mv[MB_FLAT_VECS];
 #pragma unroll
 	for (int k = 0; k < MB_FLAT_VECS; k++) {
 		const IDX i = mb_flat_index<IDX>(k);
@@ -661,17 +655,16 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_input_no
 		if (i < nvec) {
 			float out[VEC];
 #pragma unroll
-			for (int e = 0; e < VEC; e++) {
-				const float gated = mb_to_f32<T>(mb_from_f32<T>(xv[k].get(e) * gv[k].get(e)));
-				out[e] = gated * mv[k].get(e);
-			}
+			for (int e = 0; e < VEC; e++)
+				out[e] = xv[k].get(e) * gv[k].get(e) * mv[k].get(e);
 			mb_store_f32<T, VEC>(nx + i * VEC, out);
 		}
 	}
 }
 
-/* Workspace: r, then the multiplier (r is dead once log a is made); i,
- * then the normalised input over it; softplus; log a; a. */
+/* Workspace (fp32 slots): r, then the multiplier (r is dead once log a is
+ * made); i; softplus; log a, then the normalised input (log a is dead once
+ * a and the multiplier are made); a. */
 static mb_ws_slot ws_r, ws_i, ws_sp, ws_log_a, ws_a;
 
 template <typename T, int VEC, typename IDX>
@@ -691,8 +684,8 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 
 	if (blocks == 0 || mb_flat_blocks(n / fvec) == 0 || dim > INT32_MAX)
 		return (int)cudaErrorInvalidValue;
-	if ((rc = mb_ws_reserve(&ws_r, (size_t)n * sizeof(T), &r)) != 0 ||
-		(rc = mb_ws_reserve(&ws_i, (size_t)n * sizeof(T), &gi)) != 0 ||
+	if ((rc = mb_ws_reserve(&ws_r, (size_t)n * sizeof(float), &r)) != 0 ||
+		(rc = mb_ws_reserve(&ws_i, (size_t)n * sizeof(float), &gi)) != 0 ||
 		(rc = mb_ws_reserve(&ws_sp, (size_t)dim * sizeof(float), &sp)) != 0 ||
 		(rc = mb_ws_reserve(&ws_log_a, (size_t)n * sizeof(float), &log_a)) != 0 ||
 		(rc = mb_ws_reserve(&ws_a, (size_t)n * sizeof(float), &a)) != 0)
@@ -702,18 +695,18 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 		return rc;
 
 	mb_recurrent_scan_fb_gate_kernel<T, VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>(x,
-		(const T *)in[IN_WA], (const T *)in[IN_BA], (T *)r, nvec, row_vecs, (IDX)dim);
+		(const T *)in[IN_WA], (const T *)in[IN_BA], (float *)r, nvec, row_vecs, (IDX)dim);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
 	mb_recurrent_scan_fb_gate_kernel<T, VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>(x,
-		(const T *)in[IN_WI], (const T *)in[IN_BI], (T *)gi, nvec, row_vecs, (IDX)dim);
+		(const T *)in[IN_WI], (const T *)in[IN_BI], (float *)gi, nvec, row_vecs, (IDX)dim);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
 	mb_recurrent_scan_fb_decay_softplus_kernel<T><<<(unsigned)((dim + MB_FLAT_THREADS - 1) / MB_FLAT_THREADS),
 		MB_FLAT_THREADS, 0, stream>>>((const T *)in[IN_LAMBDA], (float *)sp, dim);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
-	mb_recurrent_scan_fb_decay_log_a_kernel<T, VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>((const T *)r,
+	mb_recurrent_scan_fb_decay_log_a_kernel<VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>((const float *)r,
 		(const float *)sp, (float *)log_a, nvec, row_vecs, (IDX)dim);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
@@ -725,17 +718,17 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 			(const float *)log_a, (float *)a, (IDX)n);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
-	mb_recurrent_scan_fb_input_multiplier_kernel<T, VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>(
-		(const float *)log_a, (T *)r, nvec);
+	mb_recurrent_scan_fb_input_multiplier_kernel<VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>(
+		(const float *)log_a, (float *)r, nvec);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
 	mb_recurrent_scan_fb_input_normalize_kernel<T, VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>(x,
-		(const T *)gi, (const T *)r, (T *)gi, nvec);
+		(const float *)gi, (const float *)r, (T *)log_a, nvec);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
 	stored_source<T, VEC> src;
 	src.a = (const float *)a;
-	src.u = (const T *)gi;
+	src.u = (const T *)log_a;
 	mb_recurrent_scan_fb_scan_kernel<T, VEC><<<scan_blocks, threads, 0, stream>>>(src, (T *)out[OUT_Y],
 		axis[AX_B], dim, len);
 	return (int)cudaGetLastError();
@@ -762,8 +755,8 @@ static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const voi
 }
 
 /* Eight launches: two gates, softplus, log a, exp, the multiplier, the
- * normalised input, the scan; r, i, the multiplier and the input through
- * memory in the dtype, softplus, log a and a in fp32. */
+ * normalised input, the scan; r, i, softplus, log a, a and the multiplier
+ * through memory in fp32, the normalised input in the dtype. */
 extern "C" MB_DECLARE_LAUNCH(mb_recurrent_scan_fallback_launch)
 {
 	return MB_DISPATCH_DTYPE(dtype, fallback_dispatch, (cudaStream_t)stream, axis, in, out);

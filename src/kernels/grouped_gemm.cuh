@@ -1,8 +1,9 @@
-/* A grouped (jagged) bf16 GEMM for the moe_ffn row: C_g = A_g B_g for
- * groups g = 0 .. groups-1 that share N and the reduction length KD, where
- * group g's rows of A are rows group_off[g] .. group_off[g+1]-1 of one
- * sorted row list (device-side offsets: no host sync, no padding beyond the
- * tile edge) and B_g is the g-th [KD, N] row-major block of B [groups*KD, N].
+/* A grouped (jagged) bf16 GEMM for the moe_ffn rows (moe_ffn and
+ * moe_ffn_swiglu): C_g = A_g B_g for groups g = 0 .. groups-1 that share N
+ * and the reduction length KD, where group g's rows of A are rows
+ * group_off[g] .. group_off[g+1]-1 of one sorted row list (device-side
+ * offsets: no host sync, no padding beyond the tile edge) and B_g is the
+ * g-th [KD, N] row-major block of B [groups*KD, N].
  *
  * Tensor cores through mma.sync.aligned.m16n8k16.row.col (bf16 in, fp32
  * accumulate), fragments loaded with ldmatrix (.trans for B, which is
@@ -19,8 +20,16 @@
  *   GATHER: row pair[r] / k_top of A (GEMM1: the token of (token, k) pair
  *           pair[r], read straight from x: no permuted copy of x);
  *   plain:  row r of A (GEMM2: the sorted activations GEMM1 wrote).
- * Two epilogues, on the fp32 accumulators:
+ * Three epilogues, on the fp32 accumulators:
  *   GG_EPI_RELU2:   out[r, n] = bf16(relu(acc)^2)               (GEMM1)
+ *   GG_EPI_SWIGLU:  out[r, f] = bf16(silu(acc[gate(f)]) * acc[up(f)]),
+ *                   out [rows, N/2] (GEMM1 of moe_ffn_swiglu): B's columns
+ *                   alternate GG_GLU_BLOCK gate columns and the
+ *                   GG_GLU_BLOCK up columns of the same activation columns,
+ *                   gate(f) = (f / 8) * 16 + f % 8, up(f) = gate(f) + 8; an
+ *                   n8 fragment pair (2j, 2j+1) is then a gate and its up,
+ *                   held by the same thread, so the epilogue needs no
+ *                   exchange between threads.
  *   GG_EPI_WEIGHTED: out[pair[r], n] = bf16(acc * weight[pair[r]]) (GEMM2:
  *                   each (token, k) row lands at its pair index, scaled by
  *                   its routing weight).
@@ -44,7 +53,11 @@
 #define GG_NI (GG_WARP_N / 8)  /* n8 fragments per warp */
 #define GG_CHUNK 8    /* bf16 elements per 16-byte cp.async chunk */
 
-enum { GG_EPI_RELU2, GG_EPI_WEIGHTED };
+enum { GG_EPI_RELU2, GG_EPI_WEIGHTED, GG_EPI_SWIGLU };
+
+/* moe_ffn_swiglu's W1 interleave: gate and up alternate in blocks of one n8
+ * mma fragment (src/reference/moe_ffn.c has the same MOE_GLU_BLOCK). */
+#define GG_GLU_BLOCK 8
 
 typedef struct gg_params {
 	const __nv_bfloat16 *a;    /* GATHER: [tokens, KD]; plain: [rows, KD] sorted */
@@ -56,7 +69,8 @@ typedef struct gg_params {
 	int groups;
 	int n, kd;
 	const float *weight;       /* [rows] routing weight by pair index (GG_EPI_WEIGHTED) */
-	__nv_bfloat16 *out;        /* RELU2: [rows, N] sorted; WEIGHTED: [rows, N] by pair */
+	__nv_bfloat16 *out;        /* RELU2: [rows, N] sorted; SWIGLU: [rows, N/2] sorted;
+	                              WEIGHTED: [rows, N] by pair */
 } gg_params;
 
 template <int BM, int BN> struct gg_cfg {
@@ -160,6 +174,31 @@ __device__ __forceinline__ uint32_t gg_pack_bf16x2(float lo, float hi)
 {
 	__nv_bfloat162 v = __floats2bfloat162_rn(lo, hi); /* .x = lo (lower address) */
 	return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* silu(g) = g / (1 + exp(-g)), the reference's expression operation for
+ * operation: expf (not __expf) and a correctly rounded division whatever
+ * -prec-div says. 1 + exp(-g) >= 1, so nothing cancels; g < -88 gives
+ * exp(-g) = inf and silu = -0, the limit. */
+__device__ __forceinline__ float gg_silu(float g)
+{
+	return __fdiv_rn(g, 1.0f + expf(-g));
+}
+
+/* GG_EPI_SWIGLU's store of one fragment row: n-fragments 2j (gate) and
+ * 2j + 1 (up) give activation columns (col0 + warp_n * GG_WARP_N) / 2
+ * + 8j + 2 (lane % 4) and + 1 of the [rows, n/2] output. */
+__device__ __forceinline__ void gg_store_swiglu(const gg_params &p, int64_t r, int col0, int warp_n, int lane,
+	const float (&acc)[GG_NI][4], int half)
+{
+	static_assert(GG_GLU_BLOCK == 8, "one gate and one up n8 fragment per activation block");
+	__nv_bfloat16 *dst = p.out + r * (p.n / 2) + (col0 + warp_n * GG_WARP_N) / 2 + (lane & 3) * 2;
+#pragma unroll
+	for (int j = 0; j < GG_NI / 2; j++) {
+		const float v0 = gg_silu(acc[2 * j][half * 2]) * acc[2 * j + 1][half * 2];
+		const float v1 = gg_silu(acc[2 * j][half * 2 + 1]) * acc[2 * j + 1][half * 2 + 1];
+		*reinterpret_cast<uint32_t *>(dst + j * GG_GLU_BLOCK) = gg_pack_bf16x2(v0, v1);
+	}
 }
 
 template <int BM, int BN, bool GATHER, int EPI>
@@ -296,6 +335,10 @@ __global__ void __launch_bounds__(GG_THREADS, 1) moe_ffn_grouped_gemm_kernel(con
 				const int64_t r = row0 + row;
 				if (r >= row_end)
 					continue;
+				if (EPI == GG_EPI_SWIGLU) {
+					gg_store_swiglu(p, r, col0, warp_n, lane, acc[mi], half);
+					continue;
+				}
 				int64_t out_row = r;
 				float scale = 1.0f;
 				if (EPI == GG_EPI_WEIGHTED) {

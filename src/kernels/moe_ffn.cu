@@ -1,27 +1,41 @@
 /* moe_ffn: y[t] = sum_k w[t,k] * relu(x[t] W1_e)^2 W2_e over the K experts
- * e = chosen(t)[k] of a biased top-K router (src/reference/moe_ffn.c has
- * the math, the bias and the tolerance). bf16 only. Axes, in catalog order:
- * T, H, E, K, F. In x [T,H], logits [T,E], W1 [E*H,F], W2 [E*F,H]; out
- * y [T,H].
+ * e = chosen(t)[k] of a biased top-K router, and its sibling
+ * moe_ffn_swiglu: y[t] = sum_k w[t,k] * (silu(x[t] W1g_e) * (x[t] W1u_e))
+ * W2_e over the same experts and weights (src/reference/moe_ffn.c has the
+ * math, the bias and the tolerances). bf16 only. Axes, in catalog order:
+ * T, H, E, K, F. In x [T,H], logits [T,E], W1 [E*H,F] (moe_ffn) or
+ * [E*H,2F] (moe_ffn_swiglu), W2 [E*F,H]; out y [T,H].
  *
- * Three GPU variants share the router and the sort:
+ * moe_ffn_swiglu's W1: expert e's [H, 2F] block alternates 8 gate columns
+ * and the 8 up columns of the same activation columns: activation column f
+ * has its gate at column (f / 8) * 16 + f % 8 and its up 8 further on
+ * (GG_GLU_BLOCK, grouped_gemm.cuh). An 8-column block is one n8 fragment
+ * of the grouped GEMM, so a gate and its up meet in one thread's
+ * accumulators, and the cuBLAS paths' SwiGLU pass reads a gate vector and
+ * its up vector as one 32-byte run.
+ *
+ * Three GPU variants per row share the router and the sort; the two rows'
+ * variants differ only in the activation (moe_act):
  *   fused:          route, counting sort of the (token, k) pairs by expert
  *                   on the device, our grouped GEMM (grouped_gemm.cuh) with
- *                   relu^2 in GEMM1's epilogue and the routing weight in
- *                   GEMM2's, a combine over k. No host sync, no padding:
- *                   graph-capturable.
+ *                   relu^2 or SwiGLU in GEMM1's epilogue and the routing
+ *                   weight in GEMM2's, a combine over k. No host sync, no
+ *                   padding: graph-capturable.
  *   standard:       a framework's path without grouped GEMM: route, count,
  *                   read the counts back (host sync), permute the tokens
  *                   into per-expert buffers padded to one capacity, two
- *                   cuBLAS strided-batched GEMMs over all E experts with a
- *                   relu^2 pass between, un-permute with the weighted sum.
+ *                   cuBLAS strided-batched GEMMs over all E experts with an
+ *                   activation pass between, un-permute with the weighted
+ *                   sum.
  *   cublas_grouped: the fused variant's route and sort, the counts read
  *                   back (host sync), the tokens gathered into sorted order,
  *                   two cublasGemmGroupedBatchedEx calls over the non-empty
- *                   experts with a relu^2 pass between, the weighted sum.
- * Every variant stores the intermediate relu(x W1)^2 in bf16; the cuBLAS
- * ones also store x W1 (their GEMM's output) in bf16 before the relu^2
- * pass. All scratch lives in workspace slots (workspace.h).
+ *                   experts with an activation pass between, the weighted
+ *                   sum.
+ * Every variant stores the [rows, F] activation in bf16; the cuBLAS ones
+ * also store GEMM1's output (x W1, F or 2F columns) in bf16 before their
+ * activation pass (relu^2 in place; SwiGLU into a buffer of its own). All
+ * scratch lives in workspace slots (workspace.h).
  *
  * Routing is bit-identical to the reference: the score is one fp32 add
  * (__fadd_rn), the top K are kept by strict > over experts in ascending
@@ -61,6 +75,15 @@ enum { AX_T, AX_H, AX_E, AX_K, AX_F };
 #define MOE_WS_ALIGN 256
 
 typedef __nv_bfloat16 bf16;
+
+/* The expert activation, which tells the two rows apart. */
+typedef enum moe_act { MOE_RELU2, MOE_SWIGLU } moe_act;
+
+/* GEMM1's output columns: F, or 2F for SwiGLU's gates and ups. */
+static int64_t moe_w1_cols(moe_act act, int64_t ffn)
+{
+	return act == MOE_SWIGLU ? 2 * ffn : ffn;
+}
 
 /* ---- routing ---------------------------------------------------------------- */
 
@@ -140,12 +163,15 @@ typedef struct moe_ptr_args {
 /* One block: counts[e] (sum over blocks), base[b * E + e] (where block b's
  * pairs of expert e start in the sorted list), group_off[E + 1] (int64),
  * the two GEMMs' tile schedules, and (ptrs.a1 != NULL) the cuBLAS pointer
- * arrays. */
-__global__ void __launch_bounds__(MOE_SCAN_THREADS) moe_ffn_sort_scan_kernel(const int32_t *__restrict__ hist,
-	int blocks, int experts, int32_t *__restrict__ counts, int32_t *__restrict__ base,
-	int64_t *__restrict__ group_off, moe_tiles t1, moe_tiles t2, moe_ptr_args ptrs)
+ * arrays. GLU (moe_ffn_swiglu): W1_e and GEMM1's output rows are 2F wide
+ * and GEMM2 reads `act` ([rows, F]) rather than h; moe_ffn's kernel passes
+ * h and compiles to what it did before the swiglu row. */
+template <bool GLU>
+__device__ __forceinline__ void moe_sort_scan(const int32_t *__restrict__ hist, int blocks, int experts,
+	int32_t *__restrict__ counts, int32_t *__restrict__ base, int64_t *__restrict__ group_off,
+	const moe_tiles &t1, const moe_tiles &t2, const moe_ptr_args &ptrs, const bf16 *act, int64_t *s_off)
 {
-	__shared__ int64_t s_off[MOE_E_MAX + 1];
+	const int w1_cols = GLU ? 2 * ptrs.ffn : ptrs.ffn;
 
 	for (int e = threadIdx.x; e < experts; e += blockDim.x) {
 		int32_t run = 0;
@@ -170,11 +196,11 @@ __global__ void __launch_bounds__(MOE_SCAN_THREADS) moe_ffn_sort_scan_kernel(con
 			tiles2 += (c + t2.bm - 1) / t2.bm * t2.n_tiles;
 			if (ptrs.a1 && c > 0) {
 				const int j = nonempty++;
-				ptrs.a1[j] = ptrs.w1 + (int64_t)e * ptrs.hidden * ptrs.ffn;
+				ptrs.a1[j] = ptrs.w1 + (int64_t)e * ptrs.hidden * w1_cols;
 				ptrs.b1[j] = ptrs.x_sorted + off * ptrs.hidden;
-				ptrs.c1[j] = ptrs.h + off * ptrs.ffn;
+				ptrs.c1[j] = ptrs.h + off * w1_cols;
 				ptrs.a2[j] = ptrs.w2 + (int64_t)e * ptrs.ffn * ptrs.hidden;
-				ptrs.b2[j] = ptrs.h + off * ptrs.ffn;
+				ptrs.b2[j] = act + off * ptrs.ffn;
 				ptrs.c2[j] = ptrs.o + off * ptrs.hidden;
 			}
 			off += c;
@@ -187,6 +213,24 @@ __global__ void __launch_bounds__(MOE_SCAN_THREADS) moe_ffn_sort_scan_kernel(con
 	__syncthreads();
 	for (int64_t i = threadIdx.x; i < (int64_t)blocks * experts; i += blockDim.x)
 		base[i] += (int32_t)s_off[i % experts];
+}
+
+__global__ void __launch_bounds__(MOE_SCAN_THREADS) moe_ffn_sort_scan_kernel(const int32_t *__restrict__ hist,
+	int blocks, int experts, int32_t *__restrict__ counts, int32_t *__restrict__ base,
+	int64_t *__restrict__ group_off, moe_tiles t1, moe_tiles t2, moe_ptr_args ptrs)
+{
+	__shared__ int64_t s_off[MOE_E_MAX + 1];
+
+	moe_sort_scan<false>(hist, blocks, experts, counts, base, group_off, t1, t2, ptrs, ptrs.h, s_off);
+}
+
+__global__ void __launch_bounds__(MOE_SCAN_THREADS) moe_ffn_sort_scan_glu_kernel(const int32_t *__restrict__ hist,
+	int blocks, int experts, int32_t *__restrict__ counts, int32_t *__restrict__ base,
+	int64_t *__restrict__ group_off, moe_tiles t1, moe_tiles t2, moe_ptr_args ptrs, const bf16 *act)
+{
+	__shared__ int64_t s_off[MOE_E_MAX + 1];
+
+	moe_sort_scan<true>(hist, blocks, experts, counts, base, group_off, t1, t2, ptrs, act, s_off);
 }
 
 /* Per route block: each pair (t, k) goes to sorted[base[b, e] + its rank
@@ -312,10 +356,12 @@ static bool moe_shape_ok(const int64_t *axis, const void *const *in, void *const
 	return mb_aligned16(out[0]);
 }
 
-/* Route and (sorted != NULL) sort: launches route, and for the sorting
- * variants sort_scan and sort_scatter. */
+/* Route, and with `sort` sort: launches route, and for the sorting
+ * variants sort_scan and sort_scatter. glu_act: the [rows, F] SwiGLU activation the
+ * cuBLAS pointers' GEMM2 reads (moe_ffn_swiglu's cublas_grouped), else
+ * NULL (GEMM2 reads h, or there are no pointers). */
 static int moe_route_sort(cudaStream_t stream, const int64_t *axis, const bf16 *logits, moe_route_ws *w,
-	moe_tiles t1, moe_tiles t2, moe_ptr_args ptrs, bool sort, bool want_inv)
+	moe_tiles t1, moe_tiles t2, moe_ptr_args ptrs, const bf16 *glu_act, bool sort, bool want_inv)
 {
 	const int64_t tokens = axis[AX_T];
 	const int experts = (int)axis[AX_E], k_top = (int)axis[AX_K];
@@ -328,8 +374,12 @@ static int moe_route_sort(cudaStream_t stream, const int64_t *axis, const bf16 *
 		logits, tokens, experts, k_top, w->eid, w->wt, w->hist);
 	if ((ce = cudaGetLastError()) != cudaSuccess || !sort)
 		return (int)ce;
-	moe_ffn_sort_scan_kernel<<<1, MOE_SCAN_THREADS, 0, stream>>>(w->hist, (int)blocks, experts, w->counts,
-		w->base, w->group_off, t1, t2, ptrs);
+	if (glu_act)
+		moe_ffn_sort_scan_glu_kernel<<<1, MOE_SCAN_THREADS, 0, stream>>>(w->hist, (int)blocks, experts,
+			w->counts, w->base, w->group_off, t1, t2, ptrs, glu_act);
+	else
+		moe_ffn_sort_scan_kernel<<<1, MOE_SCAN_THREADS, 0, stream>>>(w->hist, (int)blocks, experts, w->counts,
+			w->base, w->group_off, t1, t2, ptrs);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
 	moe_ffn_sort_scatter_kernel<<<(unsigned)blocks, MOE_ROUTE_TOKENS,
@@ -388,16 +438,25 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_combine_kernel(co
 	mb_store_f32<bf16, 8>(y + t * hidden + col, acc);
 }
 
-/* relu(v)^2 in place over n elements (n a multiple of 8, 16-byte aligned):
- * the cuBLAS variants' activation pass between their GEMMs. */
-__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_relu2_kernel(bf16 *__restrict__ v, int64_t nvec)
+/* The cuBLAS variants' activation pass, as a framework's flat elementwise
+ * kernel (vec.cuh): this thread's vectors of 8 activation elements, every
+ * load issued before the math and the stores. relu^2 rewrites vector i of
+ * h in place; SwiGLU reads, with the 8-column interleave (top of this
+ * file), vector i's gates at h[16 i .. 16 i + 7] and its ups right after,
+ * whatever the row width, and writes act. */
+template <moe_act ACT>
+__device__ __forceinline__ void moe_lib_activate(const bf16 *h, bf16 *act, int64_t nvec)
 {
-	mb_packed<bf16, 8> in[MB_FLAT_VECS];
+	constexpr int H_VEC = ACT == MOE_SWIGLU ? 2 * GG_GLU_BLOCK : 8; /* h elements per activation vector */
+	mb_packed<bf16, 8> in[MB_FLAT_VECS], up[MB_FLAT_VECS];
 #pragma unroll
 	for (int k = 0; k < MB_FLAT_VECS; k++) {
 		const int64_t i = mb_flat_index<int64_t>(k);
-		if (i < nvec)
-			in[k].load(v + i * 8);
+		if (i < nvec) {
+			in[k].load(h + i * H_VEC);
+			if (ACT == MOE_SWIGLU)
+				up[k].load(h + i * H_VEC + GG_GLU_BLOCK);
+		}
 	}
 #pragma unroll
 	for (int k = 0; k < MB_FLAT_VECS; k++) {
@@ -407,11 +466,28 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_relu2_kernel(bf16
 #pragma unroll
 			for (int j = 0; j < 8; j++) {
 				const float x = in[k].get(j);
-				out[j] = x > 0.0f ? x * x : 0.0f;
+				if (ACT == MOE_SWIGLU)
+					out[j] = gg_silu(x) * up[k].get(j);
+				else
+					out[j] = x > 0.0f ? x * x : 0.0f;
 			}
-			mb_store_f32<bf16, 8>(v + i * 8, out);
+			mb_store_f32<bf16, 8>(act + i * 8, out);
 		}
 	}
+}
+
+/* relu(v)^2 in place over n elements (n a multiple of 8, 16-byte aligned). */
+__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_relu2_kernel(bf16 *__restrict__ v, int64_t nvec)
+{
+	moe_lib_activate<MOE_RELU2>(v, v, nvec);
+}
+
+/* act = silu(gate) * up over n activation elements from h's 2n (n a
+ * multiple of 8, 16-byte aligned). */
+__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_swiglu_kernel(const bf16 *__restrict__ h,
+	bf16 *__restrict__ act, int64_t nvec)
+{
+	moe_lib_activate<MOE_SWIGLU>(h, act, nvec);
 }
 
 static int moe_flat_launch_blocks(int64_t n, unsigned *out)
@@ -423,12 +499,17 @@ static int moe_flat_launch_blocks(int64_t n, unsigned *out)
 	return 0;
 }
 
-static int moe_relu2(cudaStream_t stream, bf16 *v, int64_t elems)
+/* The cuBLAS variants' activation pass over `elems` activation elements:
+ * relu^2 in place on h, or SwiGLU from h (2 * elems) into act. */
+static int moe_activate(cudaStream_t stream, moe_act act_fn, bf16 *h, bf16 *act, int64_t elems)
 {
 	const unsigned blocks = mb_flat_blocks(elems / 8);
 	if (blocks == 0)
 		return (int)cudaErrorInvalidValue;
-	moe_ffn_lib_relu2_kernel<<<blocks, MB_FLAT_THREADS, 0, stream>>>(v, elems / 8);
+	if (act_fn == MOE_SWIGLU)
+		moe_ffn_lib_swiglu_kernel<<<blocks, MB_FLAT_THREADS, 0, stream>>>(h, act, elems / 8);
+	else
+		moe_ffn_lib_relu2_kernel<<<blocks, MB_FLAT_THREADS, 0, stream>>>(h, elems / 8);
 	return (int)cudaGetLastError();
 }
 
@@ -476,13 +557,21 @@ static int64_t moe_max_tiles(int64_t pairs, int64_t experts, int bm, int64_t n_t
 	return (pairs / bm + experts) * n_tiles;
 }
 
+/* GEMM1 or GEMM2 at the tile shape moe_wide_tiles picks. */
+template <bool GATHER, int EPI>
+static int moe_gemm(cudaStream_t stream, const gg_params &p, bool wide, int64_t max_tiles)
+{
+	return wide ? moe_gemm_launch<128, 256, GATHER, EPI>(stream, p, max_tiles)
+		    : moe_gemm_launch<256, 128, GATHER, EPI>(stream, p, max_tiles);
+}
+
 static mb_ws_slot fused_act_slot, fused_rows_slot;
 
-extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_fused_launch)
+static int moe_fused(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_dtype dtype, const void *const *in,
+	void *const *out)
 {
 	const int64_t tokens = axis[AX_T], hidden = axis[AX_H], experts = axis[AX_E], k_top = axis[AX_K];
-	const int64_t ffn = axis[AX_F], pairs = tokens * k_top;
-	cudaStream_t s = (cudaStream_t)stream;
+	const int64_t ffn = axis[AX_F], pairs = tokens * k_top, w1_cols = moe_w1_cols(act_fn, ffn);
 	moe_route_ws w;
 	void *act = NULL, *rows = NULL;
 	int rc;
@@ -494,15 +583,16 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_fused_launch)
 		|| (rc = mb_ws_reserve(&fused_rows_slot, (size_t)(pairs * hidden) * sizeof(bf16), &rows)) != 0)
 		return rc;
 
-	const bool wide1 = moe_wide_tiles(ffn), wide2 = moe_wide_tiles(hidden);
+	const bool wide1 = moe_wide_tiles(w1_cols), wide2 = moe_wide_tiles(hidden);
 	const int bm1 = wide1 ? 128 : 256, bn1 = wide1 ? 256 : 128;
 	const int bm2 = wide2 ? 128 : 256, bn2 = wide2 ? 256 : 128;
-	const moe_tiles t1 = {bm1, (int)(ffn / bn1), w.tile1}, t2 = {bm2, (int)(hidden / bn2), w.tile2};
+	const moe_tiles t1 = {bm1, (int)(w1_cols / bn1), w.tile1}, t2 = {bm2, (int)(hidden / bn2), w.tile2};
 	const moe_ptr_args no_ptrs = {};
-	if ((rc = moe_route_sort(s, axis, (const bf16 *)in[1], &w, t1, t2, no_ptrs, true, false)) != 0)
+	if ((rc = moe_route_sort(s, axis, (const bf16 *)in[1], &w, t1, t2, no_ptrs, NULL, true, false)) != 0)
 		return rc;
 
-	/* GEMM1: act[r] = relu(x[token(r)] W1_e)^2, sorted rows */
+	/* GEMM1: act[r] = relu(x[token(r)] W1_e)^2, or silu(gate) * up of
+	 * x[token(r)] W1_e, sorted rows */
 	gg_params p1 = {};
 	p1.a = (const bf16 *)in[0];
 	p1.pair = w.sorted;
@@ -511,12 +601,12 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_fused_launch)
 	p1.group_off = w.group_off;
 	p1.tile_off = w.tile1;
 	p1.groups = (int)experts;
-	p1.n = (int)ffn;
+	p1.n = (int)w1_cols;
 	p1.kd = (int)hidden;
 	p1.out = (bf16 *)act;
 	const int64_t max1 = moe_max_tiles(pairs, experts, bm1, t1.n_tiles);
-	rc = wide1 ? moe_gemm_launch<128, 256, true, GG_EPI_RELU2>(s, p1, max1)
-		   : moe_gemm_launch<256, 128, true, GG_EPI_RELU2>(s, p1, max1);
+	rc = act_fn == MOE_SWIGLU ? moe_gemm<true, GG_EPI_SWIGLU>(s, p1, wide1, max1)
+				  : moe_gemm<true, GG_EPI_RELU2>(s, p1, wide1, max1);
 	if (rc != 0)
 		return rc;
 
@@ -534,9 +624,7 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_fused_launch)
 	p2.weight = w.wt;
 	p2.out = (bf16 *)rows;
 	const int64_t max2 = moe_max_tiles(pairs, experts, bm2, t2.n_tiles);
-	rc = wide2 ? moe_gemm_launch<128, 256, false, GG_EPI_WEIGHTED>(s, p2, max2)
-		   : moe_gemm_launch<256, 128, false, GG_EPI_WEIGHTED>(s, p2, max2);
-	if (rc != 0)
+	if ((rc = moe_gemm<false, GG_EPI_WEIGHTED>(s, p2, wide2, max2)) != 0)
 		return rc;
 
 	unsigned blocks;
@@ -614,15 +702,26 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_std_permute_kernel(co
 		to[i] = src[i];
 }
 
-static mb_ws_slot std_small_slot, std_x_slot, std_h_slot, std_o_slot;
+static mb_ws_slot std_small_slot, std_x_slot, std_h_slot, std_a_slot, std_o_slot;
 
-extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_standard_launch)
+/* The activation buffer of a cuBLAS variant: relu^2 rewrites h in place;
+ * SwiGLU writes `elems` elements into `slot`. */
+static int moe_act_buffer(moe_act act_fn, mb_ws_slot *slot, int64_t elems, void *h, void **out)
+{
+	if (act_fn != MOE_SWIGLU) {
+		*out = h;
+		return 0;
+	}
+	return mb_ws_reserve(slot, (size_t)elems * sizeof(bf16), out);
+}
+
+static int moe_standard(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_dtype dtype,
+	const void *const *in, void *const *out)
 {
 	const int64_t tokens = axis[AX_T], hidden = axis[AX_H], experts = axis[AX_E], k_top = axis[AX_K];
-	const int64_t ffn = axis[AX_F], pairs = tokens * k_top;
-	cudaStream_t s = (cudaStream_t)stream;
+	const int64_t ffn = axis[AX_F], pairs = tokens * k_top, w1_cols = moe_w1_cols(act_fn, ffn);
 	moe_route_ws w;
-	void *small = NULL, *xp = NULL, *hp = NULL, *op = NULL;
+	void *small = NULL, *xp = NULL, *hp = NULL, *ap = NULL, *op = NULL;
 	int rc;
 
 	if (dtype != MB_BF16 || !moe_shape_ok(axis, in, out))
@@ -637,7 +736,7 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_standard_launch)
 
 	const moe_tiles none = {1, 0, NULL};
 	const moe_ptr_args no_ptrs = {};
-	if ((rc = moe_route_sort(s, axis, (const bf16 *)in[1], &w, none, none, no_ptrs, false, false)) != 0)
+	if ((rc = moe_route_sort(s, axis, (const bf16 *)in[1], &w, none, none, no_ptrs, NULL, false, false)) != 0)
 		return rc;
 	const int64_t blocks = moe_route_blocks(tokens);
 	moe_ffn_std_count_kernel<<<1, MOE_SCAN_THREADS, 0, s>>>(w.hist, (int)blocks, (int)experts, w.counts,
@@ -656,7 +755,8 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_standard_launch)
 		return (int)cudaErrorInvalidValue;
 	const int64_t padded = experts * cap;
 	if ((rc = mb_ws_reserve(&std_x_slot, (size_t)(padded * hidden) * sizeof(bf16), &xp)) != 0
-		|| (rc = mb_ws_reserve(&std_h_slot, (size_t)(padded * ffn) * sizeof(bf16), &hp)) != 0
+		|| (rc = mb_ws_reserve(&std_h_slot, (size_t)(padded * w1_cols) * sizeof(bf16), &hp)) != 0
+		|| (rc = moe_act_buffer(act_fn, &std_a_slot, padded * ffn, hp, &ap)) != 0
 		|| (rc = mb_ws_reserve(&std_o_slot, (size_t)(padded * hidden) * sizeof(bf16), &op)) != 0)
 		return rc;
 
@@ -675,19 +775,20 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_standard_launch)
 	if (!h)
 		return rc;
 	const float one = 1.0f, zero = 0.0f;
-	/* row-major h[e] [cap, F] = xp[e] [cap, H] W1_e [H, F], as the
-	 * column-major h^T = W1_e^T xp^T: m = F, n = cap, k = H */
-	cublasStatus_t st = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)ffn, (int)cap, (int)hidden,
-		&one, in[2], CUDA_R_16BF, (int)ffn, (long long)(hidden * ffn), xp, CUDA_R_16BF, (int)hidden,
-		(long long)(cap * hidden), &zero, hp, CUDA_R_16BF, (int)ffn, (long long)(cap * ffn), (int)experts,
-		CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	/* row-major h[e] [cap, C] = xp[e] [cap, H] W1_e [H, C] (C = F, or 2F
+	 * for SwiGLU), as the column-major h^T = W1_e^T xp^T: m = C, n = cap,
+	 * k = H */
+	cublasStatus_t st = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)w1_cols, (int)cap,
+		(int)hidden, &one, in[2], CUDA_R_16BF, (int)w1_cols, (long long)(hidden * w1_cols), xp, CUDA_R_16BF,
+		(int)hidden, (long long)(cap * hidden), &zero, hp, CUDA_R_16BF, (int)w1_cols, (long long)(cap * w1_cols),
+		(int)experts, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return (int)st;
-	if ((rc = moe_relu2(s, (bf16 *)hp, padded * ffn)) != 0)
+	if ((rc = moe_activate(s, act_fn, (bf16 *)hp, (bf16 *)ap, padded * ffn)) != 0)
 		return rc;
 	/* o[e] [cap, H] = a[e] [cap, F] W2_e [F, H]: m = H, n = cap, k = F */
 	st = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)hidden, (int)cap, (int)ffn, &one, in[3],
-		CUDA_R_16BF, (int)hidden, (long long)(ffn * hidden), hp, CUDA_R_16BF, (int)ffn, (long long)(cap * ffn),
+		CUDA_R_16BF, (int)hidden, (long long)(ffn * hidden), ap, CUDA_R_16BF, (int)ffn, (long long)(cap * ffn),
 		&zero, op, CUDA_R_16BF, (int)hidden, (long long)(cap * hidden), (int)experts, CUBLAS_COMPUTE_32F,
 		CUBLAS_GEMM_DEFAULT);
 	if (st != CUBLAS_STATUS_SUCCESS)
@@ -717,7 +818,7 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_cublas_gather_kernel(
 		to[i] = src[i];
 }
 
-static mb_ws_slot grp_x_slot, grp_h_slot, grp_o_slot;
+static mb_ws_slot grp_x_slot, grp_h_slot, grp_a_slot, grp_o_slot;
 
 /* Host arrays of the grouped calls (cuBLAS reads them on the host). */
 static cublasOperation_t grp_op_n[MOE_E_MAX];
@@ -725,20 +826,21 @@ static int grp_m1[MOE_E_MAX], grp_m2[MOE_E_MAX], grp_n[MOE_E_MAX], grp_k1[MOE_E_
 static int grp_size[MOE_E_MAX];
 static float grp_one[MOE_E_MAX], grp_zero[MOE_E_MAX];
 
-extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_cublas_grouped_launch)
+static int moe_cublas_grouped(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_dtype dtype,
+	const void *const *in, void *const *out)
 {
 	const int64_t tokens = axis[AX_T], hidden = axis[AX_H], experts = axis[AX_E], k_top = axis[AX_K];
-	const int64_t ffn = axis[AX_F], pairs = tokens * k_top;
-	cudaStream_t s = (cudaStream_t)stream;
+	const int64_t ffn = axis[AX_F], pairs = tokens * k_top, w1_cols = moe_w1_cols(act_fn, ffn);
 	moe_route_ws w;
-	void *xs = NULL, *hbuf = NULL, *obuf = NULL;
+	void *xs = NULL, *hbuf = NULL, *abuf = NULL, *obuf = NULL;
 	int rc;
 
 	if (dtype != MB_BF16 || !moe_shape_ok(axis, in, out))
 		return (int)cudaErrorInvalidValue;
 	if ((rc = moe_route_reserve(&w, tokens, experts, k_top)) != 0
 		|| (rc = mb_ws_reserve(&grp_x_slot, (size_t)(pairs * hidden) * sizeof(bf16), &xs)) != 0
-		|| (rc = mb_ws_reserve(&grp_h_slot, (size_t)(pairs * ffn) * sizeof(bf16), &hbuf)) != 0
+		|| (rc = mb_ws_reserve(&grp_h_slot, (size_t)(pairs * w1_cols) * sizeof(bf16), &hbuf)) != 0
+		|| (rc = moe_act_buffer(act_fn, &grp_a_slot, pairs * ffn, hbuf, &abuf)) != 0
 		|| (rc = mb_ws_reserve(&grp_o_slot, (size_t)(pairs * hidden) * sizeof(bf16), &obuf)) != 0)
 		return rc;
 
@@ -759,7 +861,8 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_cublas_grouped_launch)
 	/* the tile schedules are computed and unused (the scan is the fused
 	 * variant's, unchanged) */
 	const moe_tiles t1 = {128, 1, w.tile1}, t2 = {128, 1, w.tile2};
-	if ((rc = moe_route_sort(s, axis, (const bf16 *)in[1], &w, t1, t2, ptrs, true, true)) != 0)
+	const bf16 *glu_act = act_fn == MOE_SWIGLU ? (const bf16 *)abuf : NULL;
+	if ((rc = moe_route_sort(s, axis, (const bf16 *)in[1], &w, t1, t2, ptrs, glu_act, true, true)) != 0)
 		return rc;
 	if ((rc = moe_read_counts(s, w.counts, experts)) != 0)
 		return rc;
@@ -773,14 +876,15 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_cublas_grouped_launch)
 		return rc;
 
 	/* one group per non-empty expert, in the order the scan wrote the
-	 * pointers; row-major [rows, F] = [rows, H] W1_e as column-major
-	 * m = F, n = rows, k = H (and m = H, n = rows, k = F for GEMM2) */
+	 * pointers; row-major [rows, C] = [rows, H] W1_e (C = F, or 2F for
+	 * SwiGLU) as column-major m = C, n = rows, k = H (and m = H, n = rows,
+	 * k = F for GEMM2) */
 	int groups = 0;
 	for (int64_t e = 0; e < experts; e++) {
 		if (host_counts[e] == 0)
 			continue;
 		grp_op_n[groups] = CUBLAS_OP_N;
-		grp_m1[groups] = (int)ffn;
+		grp_m1[groups] = (int)w1_cols;
 		grp_k1[groups] = (int)hidden;
 		grp_m2[groups] = (int)hidden;
 		grp_k2[groups] = (int)ffn;
@@ -799,7 +903,7 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_cublas_grouped_launch)
 		groups, grp_size, CUBLAS_COMPUTE_32F);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return (int)st;
-	if ((rc = moe_relu2(s, (bf16 *)hbuf, pairs * ffn)) != 0)
+	if ((rc = moe_activate(s, act_fn, (bf16 *)hbuf, (bf16 *)abuf, pairs * ffn)) != 0)
 		return rc;
 	st = cublasGemmGroupedBatchedEx(h, grp_op_n, grp_op_n, grp_m2, grp_n, grp_k2, grp_one, ptrs.a2,
 		CUDA_R_16BF, grp_m2, ptrs.b2, CUDA_R_16BF, grp_k2, grp_zero, ptrs.c2, CUDA_R_16BF, grp_m2, groups,
@@ -814,3 +918,18 @@ extern "C" MB_DECLARE_LAUNCH(mb_moe_ffn_cublas_grouped_launch)
 		w.wt, tokens, (int)hidden, (int)k_top, (bf16 *)out[0]);
 	return (int)cudaGetLastError();
 }
+
+/* ---- the launches: moe_ffn (relu^2) and moe_ffn_swiglu ------------------------------ */
+
+#define MOE_LAUNCH(fn, path, act_fn) \
+	extern "C" MB_DECLARE_LAUNCH(fn) \
+	{ \
+		return path(act_fn, (cudaStream_t)stream, axis, dtype, in, out); \
+	}
+
+MOE_LAUNCH(mb_moe_ffn_fused_launch, moe_fused, MOE_RELU2)
+MOE_LAUNCH(mb_moe_ffn_standard_launch, moe_standard, MOE_RELU2)
+MOE_LAUNCH(mb_moe_ffn_cublas_grouped_launch, moe_cublas_grouped, MOE_RELU2)
+MOE_LAUNCH(mb_moe_ffn_swiglu_fused_launch, moe_fused, MOE_SWIGLU)
+MOE_LAUNCH(mb_moe_ffn_swiglu_standard_launch, moe_standard, MOE_SWIGLU)
+MOE_LAUNCH(mb_moe_ffn_swiglu_cublas_grouped_launch, moe_cublas_grouped, MOE_SWIGLU)

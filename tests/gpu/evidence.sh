@@ -31,7 +31,7 @@
 #   lanes     suites/nam56r.toml's lanes after residual_rmsnorm and rope_qk in
 #             bf16, and the verdicts; LANES_TAG names the receipt (a, b),
 #             LANES_LIMIT_S bounds the run (default 540 s).
-#   heavy     the MoE, cross-entropy, state-space, recurrent and Sinkhorn rows
+#   heavy     the MoE (ReLU^2 and SwiGLU), cross-entropy, state-space, recurrent and Sinkhorn rows
 #             of suites/nam56r.toml in bf16 (ceilings measured in the same
 #             run), their verdicts and targets (heavy_targets.py);
 #             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
@@ -148,7 +148,7 @@ for phase in "${@:-checks}"; do
 		cat "$out/lanes-$tag-verdict.txt"
 		;;
 	heavy)
-		rows=${HEAVY_ROWS:-moe_ffn,linear_cross_entropy,ssm_scan,recurrent_scan,mhc_sinkhorn}
+		rows=${HEAVY_ROWS:-moe_ffn,moe_ffn_swiglu,linear_cross_entropy,ssm_scan,recurrent_scan,mhc_sinkhorn}
 		step heavy "${HEAVY_LIMIT_S:-540}" "$mb" run suites/nam56r.toml --backend cuda --rows "$rows" \
 			--dtypes bf16 --set 'lanes=[]' -o "$out/heavy.json"
 		"$mb" verdict "$out/heavy.json" >"$out/heavy-verdict.txt" 2>&1

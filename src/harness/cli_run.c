@@ -19,6 +19,7 @@
 #include "harness/backend.h"
 #include "harness/cli.h"
 #include "harness/console.h"
+#include "harness/cuda_device.h"
 #include "harness/repetitions.h"
 #include "harness/runner.h"
 #include "harness/shard.h"
@@ -33,7 +34,6 @@
 #define MAX_DEVICES 16
 /* The highest device index --devices takes (CUDA numbers far fewer). */
 #define MAX_DEVICE_INDEX 1023
-#define DEVICE_ENV "MEGABENCH_DEVICE"
 #define DEFAULT_DIR "receipts"
 #define DIR_MODE 0777
 #define FALLBACK_NAME_FMT "megabench-%s.json"
@@ -818,9 +818,9 @@ int mb_cli_run(int argc, char **argv)
 		char device[32];
 		int one;
 		if (a.devices && !a.gpus) {
-			/* read by the CUDA backend in the children it forks */
+			/* read by the CUDA backend and the lanes in the children it forks */
 			snprintf(device, sizeof(device), "%d", devices[d]);
-			setenv(DEVICE_ENV, device, 1);
+			setenv(MB_DEVICE_ENV, device, 1);
 		}
 		one = run_and_save(&r, out_paths[d], existed[d]);
 		/* the worst outcome wins: interrupted, then bad input, then failed */

@@ -39,23 +39,7 @@
 #include "kernels/workspace.h"
 #include "mb_config.h"
 
-/* The device this process works on: MEGABENCH_DEVICE, which `megabench run
- * --devices` sets before it forks the children (the parent never touches
- * CUDA), else device 0. */
-#define DEVICE_ENV "MEGABENCH_DEVICE"
-#define DEVICE_DEFAULT 0
-static int device_index(void)
-{
-	const char *text = getenv(DEVICE_ENV);
-	char *end;
-	long v;
-
-	if (!text || !*text)
-		return DEVICE_DEFAULT;
-	v = strtol(text, &end, 10);
-	return *end || v < 0 || v > INT_MAX ? DEVICE_DEFAULT : (int)v;
-}
-#define DEVICE_INDEX device_index()
+#define DEVICE_INDEX mb_cuda_device_index()
 /* Cold mode writes this many times the L2 size between calls. */
 #define FLUSH_L2_MULTIPLE 2
 /* Queue entries a held batch may add while the blocker holds the stream

@@ -2,12 +2,28 @@
 #include "harness/cuda_device.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness/cuda_headers.h"
 #include "harness/cupti_timer.h"
 #include "mb_config.h"
+
+#define DEVICE_DEFAULT 0
+
+int mb_cuda_device_index(void)
+{
+	const char *text = getenv(MB_DEVICE_ENV);
+	char *end;
+	long v;
+
+	if (!text || !*text)
+		return DEVICE_DEFAULT;
+	v = strtol(text, &end, 10);
+	return *end || v < 0 || v > INT_MAX ? DEVICE_DEFAULT : (int)v;
+}
 
 /* The toolkit ships no nvml.h; these are the few NVML declarations we use,
  * written from the NVML API reference. */

@@ -18,6 +18,15 @@
 extern "C" {
 #endif
 
+/* The environment variable that names the device a process works on:
+ * `megabench run --devices` sets it in each child before the fork, and a
+ * --gpus worker sets it to 0 (its CUDA_VISIBLE_DEVICES holds one GPU). */
+#define MB_DEVICE_ENV "MEGABENCH_DEVICE"
+
+/* The device this process works on: MB_DEVICE_ENV's index, else 0. Every
+ * CUDA user of a process (the backend, the lanes) sets it. */
+int mb_cuda_device_index(void);
+
 /* Fill *out (caller owns it) for CUDA device `device`, and open NVML on it
  * when the library is there. */
 int mb_cuda_device_json(json_t **out, int device, mb_error *err);

@@ -18,6 +18,7 @@ extern "C" {
 #include "harness/lane.h"
 #include "receipts/error.h"
 }
+#include "harness/cuda_device.h"
 #include "harness/cuda_inputs.h"
 #include "harness/cupti_timer.h"
 
@@ -265,6 +266,8 @@ int run_all(lane_run *L, mb_error *err)
 {
 	int rc;
 
+	/* the device `--devices` gave this process (MB_DEVICE_ENV) */
+	LANE_TRY(cudaSetDevice(mb_cuda_device_index()), "cudaSetDevice");
 	LANE_TRY(cudaStreamCreateWithFlags(&L->stream, cudaStreamNonBlocking), "stream");
 #if MB_HAVE_CUBLAS
 	if (cublasCreate(&L->blas) != CUBLAS_STATUS_SUCCESS) {

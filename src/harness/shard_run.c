@@ -14,12 +14,12 @@
 
 #include "mb_config.h"
 #include "harness/case_common.h"
+#include "harness/cuda_device.h"
 #include "harness/cuda_topology.h"
 #include "harness/hostinfo.h"
 #include "harness/isolate.h"
 
 #define VISIBLE_ENV "CUDA_VISIBLE_DEVICES"
-#define DEVICE_ENV "MEGABENCH_DEVICE"
 /* A worker sees one GPU: CUDA's device 0. */
 #define WORKER_DEVICE "0"
 #define NS_PER_S 1e9
@@ -148,7 +148,7 @@ static int worker_main(int fd, void *arg)
 	if (job->visible[0])
 		setenv(VISIBLE_ENV, job->visible, 1);
 	if (!job->so->simulated)
-		setenv(DEVICE_ENV, WORKER_DEVICE, 1);
+		setenv(MB_DEVICE_ENV, WORKER_DEVICE, 1);
 	mb_error_clear(&err);
 	rc = worker_plan(&plan, &global, job);
 	if (rc == 0) {

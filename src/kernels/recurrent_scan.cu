@@ -133,7 +133,6 @@ __device__ __forceinline__ float gated_input(float x, const rglru_channel &c)
 	return __fdividef(x, 1.0f + ex2_approx(fmaf(x, c.ki, c.bi)));
 }
 
-
 template <typename T>
 __device__ __forceinline__ void channel_constants(rglru_channel &c, const T *wa, const T *ba, const T *wi,
 	const T *bi, const T *lambda, int64_t ch)
@@ -400,8 +399,8 @@ __device__ __forceinline__ void scan_sequences(Src &src, typename Src::value_typ
 }
 
 template <typename T, int VEC>
-__global__ void __launch_bounds__(SCAN_MAX_THREADS, SCAN_MIN_BLOCKS) mb_recurrent_scan_fused_kernel(fused_source<T, VEC> src,
-	T *__restrict__ y, int64_t batch, int64_t dim, int64_t len)
+__global__ void __launch_bounds__(SCAN_MAX_THREADS, SCAN_MIN_BLOCKS) mb_recurrent_scan_fused_kernel(
+	fused_source<T, VEC> src, T *__restrict__ y, int64_t batch, int64_t dim, int64_t len)
 {
 	scan_sequences<VEC>(src, y, batch, dim, len);
 }

@@ -317,8 +317,9 @@ const mb_row mb_row_recurrent_scan = {
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"Griffin's RG-LRU as a framework runs it eagerly, its recurrence's inputs upcast: two gate "
 			"launches (sigmoid of the diagonal projection, fp32), softplus, log a and exp launches (fp32), the "
-			"multiplier (fp32) and the gated, normalised input (dtype), then a linear-recurrence scan launch over (a, input) with the "
-			"fused kernel's chunked block scan; elementwise launches vectorized, 16-byte accesses",
+			"multiplier (fp32) and the gated, normalised input (dtype), then a linear-recurrence scan launch "
+			"over (a, input) with the fused kernel's chunked block scan; elementwise launches vectorized, "
+			"16-byte accesses",
 			8, {"recurrent_scan_fb_gate", "recurrent_scan_fb_decay", "recurrent_scan_fb_input",
 				"recurrent_scan_fb_scan"},
 			GPU_LAUNCH(mb_recurrent_scan_fallback_launch), MB_DTYPE_ALL, false, false},

@@ -131,7 +131,7 @@ void mb_oracle_recurrent_scan(const int64_t *axis, const float *const *in, doubl
  * 1.23e-4, 1 - a averages >= 2.66e-4 and S <= 87. So h has a mean, S E[W]
  * (E[W] = E[x sigmoid(x w_i + b_i)] is not 0 unless w_i = 0): |h| reaches
  * 20 on slow channels, which the relative term carries, while its
- * fluctuation about the mean has E <= sum c_k^2 E W^2 <= 1.
+ * fluctuation about the mean has variance <= sum c_k^2 Var W <= 1.
  *
  * A rounding error is taken as independent from step to step, zero mean,
  * only where the rounded value moves across many of its quanta from one

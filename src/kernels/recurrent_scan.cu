@@ -583,10 +583,11 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_decay_lo
 	}
 }
 
-/* Decay, step 3: a = exp(log a), fp32 to fp32. */
-template <int VEC, typename IDX>
-__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_decay_exp_kernel(
-	const float *__restrict__ log_a, float *__restrict__ a, IDX nvec)
+/* The fp32-to-fp32 launches over log a: vector i of log_a through `op`
+ * into vector i of `out`. */
+template <int VEC, typename IDX, class Op>
+__device__ __forceinline__ void fb_from_log_a(const float *__restrict__ log_a, float *__restrict__ out, IDX nvec,
+	Op op)
 {
 	mb_packed<float, VEC> lv[MB_FLAT_VECS];
 #pragma unroll
@@ -599,40 +600,39 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_decay_ex
 	for (int k = 0; k < MB_FLAT_VECS; k++) {
 		const IDX i = mb_flat_index<IDX>(k);
 		if (i < nvec) {
-			float out[VEC];
+			float v[VEC];
 #pragma unroll
 			for (int e = 0; e < VEC; e++)
-				out[e] = expf(lv[k].get(e));
-			mb_store_f32<float, VEC>(a + i * VEC, out);
+				v[e] = op(lv[k].get(e));
+			mb_store_f32<float, VEC>(out + i * VEC, v);
 		}
 	}
 }
 
-/* Input, step 1: the multiplier sqrt(1 - a^2) from log a, in fp32.
- * Written with expm1 (sqrt(-expm1(2 log a))): 1 - exp(2 log a) would lose
- * 1 - a^2 to cancellation on the slow channels. */
+/* Decay, step 3: a = exp(log a). */
+struct fb_decay_op {
+	__device__ __forceinline__ float operator()(float log_a) const { return expf(log_a); }
+};
+
+template <int VEC, typename IDX>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_decay_exp_kernel(
+	const float *__restrict__ log_a, float *__restrict__ a, IDX nvec)
+{
+	fb_from_log_a<VEC>(log_a, a, nvec, fb_decay_op());
+}
+
+/* Input, step 1: the multiplier sqrt(1 - a^2) from log a, written with
+ * expm1 (sqrt(-expm1(2 log a))): 1 - exp(2 log a) would lose 1 - a^2 to
+ * cancellation on the slow channels. */
+struct fb_multiplier_op {
+	__device__ __forceinline__ float operator()(float log_a) const { return sqrtf(-expm1f(2.0f * log_a)); }
+};
+
 template <int VEC, typename IDX>
 __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_input_multiplier_kernel(
 	const float *__restrict__ log_a, float *__restrict__ m, IDX nvec)
 {
-	mb_packed<float, VEC> lv[MB_FLAT_VECS];
-#pragma unroll
-	for (int k = 0; k < MB_FLAT_VECS; k++) {
-		const IDX i = mb_flat_index<IDX>(k);
-		if (i < nvec)
-			lv[k].load(log_a + i * VEC);
-	}
-#pragma unroll
-	for (int k = 0; k < MB_FLAT_VECS; k++) {
-		const IDX i = mb_flat_index<IDX>(k);
-		if (i < nvec) {
-			float out[VEC];
-#pragma unroll
-			for (int e = 0; e < VEC; e++)
-				out[e] = sqrtf(-expm1f(2.0f * lv[k].get(e)));
-			mb_store_f32<float, VEC>(m + i * VEC, out);
-		}
-	}
+	fb_from_log_a<VEC>(log_a, m, nvec, fb_multiplier_op());
 }
 
 /* Input, step 2: the gated, normalised input x * i * m in fp32, stored in

@@ -33,7 +33,9 @@ void mb_check_init(mb_check *c);
 /* Compare `got` with `want` for one output tensor. `rows` (NULL: all) and
  * `n_rows` are the sample of the case's row unit, `unit_rows` rows in all
  * (tokens, usually); an output with another row count, such as a [1, H]
- * weight gradient, is compared whole. */
+ * weight gradient, is compared whole. Rows of the output's own
+ * (mb_output_rows: a sampled output's) are given with unit_rows the
+ * output's row count. */
 void mb_check_add(mb_check *c, const mb_tensor_spec *spec, const float *got, const float *want,
 	const int64_t *rows, int64_t n_rows, int64_t unit_rows, const mb_tolerance *tol);
 /* The same with `got` packed as read back from a device: the i-th checked

@@ -34,6 +34,8 @@ typedef struct group {
 	mb_tensor_spec spec[MB_MAX_TENSORS];
 	int n_tensors, n_inputs;
 	int64_t *rows, n_rows, rows_total;
+	/* per output, the rows checked (mb_output_rows; NULL: 0 .. n-1) */
+	int64_t *out_rows[MB_MAX_TENSORS], out_n[MB_MAX_TENSORS];
 	mb_host_tensors twin;        /* the host side's; its inputs are freed once the reference ran */
 	float *want[MB_MAX_TENSORS];
 	bool have_want;
@@ -94,6 +96,12 @@ static void *group_prepare(void *arg)
 
 	g->rc = mb_check_rows_pick(&g->rows, &g->n_rows, g->rows_total, g->settings->max_check_rows,
 		g->row_seed, &g->err);
+	for (int i = g->n_inputs; g->rc == 0 && i < g->n_tensors; i++) {
+		if (mb_output_rows(&g->out_rows[i], &g->out_n[i], plan->row, i, &g->spec[i], g->rows, g->n_rows,
+			g->rows_total))
+			g->rc = mb_error_set(&g->err, MB_ENOMEM, plan->id, "cannot list the checked rows of %s",
+				g->spec[i].name);
+	}
 	if (g->rc == 0)
 		g->rc = mb_host_tensors_twin(&g->twin, plan, g->seed, g->rows, g->n_rows, &g->err);
 	g->twin_ns = mb_now_ns() - t0;
@@ -178,6 +186,10 @@ static void group_free(group *g)
 	mb_host_tensors_free(&g->twin);
 	free(g->rows);
 	g->rows = NULL;
+	for (int i = 0; i < MB_MAX_TENSORS; i++) {
+		free(g->out_rows[i]);
+		g->out_rows[i] = NULL;
+	}
 }
 
 /* ---- one case ------------------------------------------------------------ */
@@ -245,14 +257,14 @@ static int check_outputs(case_run *r, mb_check *chk, mb_error *err)
 	mb_check_init(chk);
 	for (int i = g->n_inputs; i < g->n_tensors; i++) {
 		const mb_tensor_spec *spec = &g->spec[i];
-		int64_t n = mb_check_rows_of(spec, g->n_rows, g->rows_total);
-		const int64_t *rows = spec->rows == g->rows_total ? g->rows : NULL;
 		const float *got = NULL;
 		int rc;
 
-		if ((rc = r->be->read_rows(r->dc, i, rows, n, &got, &r->o)))
+		if ((rc = r->be->read_rows(r->dc, i, g->out_rows[i], g->out_n[i], &got, &r->o)))
 			return rc;
-		mb_check_add_packed(chk, spec, got, g->want[i], rows, n, g->rows_total, case_tolerance(r));
+		/* the output's own rows: its row count is their unit */
+		mb_check_add_packed(chk, spec, got, g->want[i], g->out_rows[i], g->out_n[i], spec->rows,
+			case_tolerance(r));
 	}
 	return 0;
 }

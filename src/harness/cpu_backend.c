@@ -140,7 +140,8 @@ static int cpu_open(mb_dev_case **out, const mb_case_plan *plan, const mb_tensor
 static int cpu_fill(mb_dev_case *dc, int tensor, const mb_input_params *p, mb_outcome *o)
 {
 	(void)o;
-	mb_host_fill(dc->t.data[tensor], dc->t.elems[tensor], p, dc->plan->dtype);
+	mb_host_fill(dc->t.data[tensor], dc->t.elems[tensor], p, mb_row_tensor_dtype(dc->plan->row, tensor,
+		dc->plan->dtype));
 	return 0;
 }
 

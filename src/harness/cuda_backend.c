@@ -302,7 +302,8 @@ static int cuda_open(mb_dev_case **out, const mb_case_plan *plan, const mb_tenso
 	dc->nvtx = true;
 	for (int i = 0; i < n_tensors; i++) {
 		uint64_t elems = (uint64_t)spec[i].rows * (uint64_t)spec[i].row_elems;
-		dc->bytes[i] = (size_t)elems * mb_tensor_elem_bytes(&spec[i], plan->dtype);
+		mb_dtype stored = mb_row_tensor_dtype(plan->row, i, plan->dtype);
+		dc->bytes[i] = (size_t)elems * mb_tensor_elem_bytes(&spec[i], stored);
 		dc->total_bytes += dc->bytes[i];
 		CUDA_TRY(cudaMalloc(&dc->dev[i], dc->bytes[i] ? dc->bytes[i] : 1), "inputs", false);
 	}
@@ -316,7 +317,8 @@ static int cuda_fill(mb_dev_case *dc, int tensor, const mb_input_params *p, mb_o
 {
 	uint64_t elems = (uint64_t)dc->spec[tensor].rows * (uint64_t)dc->spec[tensor].row_elems;
 
-	CUDA_TRY(mb_cuda_fill(B.stream, dc->dev[tensor], elems, p, dc->plan->dtype), "inputs", false);
+	CUDA_TRY(mb_cuda_fill(B.stream, dc->dev[tensor], elems, p, mb_row_tensor_dtype(dc->plan->row, tensor,
+		dc->plan->dtype)), "inputs", false);
 	return 0;
 }
 
@@ -552,7 +554,8 @@ static int cuda_read_rows(mb_dev_case *dc, int tensor, const int64_t *rows, int6
 			B.stream), "reading rows back", false);
 	}
 	CUDA_TRY(mb_cuda_rows_f32(B.stream, B.rows_dev, dc->dev[tensor], rows ? B.index_dev : NULL, n_rows,
-		spec->row_elems, dc->plan->dtype, spec->fill == MB_FILL_INDEX), "reading rows back", false);
+		spec->row_elems, mb_row_tensor_dtype(dc->plan->row, tensor, dc->plan->dtype),
+		spec->fill == MB_FILL_INDEX), "reading rows back", false);
 	CUDA_TRY(cudaMemcpyAsync(B.rows_host, B.rows_dev, bytes - 1, cudaMemcpyDeviceToHost, B.stream),
 		"reading rows back", false);
 	CUDA_TRY(cudaStreamSynchronize(B.stream), "reading rows back", false);

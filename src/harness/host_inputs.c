@@ -141,6 +141,34 @@ int64_t mb_host_unit_rows(const mb_host_tensors *t)
 	return t->n_inputs < t->n_tensors ? t->spec[t->n_inputs].rows : 0;
 }
 
+int mb_output_rows(int64_t **out, int64_t *out_n, const mb_row *row, int tensor, const mb_tensor_spec *spec,
+	const int64_t *rows, int64_t n_rows, int64_t unit_rows)
+{
+	int64_t *list = NULL, n;
+
+	*out = NULL;
+	*out_n = spec->rows;
+	if (spec->rows == unit_rows) {
+		*out_n = n_rows;
+		if (rows == NULL)
+			return 0;
+	} else if (!(row->tensor_flags[tensor] & MB_TENSOR_SAMPLED) || rows == NULL) {
+		return 0; /* whole */
+	}
+	list = malloc((size_t)(n_rows > 0 ? n_rows : 1) * sizeof(*list));
+	if (!list)
+		return -1;
+	if (spec->rows == unit_rows) {
+		memcpy(list, rows, (size_t)n_rows * sizeof(*list));
+		n = n_rows;
+	} else {
+		n = mb_sample_derived(rows, n_rows, spec->rows, list);
+	}
+	*out = list;
+	*out_n = n;
+	return 0;
+}
+
 static int alloc_tensor(mb_host_tensors *t, int i, const mb_case_plan *plan, mb_error *err)
 {
 	t->data[i] = map_array(t->elems[i], sizeof(float));
@@ -181,7 +209,7 @@ int mb_host_tensors_make(mb_host_tensors *out, const mb_case_plan *plan, uint64_
 
 	for (int i = 0; rc == 0 && i < out->n_inputs; i++) {
 		mb_input_params p = mb_input_params_for(&out->spec[i], i, seed);
-		mb_host_fill(out->data[i], out->elems[i], &p, plan->dtype);
+		mb_host_fill(out->data[i], out->elems[i], &p, mb_row_tensor_dtype(plan->row, i, plan->dtype));
 		out->made_elems += out->elems[i];
 	}
 	return rc;
@@ -248,6 +276,7 @@ int mb_host_tensors_twin(mb_host_tensors *out, const mb_case_plan *plan, uint64_
 			const mb_tensor_spec *s = &out->spec[i];
 			mb_reads reads = plan->row->reads[i];
 			mb_input_params p = mb_input_params_for(s, i, seed);
+			mb_dtype dtype = mb_row_tensor_dtype(plan->row, i, plan->dtype);
 			int64_t *picked = NULL, n_picked = 0;
 
 			if ((reads == MB_READS_INDEXED) != (pass == 1))
@@ -255,17 +284,17 @@ int mb_host_tensors_twin(mb_host_tensors *out, const mb_case_plan *plan, uint64_
 			if ((rc = alloc_tensor(out, i, plan, err)))
 				break;
 			if (reads_all(out, reads, i)) {
-				fill_rows(out->data[i], NULL, s->rows, s->row_elems, &p, plan->dtype);
+				fill_rows(out->data[i], NULL, s->rows, s->row_elems, &p, dtype);
 				out->made_elems += out->elems[i];
 			} else if (reads == MB_READS_INDEXED) {
 				rc = indexed_rows(&picked, &n_picked, out, i, plan->row->index_input, rows, n_rows, plan->id,
 					err);
 				if (rc == 0)
-					fill_rows(out->data[i], picked, n_picked, s->row_elems, &p, plan->dtype);
+					fill_rows(out->data[i], picked, n_picked, s->row_elems, &p, dtype);
 				out->made_elems += (uint64_t)n_picked * (uint64_t)s->row_elems;
 				free(picked);
 			} else {
-				fill_rows(out->data[i], rows, n_rows, s->row_elems, &p, plan->dtype);
+				fill_rows(out->data[i], rows, n_rows, s->row_elems, &p, dtype);
 				out->made_elems += (uint64_t)n_rows * (uint64_t)s->row_elems;
 			}
 		}
@@ -325,16 +354,12 @@ void mb_tensor_unpack(const mb_tensor_spec *spec, mb_dtype dtype, const void *sr
 
 /* ---- reference and oracle ------------------------------------------------ */
 
-/* Put NaN over the rows of output i that the reference is asked for: the
- * sample for outputs in the row unit, all of any other output. */
+/* Put NaN over rows `rows` (NULL: 0 .. n-1) of an output. */
 #define DEFINE_POISON(fn, REAL) \
-	static void fn(REAL *a, const mb_host_tensors *t, int i, const int64_t *rows, int64_t n_rows) \
+	static void fn(REAL *a, const mb_tensor_spec *s, const int64_t *rows, int64_t n) \
 	{ \
-		const mb_tensor_spec *s = &t->spec[i]; \
-		bool whole = s->rows != mb_host_unit_rows(t); \
-		int64_t n = whole ? s->rows : n_rows; \
 		for (int64_t k = 0; k < n; k++) { \
-			int64_t r = !whole && rows ? rows[k] : k; \
+			int64_t r = rows ? rows[k] : k; \
 			for (int64_t j = 0; j < s->row_elems; j++) \
 				a[r * s->row_elems + j] = (REAL)NAN; \
 		} \
@@ -343,17 +368,30 @@ void mb_tensor_unpack(const mb_tensor_spec *spec, mb_dtype dtype, const void *sr
 DEFINE_POISON(poison_f32, float)
 DEFINE_POISON(poison_f64, double)
 
+static int out_rows_of(int64_t **out, int64_t *out_n, const mb_case_plan *plan, const mb_host_tensors *in,
+	int i, const int64_t *rows, int64_t n_rows, mb_error *err)
+{
+	if (mb_output_rows(out, out_n, plan->row, i, &in->spec[i], rows, n_rows, mb_host_unit_rows(in)) != 0)
+		return mb_error_set(err, MB_ENOMEM, plan->id, "cannot list the checked rows of %s", in->spec[i].name);
+	return 0;
+}
+
 static int alloc_outputs(float **want, const mb_case_plan *plan, const mb_host_tensors *in,
 	const int64_t *rows, int64_t n_rows, mb_error *err)
 {
 	for (int i = 0; i < MB_MAX_TENSORS; i++)
 		want[i] = NULL;
 	for (int i = in->n_inputs; i < in->n_tensors; i++) {
+		int64_t *out = NULL, n = 0;
+		int rc;
 		want[i] = map_array(in->elems[i], sizeof(float));
 		if (!want[i])
 			return mb_error_set(err, MB_ENOMEM, plan->id, "cannot allocate the reference output %s",
 				in->spec[i].name);
-		poison_f32(want[i], in, i, rows, n_rows);
+		if ((rc = out_rows_of(&out, &n, plan, in, i, rows, n_rows, err)) != 0)
+			return rc;
+		poison_f32(want[i], &in->spec[i], out, n);
+		free(out);
 	}
 	return 0;
 }
@@ -377,25 +415,29 @@ int mb_oracle_run(float **want, const mb_case_plan *plan, const mb_host_tensors 
 	int rc = alloc_outputs(want, plan, in, rows, n_rows, err);
 
 	for (int i = in->n_inputs; rc == 0 && i < in->n_tensors; i++) {
+		int64_t *out = NULL, n = 0;
 		wide[i] = map_array(in->elems[i], sizeof(double));
 		if (!wide[i])
 			rc = mb_error_set(err, MB_ENOMEM, plan->id, "cannot allocate the oracle output %s",
 				in->spec[i].name);
-		else
-			poison_f64(wide[i], in, i, rows, n_rows);
+		else if ((rc = out_rows_of(&out, &n, plan, in, i, rows, n_rows, err)) == 0)
+			poison_f64(wide[i], &in->spec[i], out, n);
+		free(out);
 	}
-	if (rc == 0) {
+	if (rc == 0)
 		plan->row->oracle(plan->axis, (const float *const *)in->data, wide + in->n_inputs, rows, n_rows);
-		for (int i = in->n_inputs; i < in->n_tensors; i++) {
-			const mb_tensor_spec *s = &in->spec[i];
-			bool whole = s->rows != mb_host_unit_rows(in);
-			int64_t n = whole ? s->rows : n_rows;
-			for (int64_t k = 0; k < n; k++) {
-				int64_t r = !whole && rows ? rows[k] : k;
-				for (int64_t j = 0; j < s->row_elems; j++)
-					want[i][r * s->row_elems + j] = (float)wide[i][r * s->row_elems + j];
-			}
+	/* the checked rows, rounded to fp32 */
+	for (int i = in->n_inputs; rc == 0 && i < in->n_tensors; i++) {
+		const mb_tensor_spec *s = &in->spec[i];
+		int64_t *out = NULL, n = 0;
+		if ((rc = out_rows_of(&out, &n, plan, in, i, rows, n_rows, err)) != 0)
+			break;
+		for (int64_t k = 0; k < n; k++) {
+			int64_t r = out ? out[k] : k;
+			for (int64_t j = 0; j < s->row_elems; j++)
+				want[i][r * s->row_elems + j] = (float)wide[i][r * s->row_elems + j];
 		}
+		free(out);
 	}
 	for (int i = in->n_inputs; i < in->n_tensors; i++)
 		unmap_array(wide[i], in->elems[i], sizeof(double));

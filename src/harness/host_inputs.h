@@ -57,16 +57,28 @@ void mb_host_tensors_poison(mb_host_tensors *t);
 /* The rows of the case's row unit: the first output's row count. */
 int64_t mb_host_unit_rows(const mb_host_tensors *t);
 
-/* Device storage of a tensor: the case dtype, or int32 for index tensors.
- * Host copies are always fp32 (indices are exact below 2^24). */
+/* The rows of output `tensor` (its spec `spec`) of `row` that the
+ * reference writes and a check reads, for a sample `rows` (NULL: rows
+ * 0 .. n_rows-1) of the unit (`unit_rows` rows in all): the sample for an
+ * output in the unit, the rows mb_sample_derived picks for a sampled
+ * output (MB_TENSOR_SAMPLED) of another row count, every row of any other
+ * output. *out NULL means rows 0 .. *out_n - 1; otherwise *out is a list
+ * the caller frees. 0, or -1 when out of memory. */
+int mb_output_rows(int64_t **out, int64_t *out_n, const mb_row *row, int tensor, const mb_tensor_spec *spec,
+	const int64_t *rows, int64_t n_rows, int64_t unit_rows);
+
+/* Device storage of a tensor stored as `dtype` (mb_row_tensor_dtype), or
+ * int32 for index tensors. Host copies are always fp32 (indices are exact
+ * below 2^24). */
 size_t mb_tensor_elem_bytes(const mb_tensor_spec *spec, mb_dtype dtype);
 void mb_tensor_pack(const mb_tensor_spec *spec, mb_dtype dtype, const float *src, void *dst, size_t n);
 void mb_tensor_unpack(const mb_tensor_spec *spec, mb_dtype dtype, const void *src, float *dst, size_t n);
 
 /* Run the row's fp32 reference (or its fp64 oracle, rounded to fp32) on
  * `in` for output rows `rows` into fresh arrays want[i], one per output
- * (indexed like in->spec, full size, NaN over the rows asked for: a row
- * the reference leaves unwritten cannot pass). */
+ * (indexed like in->spec, full size, NaN over the rows each output is
+ * checked at, mb_output_rows: a row the reference leaves unwritten cannot
+ * pass). */
 int mb_reference_run(float **want, const mb_case_plan *plan, const mb_host_tensors *in,
 	const int64_t *rows, int64_t n_rows, mb_error *err);
 int mb_oracle_run(float **want, const mb_case_plan *plan, const mb_host_tensors *in,

@@ -8,6 +8,7 @@
 #include "kernels/rows.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef MB_CATALOG_TEST_ROWS
@@ -124,6 +125,48 @@ void mb_catalog_names(char *buf, size_t len)
 			break;
 		used += (size_t)n;
 	}
+}
+
+mb_dtype mb_row_tensor_dtype(const mb_row *row, int tensor, mb_dtype dtype)
+{
+	return tensor >= 0 && tensor < MB_MAX_TENSORS && (row->tensor_flags[tensor] & MB_TENSOR_FP32) ? MB_FP32 : dtype;
+}
+
+/* ---- the rows of a sampled output ------------------------------------ */
+
+/* splitmix64's finaliser: a bijection of 64-bit words that mixes every
+ * input bit into every output bit. */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int64_t mb_sample_derived(const int64_t *sample, int64_t n_rows, int64_t out_rows, int64_t *out)
+{
+	int64_t n = 0;
+
+	if (sample == NULL)
+		return -1;
+	if (out_rows <= 0)
+		return 0;
+	for (int64_t i = 0; i < n_rows; i++)
+		out[i] = (int64_t)(mix64((uint64_t)sample[i]) % (uint64_t)out_rows);
+	qsort(out, (size_t)n_rows, sizeof(*out), cmp_i64);
+	for (int64_t i = 0; i < n_rows; i++) {
+		if (n == 0 || out[i] != out[n - 1])
+			out[n++] = out[i];
+	}
+	return n;
 }
 
 static int mul_overflows(uint64_t a, uint64_t b, uint64_t *out)

@@ -71,7 +71,8 @@ typedef enum mb_reads {
 } mb_reads;
 
 /* One tensor of a case. Tensors are row-major [rows, row_elems]; `rows` is
- * the unit the reference may sample (tokens, usually). */
+ * the unit the reference may sample (tokens, usually): the first output's
+ * row count is the case's row unit. */
 typedef struct mb_tensor_spec {
 	const char *name;
 	bool is_output;
@@ -80,6 +81,27 @@ typedef struct mb_tensor_spec {
 	mb_fill fill;
 	float lo, hi;
 } mb_tensor_spec;
+
+/* What sets a tensor apart (mb_row.tensor_flags, by position). */
+enum {
+	/* stored in fp32 whatever the case dtype: an output that an fp32
+	 * accumulation writes into (a weight's main-grad buffer) */
+	MB_TENSOR_FP32 = 1u << 0,
+	/* an output whose row count is not the unit's, checked at rows of its
+	 * own (mb_sample_derived) rather than whole: the reference computes
+	 * only those (a weight gradient too dear to compute whole) */
+	MB_TENSOR_SAMPLED = 1u << 1,
+};
+
+/* The rows checked of a sampled output (MB_TENSOR_SAMPLED) of
+ * `out_rows` rows, for the unit's sample `rows` (n_rows of them, sorted
+ * and distinct): for each sampled unit row r, a row picked by a hash of r
+ * (so each run's sample of the unit picks others), sorted and without
+ * repeats, into `out` (room for n_rows). Returns how many. rows == NULL
+ * (the unit checked whole) checks the output whole too: returns -1 and
+ * writes nothing. The harness and the reference both call it, so they
+ * agree on the rows without passing them. */
+int64_t mb_sample_derived(const int64_t *rows, int64_t n_rows, int64_t out_rows, int64_t *out);
 
 /* The fp32 reference: reads fp32 inputs (already rounded to the case dtype),
  * writes fp32 outputs, only for the n_rows listed rows (rows == NULL: rows
@@ -174,6 +196,8 @@ typedef struct mb_row {
 	 * position of the index input that picks their rows. */
 	mb_reads reads[MB_MAX_TENSORS];
 	int index_input;
+	/* MB_TENSOR_* flags of each tensor (by position); left out, none. */
+	unsigned tensor_flags[MB_MAX_TENSORS];
 	const char *reference_name;  /* "mb_ref_rope_qk" */
 	const char *source_files[4]; /* kernel and reference sources, repo-relative */
 	mb_tolerance tolerance[MB_DTYPE_COUNT];
@@ -199,6 +223,11 @@ int mb_row_status_check(const mb_row *row, char *why, size_t why_len);
 const char *mb_variant_kind_name(mb_variant_kind kind);
 /* "rope_qk, residual_rmsnorm" for messages naming the known rows. */
 void mb_catalog_names(char *buf, size_t len);
+
+/* The dtype tensor `tensor` of the row is stored in: fp32 for an
+ * MB_TENSOR_FP32 tensor, else the case's `dtype` (index tensors are int32
+ * whatever this says: harness/host_inputs.h, mb_tensor_elem_bytes). */
+mb_dtype mb_row_tensor_dtype(const mb_row *row, int tensor, mb_dtype dtype);
 
 /* Total elements of all tensors, and bytes at `dtype` storage. Returns -1 on
  * 64-bit overflow. */

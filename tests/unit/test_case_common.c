@@ -127,6 +127,18 @@ static void test_check(void)
 		mb_check_add(&c, &dw, dw_bad, dw_want, second_row, 1, 2, &tol);
 		CHECK(!mb_check_passed(&c) && c.compared == 3 && c.over_tolerance == 1);
 	}
+	/* ... unless its own rows are given, with its row count as the unit
+	 * (a sampled output's, mb_output_rows) */
+	{
+		mb_tensor_spec dw = {"dW", true, 3, 1, MB_FILL_NORMAL, 0, 0};
+		float dw_want[3] = {1, 2, 3}, dw_bad[3] = {1, 2, 3.5f};
+		mb_check_init(&c);
+		mb_check_add(&c, &dw, dw_bad, dw_want, (int64_t[]){0, 1}, 2, 3, &tol);
+		CHECK(mb_check_passed(&c) && c.compared == 2);
+		mb_check_init(&c);
+		mb_check_add(&c, &dw, dw_bad, dw_want, (int64_t[]){2}, 1, 3, &tol);
+		CHECK(!mb_check_passed(&c) && c.compared == 1);
+	}
 
 	/* nothing compared never passes */
 	mb_check_init(&c);

@@ -145,10 +145,11 @@ static void test_twins_and_reads(void)
 		CHECK(mb_reference_run(want_twin, c, &twin, rows, n_rows, &err) == 0);
 		for (int i = twin.n_inputs; i < twin.n_tensors; i++) {
 			const mb_tensor_spec *s = &twin.spec[i];
-			int64_t n = mb_check_rows_of(s, n_rows, unit);
+			int64_t *out = NULL, n = 0;
 			uint64_t differ = 0, nan = 0;
+			CHECK(mb_output_rows(&out, &n, c->row, i, s, rows, n_rows, unit) == 0);
 			for (int64_t k2 = 0; k2 < n; k2++) {
-				int64_t r = s->rows == unit ? rows[k2] : k2;
+				int64_t r = out ? out[k2] : k2;
 				for (int64_t j = 0; j < s->row_elems; j++) {
 					float x = want_whole[i][r * s->row_elems + j], y = want_twin[i][r * s->row_elems + j];
 					differ += memcmp(&x, &y, sizeof(x)) != 0;
@@ -159,6 +160,7 @@ static void test_twins_and_reads(void)
 				"the row reads inputs it does not declare", c->id, s->name, (unsigned long long)differ);
 			CHECK_MSG(nan == 0, "%s: %s: the reference left %llu sampled elements unwritten", c->id, s->name,
 				(unsigned long long)nan);
+			free(out);
 		}
 		mb_reference_free(want_whole, &whole);
 		mb_reference_free(want_twin, &twin);
@@ -187,10 +189,57 @@ static void test_row_sample(void)
 	free(b);
 }
 
+/* A sampled output's rows follow from the unit's sample (so the reference
+ * can list them itself): in range, sorted, distinct, as many as the sample
+ * at most, the same for the same sample, others for another; the whole
+ * unit checks it whole; and mb_output_rows hands out each output's. */
+static void test_derived_sample(void)
+{
+	enum { UNIT = 5000, SAMPLE = 400, OTHER = 70000 };
+	int64_t *a = NULL, *b = NULL, na = 0, nb = 0, da[SAMPLE], db[SAMPLE], n1, n2, *list = NULL, n = 0;
+	/* tensors 0, 1, 2 of a row whose tensor 2 is sampled */
+	const mb_row row = {.name = "sampled", .tensor_flags = {[2] = MB_TENSOR_SAMPLED}};
+	mb_tensor_spec unit = {"dh", true, UNIT, 8, MB_FILL_NORMAL, 0, 0};
+	mb_tensor_spec whole = {"db", true, 3, 8, MB_FILL_NORMAL, 0, 0};
+	mb_tensor_spec sampled = {"dW", true, OTHER, 8, MB_FILL_NORMAL, 0, 0};
+	mb_error err;
+	bool sorted = true;
+
+	CHECK(mb_check_rows_pick(&a, &na, UNIT, SAMPLE, 1, &err) == 0 && na == SAMPLE);
+	CHECK(mb_check_rows_pick(&b, &nb, UNIT, SAMPLE, 2, &err) == 0 && nb == SAMPLE);
+	if (!a || !b)
+		goto cleanup;
+	n1 = mb_sample_derived(a, na, OTHER, da);
+	n2 = mb_sample_derived(a, na, OTHER, db);
+	CHECK(n1 > SAMPLE * 9 / 10 && n1 <= SAMPLE && n1 == n2 && memcmp(da, db, (size_t)n1 * sizeof(*da)) == 0);
+	for (int64_t i = 0; i < n1; i++)
+		sorted = sorted && da[i] >= 0 && da[i] < OTHER && (i == 0 || da[i] > da[i - 1]);
+	CHECK(sorted);
+	n2 = mb_sample_derived(b, nb, OTHER, db);
+	CHECK(n2 > 0 && (n2 != n1 || memcmp(da, db, (size_t)n1 * sizeof(*da)) != 0));
+	CHECK(mb_sample_derived(NULL, UNIT, OTHER, da) == -1);
+	/* each output's rows */
+	CHECK(mb_output_rows(&list, &n, &row, 0, &unit, a, na, UNIT) == 0 && n == na && list
+		&& memcmp(list, a, (size_t)na * sizeof(*a)) == 0);
+	free(list);
+	CHECK(mb_output_rows(&list, &n, &row, 0, &unit, NULL, UNIT, UNIT) == 0 && n == UNIT && list == NULL);
+	CHECK(mb_output_rows(&list, &n, &row, 1, &whole, a, na, UNIT) == 0 && n == 3 && list == NULL);
+	CHECK(mb_output_rows(&list, &n, &row, 2, &sampled, a, na, UNIT) == 0 && n == n1 && list
+		&& memcmp(list, da, (size_t)n1 * sizeof(*da)) == 0);
+	free(list);
+	CHECK(mb_output_rows(&list, &n, &row, 2, &sampled, NULL, UNIT, UNIT) == 0 && n == OTHER && list == NULL);
+	/* the same tensor without the flag is checked whole */
+	CHECK(mb_output_rows(&list, &n, &row, 1, &sampled, a, na, UNIT) == 0 && n == OTHER && list == NULL);
+cleanup:
+	free(a);
+	free(b);
+}
+
 int main(void)
 {
 	test_distributions();
 	test_twins_and_reads();
 	test_row_sample();
+	test_derived_sample();
 	return mb_test_finish("test_inputs");
 }

@@ -7,10 +7,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
-/* What cuBLAS asks for on Hopper (its documentation recommends 32 MiB for
- * sm_90); a workspace of our own means nothing is allocated while a graph
- * is captured, and that the tally sees it. */
-#define BLAS_WORKSPACE_BYTES ((size_t)32 << 20)
+/* A workspace of our own (MB_WS_BLAS_BYTES, workspace.h) means nothing is
+ * allocated while a graph is captured, and that the tally sees it. */
 #define ALIGN 256
 
 static mb_ws_slot *slots;          /* every slot ever used */
@@ -74,9 +72,13 @@ extern "C" int mb_ws_reserve_zeroed(mb_ws_slot *s, size_t bytes, void *stream, v
 
 static mb_ws_slot blas_ws;
 static cublasHandle_t blas;
-static void *blas_bound_ws;
 
 extern "C" void *mb_ws_blas(void *stream, int *status)
+{
+	return mb_ws_blas_sized(stream, MB_WS_BLAS_BYTES, status);
+}
+
+extern "C" void *mb_ws_blas_sized(void *stream, size_t workspace_bytes, int *status)
 {
 	void *ws;
 	int rc;
@@ -90,16 +92,16 @@ extern "C" void *mb_ws_blas(void *stream, int *status)
 			return NULL;
 		}
 	}
-	if ((rc = mb_ws_reserve(&blas_ws, BLAS_WORKSPACE_BYTES, &ws)) != 0) {
+	if ((rc = mb_ws_reserve(&blas_ws, workspace_bytes, &ws)) != 0) {
 		*status = rc;
 		return NULL;
 	}
+	/* cublasSetStream puts the handle back on cuBLAS's own workspace pool,
+	 * so the slot is bound again after it, every time; a slot that holds
+	 * more than asked (an earlier call wanted more) is offered whole */
 	cublasStatus_t st = cublasSetStream(blas, (cudaStream_t)stream);
-	/* the slot's memory changes when mb_ws_release_all freed it */
-	if (st == CUBLAS_STATUS_SUCCESS && ws != blas_bound_ws) {
-		st = cublasSetWorkspace(blas, ws, BLAS_WORKSPACE_BYTES);
-		blas_bound_ws = st == CUBLAS_STATUS_SUCCESS ? ws : NULL;
-	}
+	if (st == CUBLAS_STATUS_SUCCESS)
+		st = cublasSetWorkspace(blas, ws, ws != NULL ? blas_ws.bytes : 0);
 	if (st != CUBLAS_STATUS_SUCCESS) {
 		*status = mb_ws_blas_error((int)st);
 		return NULL;

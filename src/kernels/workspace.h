@@ -54,11 +54,22 @@ int mb_ws_reserve(mb_ws_slot *slot, size_t bytes, void **out);
 /* The same, zeroed on `stream` (a cudaStream_t) before it returns. */
 int mb_ws_reserve_zeroed(mb_ws_slot *slot, size_t bytes, void *stream, void **out);
 
+/* The cuBLAS workspace mb_ws_blas binds: what cuBLAS asks for on Hopper
+ * (its documentation recommends 32 MiB for sm_90). */
+#define MB_WS_BLAS_BYTES ((size_t)32 << 20)
+
 /* The process's cuBLAS handle (cublasHandle_t), bound to `stream`, with a
- * workspace that lives in a slot of its own (and so counts in the tally
- * of every case that uses cuBLAS). NULL when cuBLAS cannot be set up;
- * *status then holds a cudaError_t value. */
+ * workspace of MB_WS_BLAS_BYTES that lives in a slot of its own (and so
+ * counts in the tally of every case that uses cuBLAS). NULL when cuBLAS
+ * cannot be set up; *status then holds a cudaError_t value. */
 void *mb_ws_blas(void *stream, int *status);
+
+/* The same handle with a workspace slot of `workspace_bytes` rather than
+ * MB_WS_BLAS_BYTES, for a variant whose scratch memory is the point:
+ * cuBLAS then picks among the kernels that fit. The slot keeps what an
+ * earlier call of the same case reserved, and the handle is offered all
+ * of it. */
+void *mb_ws_blas_sized(void *stream, size_t workspace_bytes, int *status);
 
 /* A cublasStatus_t as the cudaError_t the launch contract returns:
  * CUBLAS_STATUS_SUCCESS is 0, an allocation failure

@@ -1,92 +1,113 @@
 /* linear_cross_entropy: loss and gradients of cross-entropy over the
  * logits z = h W^T, forward and backward in one call (the math, the
  * reference and the tolerance: src/reference/linear_cross_entropy.c).
- * In h [T,H], W [V,H] (bf16), labels [T,1] (int32); out loss [T,1], dh
- * [T,H], dW [V,H] (bf16). Gradients of the summed loss. Axes: T, H, V.
+ * In h [T,H], W [V,H] (bf16), labels [T,1] (int32); out loss [T,1] and
+ * dh [T,H] (bf16), and dW [V,H] in fp32: the weight's main-grad buffer
+ * (training stacks with gradient-accumulation fusion keep one, so a
+ * variant may accumulate into it over chunks at no cost in memory). Every
+ * variant writes dW; gradients of the summed loss. Axes: T, H, V.
  *
- * Every GEMM is cublasGemmEx, bf16 in, fp32 accumulate
- * (CUBLAS_COMPUTE_32F), through the harness's handle (mb_ws_blas); both
- * variants forbid cuBLAS's reduced-precision split-K reductions for the
- * call (restoring the handle's math mode after), so each GEMM rounds once.
- * PyTorch allows them for bf16 by default; the tolerance is derived
- * without them. Scratch memory comes from mb_ws_reserve slots, so the
- * harness measures it. No host synchronisation.
+ * Every GEMM is cuBLAS, bf16 in, fp32 accumulate (CUBLAS_COMPUTE_32F),
+ * through the harness's handle; every variant forbids cuBLAS's
+ * reduced-precision split-K reductions for the call (restoring the
+ * handle's math mode after), so each GEMM rounds once. PyTorch allows them
+ * for bf16 by default; the tolerance is derived without them. Scratch
+ * memory comes from mb_ws_reserve slots, so the harness measures it. No
+ * host synchronisation.
  *
  * ---- materialized (the fallback: what a framework runs) -------------------
  *   logits = h W^T            cuBLAS, into a bf16 [T, V] buffer
- *   lse, loss                 lce_materialized_lse: a block per row, fp32
- *                             online max/sum over 16-byte loads
- *   G = softmax - onehot      lce_materialized_grad: in place, bf16
- *   dh = G W, dW = G^T h      cuBLAS
+ *   lse, loss                 lce_lse: a block per row, fp32 online max/sum
+ *                             over 16-byte loads; loss from the bf16 logit
+ *   G = softmax - onehot      lce_grad: in place, bf16
+ *   dh = G W                  cuBLAS, bf16 out
+ *   dW = G^T h                cuBLAS, fp32 out (a framework with
+ *                             gradient-accumulation fusion adds it to the
+ *                             main grad: beta 1, 4VH bytes more read)
  * Extra memory: 2TV bytes (4.2 GB at T = 16384, V = 128256) + 4T + the
- * cuBLAS workspace slot (32 MiB).
+ * cuBLAS workspace slot (MB_WS_BLAS_BYTES, 32 MiB).
  *
- * ---- chunked (the fused variant: never a [T, V] buffer) --------------------
- * The log-sum-exp of every token is needed before any entry of G, dh sums
- * over the vocabulary and dW over the tokens. Without the [T, V] buffer
- * one of three things has to give:
- *   - token chunks (3 GEMMs): dW sums over the chunks, in an fp32 [V, H]
- *     accumulator (4VH bytes: 2H/T of the materialised 2TV, 1/2 at
- *     H = 4096, T = 16384) or in the bf16 output (a rounding per chunk:
- *     ~sqrt(chunks) rho of error, too much);
- *   - vocabulary chunks with an fp32 [T, H] dh accumulator (4TH: 2H/V of
- *     2TV, 1/16 at H = 4096, V = 128256) and the logits computed twice
- *     (first for the log-sum-exp, then for G): 4 GEMMs;
- *   - what this variant does: 4 GEMMs, but dh's accumulator only over a
- *     token block. dh needs no final log-sum-exp if it is accumulated as
- *     flash attention accumulates its output: against a running max m,
- *     acc = sum_v exp(z_v - m) W_v, rescaled by exp(m_old - m_new) when m
- *     grows, dh = acc / sum - W[y] at the end. dW does need the final
- *     log-sum-exp (its per-token factors sit inside the sum over tokens),
- *     hence a second pass.
- *   Pass 1, per token block of TOKEN_BLOCK tokens, per vocabulary chunk of
+ * ---- the fused variants: at most 1/32 of that --------------------------------
+ * Both size their chunks so that their slots, cuBLAS's workspace
+ * included, hold at most 1/MEM_DIVISOR of what materialized holds at the
+ * same shape (materialized_bytes), and give cuBLAS FUSED_BLAS_WS of
+ * workspace (none of their GEMMs wants split-K): 32 MiB alone is 1/33 of
+ * materialized at T = 8192, V = 65536.
+ *
+ * Why neither reaches materialized's time. G needs each token's
+ * log-sum-exp, a sum over the whole vocabulary, before any of its entries;
+ * dW sums over every token, dh over the whole vocabulary. Whatever holds
+ * logits for tokens whose lse is not yet known can hold at most 1/32 of
+ * [T, V], so one of two costs is unavoidable:
+ *   - recompute: a first pass finds lse (dh can come with it, the way
+ *     flash attention accumulates its output against a running max), a
+ *     second recomputes the logits for G and dW: 4 GEMMs of 2TVH where
+ *     materialized runs 3 (vocab_chunked);
+ *   - accumulate: take T/32 tokens at a time through the three GEMMs and
+ *     add each chunk's dW into the fp32 main grad (token_chunked). Each
+ *     chunk then reads and writes all of dW, 8VH bytes, against 2 C V H
+ *     FLOPs: with C <= T/32 that is at least 256 VH bytes in all, 34 GB at
+ *     T = 8192, H = 2048, V = 65536 (8.0 ms at 4.27 TB/s, where
+ *     materialized takes 9.1 ms in all) and 134 GB at H = 4096,
+ *     V = 128256 (31 ms of its 77.7); the dW GEMM of a chunk is
+ *     memory-bound (its K is C) and the dh GEMM has only C x H outputs
+ *     over K = V, so it needs a split of its own (more memory, fewer
+ *     tokens a chunk).
+ * The plans at suites/nam56r.toml's shapes (tests/unit/test_lce_plan.c
+ * holds the memory to 1/32), and the time predicted from 750 TFLOP/s for
+ * GEMMs (vocab_chunked's 4 with 10% for its other kernels; token_chunked's
+ * logits and dh with 10-15%, its dW as the larger of its FLOPs and its
+ * main-grad traffic at 4 TB/s) against materialized as run d measured it:
+ *   T      H     V       vocab_chunked                token_chunked
+ *                        block  dw   memory  time    chunk split memory  time
+ *   8192   2048  65536   1344  1984  1/32.4  1.42x    128    8   1/42.2  2.73x
+ *   8192   2048  128256  2624  3968  1/32.3  1.30x    192    8   1/34.0  1.93x
+ *   8192   4096  65536    960  1984  1/32.9  1.34x    128    5   1/39.1  2.53x
+ *   8192   4096  128256  1984  3968  1/32.3  1.34x    192    5   1/32.3  1.94x
+ *   16384  2048  65536   2688  1984  1/32.4  1.32x    384    5   1/32.5  1.38x
+ *   16384  2048  128256  5312  3968  1/32.1  1.29x    384    5   1/36.7  1.34x
+ *   16384  4096  65536   1984  1984  1/32.9  1.31x    320    3   1/37.1  1.43x
+ *   16384  4096  128256  3968  3968  1/32.3  1.30x    384    3   1/35.8  1.30x
+ * (about 101 ms for either at the largest shape, against the 90.5 ms of
+ * torch.compile's token-chunked path, which holds 6.1 GB, 45 times
+ * these). Neither is predicted to meet 1.0x anywhere; both are measured
+ * so that the GPU settles which pays where.
+ *
+ * ---- vocab_chunked (4 GEMMs, never a [T, V] buffer) ------------------------
+ *   Pass 1, per token block of `block` tokens, per vocabulary chunk of
  *   FWD_CHUNK:
  *     Z = h_b W_c^T          cuBLAS, bf16 [tb, vc]
- *     lce_chunked_online     per row: running max m and sum s in fp32,
+ *     lce_online             per row: running max m and sum s in fp32,
  *                            E = exp(z - m) in place (bf16), the row of
  *                            acc scaled by exp(m_old - m) when m grew
  *     acc (+)= E W_c         cuBLAS, fp32 [tb, H] (beta 0 on the first chunk)
- *   then lce_chunked_finish per token: lse = m + log s, z_y = h_t . W_y
- *   in fp32, loss = lse - z_y, dh = acc / s - W_y (fp32, then bf16).
- *   Pass 2, per vocabulary chunk of DW_CHUNK over all tokens:
+ *   then lce_finish per token: lse = m + log s, z_y = h_t . W_y in fp32,
+ *   loss = lse - z_y, dh = acc / s - W_y (fp32, then bf16).
+ *   Pass 2, per vocabulary chunk of `dw` over all tokens:
  *     Z = h W_c^T            cuBLAS, bf16 [T, vc]
- *     lce_chunked_grad       G = exp(z - lse) - onehot, in place (bf16)
- *     dW_c = G^T h           cuBLAS, straight into dW's rows (complete:
+ *     lce_grad               G = exp(z - lse) - onehot, in place (bf16)
+ *     dW_c = G^T h           cuBLAS, fp32, straight into dW's rows (complete:
  *                            its sum runs over every token)
  *   The two passes share one slot (pass 1's acc and chunk, pass 2's
  *   chunk); m, s and lse are 12T bytes in another.
  *
- * Predicted time: 4 GEMMs of 2TVH against the materialised 3, and the
- * materialised path's [T, V] passes (write 2TV, lse read 2TV, grad read
- * and write 4TV, the two GEMMs' reads 4TV: ~24 GB at the largest shape,
- * ~5 ms at 4.8 TB/s next to ~74 ms of GEMMs at ~700 TFLOP/s) are mostly
- * L2 traffic here: chunked / materialized ~ 4/3 x 74 / 79 ~ 1.25 at the
- * largest shape, ~1.2 at the smallest. The 1.0x target is out of reach of
- * any cuBLAS design that never holds [T, V]: it needs the logits twice or
- * a [V, H] accumulator (above).
- * Predicted memory (scratch + the 32 MiB cuBLAS workspace, against the
- * materialised 2TV + 4T + 32 MiB):
- *   slot = max(TOKEN_BLOCK (4H + 2 FWD_CHUNK), 2 T DW_CHUNK) + 12T
- *   T      H     V       chunked   materialised   ratio
- *   8192   2048  65536    84 MB     1108 MB        1/13
- *   8192   2048  128256   84 MB     2135 MB        1/25
- *   8192   4096  65536   101 MB     1108 MB        1/11
- *   8192   4096  128256  101 MB     2135 MB        1/21
- *   16384  2048  65536   101 MB     2181 MB        1/22
- *   16384  2048  128256  101 MB     4236 MB        1/42
- *   16384  4096  65536   101 MB     2181 MB        1/22
- *   16384  4096  128256  101 MB     4236 MB        1/42
- * 1/32 holds at T = 16384, V = 128256 only: the cuBLAS workspace alone is
- * 1/33 of the materialised path at T = 8192, V = 65536, so no design
- * meets 1/32 there; smaller chunks would trade GEMM efficiency and launch
- * count (already 3 T V / (TOKEN_BLOCK FWD_CHUNK) + 3 V / DW_CHUNK, ~580
- * at the largest shape) for memory the target cannot get anyway.
+ * ---- token_chunked (3 GEMMs, dW accumulated over token chunks) -------------
+ *   Per chunk of `chunk` tokens [t0, t0 + c):
+ *     Z = h_c W^T            cuBLAS, bf16 [c, V]
+ *     lce_lse, lce_grad      materialized's row kernels on the chunk
+ *     dh_c = G W             cuBLAS; when the c x H output has too few
+ *                            tiles for the SMs, `split` vocabulary slices
+ *                            (one strided-batched call) into fp32 partials
+ *                            and lce_dh_reduce sums them into bf16 dh
+ *     dW (+)= G^T h_c        cuBLAS, fp32, beta 0 on the first chunk
+ *   Slots: Z, lse of the chunk, the partials.
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/launch.h"
 #include "kernels/vec.cuh"
@@ -100,17 +121,42 @@ typedef __nv_bfloat16 bf16;
 
 #define ROW_THREADS 256
 #define ROW_VEC 8 /* bf16 per 16-byte access */
-/* Chunk sizes of the chunked variant (see the file comment). */
-#define TOKEN_BLOCK 2048
+#define SLOT_ALIGN 256 /* mb_ws_reserve rounds every slot up to this */
+/* The fused variants hold at most 1/MEM_DIVISOR of materialized's bytes. */
+#define MEM_DIVISOR 32
+/* Their cuBLAS workspace: enough for a kernel's own bookkeeping; none of
+ * their GEMMs is split over K by cuBLAS. */
+#define FUSED_BLAS_WS ((size_t)1 << 20)
+/* Chunks of tokens and of the vocabulary are whole multiples of this
+ * (whole 64-wide GEMM tiles), unless the axis is shorter. */
+#define CHUNK_ALIGN 64
+/* vocab_chunked: pass 1's vocabulary chunk. */
 #define FWD_CHUNK 8192
-#define DW_CHUNK 2048
-#define SLOT_ALIGN 256
+/* token_chunked: dh's c x H output is split over the vocabulary until it
+ * has DH_WAVES waves of DH_TILE x DH_TILE tiles, in at most DH_MAX_SPLIT
+ * slices. */
+#define DH_TILE 128
+#define DH_WAVES 2
+#define DH_MAX_SPLIT 8
+/* The SM count when the device cannot say (an H100 or H200). */
+#define DEFAULT_SMS 132
+#define REDUCE_THREADS 256
+#define REDUCE_VEC 4 /* fp32 partials per 16-byte access */
 
 static int64_t round_up(int64_t x, int64_t to)
 {
 	return (x + to - 1) / to * to;
 }
 
+static int64_t min64(int64_t a, int64_t b)
+{
+	return a < b ? a : b;
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+	return a > b ? a : b;
+}
 /* ---- block reductions ------------------------------------------------------ */
 
 __device__ __forceinline__ float warp_max(float v)
@@ -208,12 +254,12 @@ __device__ __forceinline__ void row_grad(bf16 *row, int n, int64_t v0, int label
 	row_rewrite(row, n, [=](int j, float x) { return __expf(x - lse) - (j == y ? 1.0f : 0.0f); });
 }
 
-/* ---- materialized ------------------------------------------------------------ */
+/* ---- materialized and token_chunked: rows of whole logits ------------------- */
 
-/* Row t of the [T, V] logits: lse in fp32 (online max and sum per thread,
+/* Row t of [rows, V] logits: lse in fp32 (online max and sum per thread,
  * then over the block), loss = lse - z[y] (the bf16 logit, as a framework
  * reads it) in bf16. */
-__global__ void __launch_bounds__(ROW_THREADS) lce_materialized_lse_kernel(const bf16 *__restrict__ logits,
+__global__ void __launch_bounds__(ROW_THREADS) lce_lse_kernel(const bf16 *__restrict__ logits,
 	int64_t ld, int vocab, const int *__restrict__ labels, float *__restrict__ lse_out, bf16 *__restrict__ loss)
 {
 	__shared__ float smem[ROW_THREADS / MB_WARP_THREADS];
@@ -252,15 +298,47 @@ __global__ void __launch_bounds__(ROW_THREADS) lce_materialized_lse_kernel(const
 	}
 }
 
-/* Row t in place: softmax - onehot in bf16. */
-__global__ void __launch_bounds__(ROW_THREADS) lce_materialized_grad_kernel(bf16 *__restrict__ logits, int64_t ld,
-	int vocab, const int *__restrict__ labels, const float *__restrict__ lse)
+/* Row t of logits whose columns start at v0 in the vocabulary (all three
+ * variants), in place: softmax - onehot in bf16. */
+__global__ void __launch_bounds__(ROW_THREADS) lce_grad_kernel(bf16 *__restrict__ z, int64_t ld, int n, int64_t v0,
+	const int *__restrict__ labels, const float *__restrict__ lse)
 {
 	const int64_t t = blockIdx.x;
-	row_grad(logits + t * ld, vocab, 0, labels[t], lse[t]);
+	row_grad(z + t * ld, n, v0, labels[t], lse[t]);
 }
 
-/* ---- chunked ---------------------------------------------------------------- */
+/* dh = the sum of `split` fp32 partials, n elements `stride` apart, in
+ * bf16: REDUCE_VEC elements a thread, in order of the slices (a fixed
+ * order: the result does not depend on the launch). */
+__global__ void __launch_bounds__(REDUCE_THREADS) lce_dh_reduce_kernel(const float *__restrict__ part, int split,
+	int64_t stride, int64_t n, bf16 *__restrict__ dh)
+{
+	const int64_t i = ((int64_t)blockIdx.x * REDUCE_THREADS + threadIdx.x) * REDUCE_VEC;
+
+	if (i + REDUCE_VEC <= n) {
+		float acc[REDUCE_VEC] = {0};
+		for (int s = 0; s < split; s++) {
+			mb_packed<float, REDUCE_VEC> x;
+			x.load(part + s * stride + i);
+#pragma unroll
+			for (int e = 0; e < REDUCE_VEC; e++)
+				acc[e] += x.get(e);
+		}
+		/* 8-byte bf16 stores: i is a multiple of REDUCE_VEC */
+		__nv_bfloat162 lo = __floats2bfloat162_rn(acc[0], acc[1]), hi = __floats2bfloat162_rn(acc[2], acc[3]);
+		*reinterpret_cast<__nv_bfloat162 *>(dh + i) = lo;
+		*reinterpret_cast<__nv_bfloat162 *>(dh + i + 2) = hi;
+	} else {
+		for (int64_t k = i; k < n; k++) {
+			float acc = 0.0f;
+			for (int s = 0; s < split; s++)
+				acc += part[s * stride + k];
+			dh[k] = __float2bfloat16_rn(acc);
+		}
+	}
+}
+
+/* ---- vocab_chunked ------------------------------------------------------------ */
 
 /* Row r of a token block's logit chunk (vc columns): the running max m and
  * sum s of the token move on over the chunk, the chunk becomes
@@ -268,7 +346,7 @@ __global__ void __launch_bounds__(ROW_THREADS) lce_materialized_grad_kernel(bf16
  * accumulator row is scaled to the new m if m grew. `first`: the chunk is
  * the token's first (m and s start from it; the accumulator is about to be
  * overwritten). */
-__global__ void __launch_bounds__(ROW_THREADS) lce_chunked_online_kernel(bf16 *__restrict__ z, int64_t ld, int vc,
+__global__ void __launch_bounds__(ROW_THREADS) lce_online_kernel(bf16 *__restrict__ z, int64_t ld, int vc,
 	float *__restrict__ m_state, float *__restrict__ s_state, float *__restrict__ acc, int hidden, int first)
 {
 	__shared__ float smem[ROW_THREADS / MB_WARP_THREADS];
@@ -300,7 +378,7 @@ __global__ void __launch_bounds__(ROW_THREADS) lce_chunked_online_kernel(bf16 *_
 
 /* Token t = t0 + r after its block's last chunk: lse, the loss with z_y
  * from h_t . W_y in fp32, dh = acc / s - W_y, and lse kept for pass 2. */
-__global__ void __launch_bounds__(ROW_THREADS) lce_chunked_finish_kernel(const bf16 *__restrict__ h,
+__global__ void __launch_bounds__(ROW_THREADS) lce_finish_kernel(const bf16 *__restrict__ h,
 	const bf16 *__restrict__ w, const int *__restrict__ labels, const float *__restrict__ acc,
 	const float *__restrict__ m_state, const float *__restrict__ s_state, float *__restrict__ lse_out,
 	bf16 *__restrict__ loss, bf16 *__restrict__ dh, int64_t t0, int hidden, int vocab)
@@ -325,14 +403,6 @@ __global__ void __launch_bounds__(ROW_THREADS) lce_chunked_finish_kernel(const b
 		lse_out[t] = lse;
 		loss[t] = __float2bfloat16_rn(has_label ? lse - dot : NAN);
 	}
-}
-
-/* Pass 2, row t of a vocabulary chunk starting at v0: G in place. */
-__global__ void __launch_bounds__(ROW_THREADS) lce_chunked_grad_kernel(bf16 *__restrict__ z, int64_t ld, int vc,
-	int64_t v0, const int *__restrict__ labels, const float *__restrict__ lse)
-{
-	const int64_t t = blockIdx.x;
-	row_grad(z + t * ld, vc, v0, labels[t], lse[t]);
 }
 
 /* ---- cuBLAS --------------------------------------------------------------------
@@ -365,20 +435,34 @@ static int gemm_dh(cublasHandle_t blas, const bf16 *g, int64_t ldg, int64_t rows
 		hidden);
 }
 
-/* dw[v0 : v0 + vc] = g [T, vc]^T (row stride ldg) h [T, H] */
-static int gemm_dw(cublasHandle_t blas, const bf16 *g, int64_t ldg, int64_t tokens, const bf16 *h, int64_t v0,
-	int64_t vc, int64_t hidden, bf16 *dw)
+/* part[s] [rows, H] (fp32, `stride` elements apart) = g[:, s sw : (s+1) sw]
+ * w[s sw : (s+1) sw] for s < split, one strided-batched call: dh's
+ * product over the vocabulary cut into slices that run side by side. */
+static int gemm_dh_slices(cublasHandle_t blas, const bf16 *g, int64_t ldg, int64_t rows, const bf16 *w,
+	int64_t sw, int split, int64_t hidden, float *part, int64_t stride)
 {
-	return gemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, hidden, vc, tokens, h, hidden, g, ldg, 0.0f, dw + v0 * hidden,
-		CUDA_R_16BF, hidden);
+	const float alpha = 1.0f, beta = 0.0f;
+	cublasStatus_t st = cublasGemmStridedBatchedEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)hidden, (int)rows, (int)sw,
+		&alpha, w, CUDA_R_16BF, (int)hidden, (long long)(sw * hidden), g, CUDA_R_16BF, (int)ldg, (long long)sw,
+		&beta, part, CUDA_R_32F, (int)hidden, (long long)stride, split, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	return mb_ws_blas_error((int)st);
 }
 
-/* The harness's handle on `stream` with split-K reductions kept in fp32;
- * *old gets the math mode to put back. */
-static int blas_begin(cudaStream_t stream, cublasHandle_t *out, cublasMath_t *old)
+/* dw[v0 : v0 + vc] (fp32) = g [rows, vc]^T (row stride ldg) x [rows, H]
+ * (+ dw when beta is 1) */
+static int gemm_dw(cublasHandle_t blas, const bf16 *g, int64_t ldg, int64_t rows, const bf16 *x, int64_t v0,
+	int64_t vc, int64_t hidden, float beta, float *dw)
+{
+	return gemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, hidden, vc, rows, x, hidden, g, ldg, beta, dw + v0 * hidden,
+		CUDA_R_32F, hidden);
+}
+
+/* The harness's handle on `stream` with `ws_bytes` of workspace and
+ * split-K reductions kept in fp32; *old gets the math mode to put back. */
+static int blas_begin(cudaStream_t stream, size_t ws_bytes, cublasHandle_t *out, cublasMath_t *old)
 {
 	int status = 0;
-	cublasHandle_t blas = (cublasHandle_t)mb_ws_blas(stream, &status);
+	cublasHandle_t blas = (cublasHandle_t)mb_ws_blas_sized(stream, ws_bytes, &status);
 	cublasStatus_t st;
 
 	if (blas == NULL)
@@ -401,6 +485,174 @@ static int launched(void)
 	return (int)cudaGetLastError();
 }
 
+/* A variant's calls on `stream` through `blas`. */
+typedef int (*variant_fn)(cudaStream_t stream, cublasHandle_t blas, const int64_t *axis, const void *const *in,
+	void *const *out);
+
+/* One call of a variant: bf16 only, on the harness's handle with ws_bytes
+ * of workspace and split-K reductions kept in fp32, the handle's math
+ * mode put back after. */
+static int run_variant(void *stream, mb_dtype dtype, size_t ws_bytes, variant_fn fn, const int64_t *axis,
+	const void *const *in, void *const *out)
+{
+	cublasHandle_t blas = NULL;
+	cublasMath_t old = CUBLAS_DEFAULT_MATH;
+	int rc;
+
+	if (dtype != MB_BF16)
+		return (int)cudaErrorNotSupported;
+	if ((rc = blas_begin((cudaStream_t)stream, ws_bytes, &blas, &old)) != 0)
+		return blas ? blas_end(blas, old, rc) : rc;
+	return blas_end(blas, old, fn((cudaStream_t)stream, blas, axis, in, out));
+}
+
+/* ---- memory plans ----------------------------------------------------------------
+ * What each variant's slots hold, cuBLAS's workspace included: the
+ * tally the harness reads (workspace.h) is their sum. */
+
+static int64_t slot_bytes(int64_t bytes)
+{
+	return round_up(bytes, SLOT_ALIGN);
+}
+
+/* The row stride of a buffer of n bf16 logits a row: whole 16-byte
+ * vectors. */
+static int64_t ld_of(int64_t n)
+{
+	return round_up(n, ROW_VEC);
+}
+
+/* The largest multiple of CHUNK_ALIGN whose `per` bytes fit in `bytes`,
+ * at least CHUNK_ALIGN, at most `whole` (then exactly `whole`). */
+static int64_t chunk_of(int64_t bytes, int64_t per, int64_t whole)
+{
+	int64_t n = bytes / per / CHUNK_ALIGN * CHUNK_ALIGN;
+
+	return min64(max64(n, CHUNK_ALIGN), whole);
+}
+
+/* materialized: the [T, V] logits, lse, and mb_ws_blas's workspace. */
+static int64_t materialized_bytes(const int64_t *axis)
+{
+	return slot_bytes(axis[AX_T] * ld_of(axis[AX_V]) * (int64_t)sizeof(bf16))
+		+ slot_bytes(axis[AX_T] * (int64_t)sizeof(float)) + (int64_t)MB_WS_BLAS_BYTES;
+}
+
+/* What a fused variant may hold beside its cuBLAS workspace. */
+static int64_t fused_budget(const int64_t *axis)
+{
+	return materialized_bytes(axis) / MEM_DIVISOR - (int64_t)FUSED_BLAS_WS;
+}
+
+typedef struct vocab_plan {
+	int64_t tokens, hidden, vocab;
+	int64_t block;       /* tokens per pass-1 block */
+	int64_t fwd, ld1;    /* pass-1 chunk width and its buffer's row stride */
+	int64_t dw, ld2;     /* pass-2 chunk width and row stride */
+	int64_t acc_bytes;   /* pass 1: acc [block, H] fp32, then the chunk */
+	int64_t chunk_slot, state_slot;
+} vocab_plan;
+
+static vocab_plan vocab_plan_for(const int64_t *axis)
+{
+	vocab_plan p;
+	int64_t left;
+
+	p.tokens = axis[AX_T];
+	p.hidden = axis[AX_H];
+	p.vocab = axis[AX_V];
+	p.state_slot = slot_bytes(3 * p.tokens * (int64_t)sizeof(float));
+	/* the chunk slot's share, with room for two roundings up */
+	left = fused_budget(axis) - p.state_slot - 2 * SLOT_ALIGN;
+	p.fwd = min64(p.vocab, FWD_CHUNK);
+	p.ld1 = ld_of(p.fwd);
+	p.block = chunk_of(left, p.hidden * (int64_t)sizeof(float) + p.ld1 * (int64_t)sizeof(bf16), p.tokens);
+	p.dw = chunk_of(left, p.tokens * (int64_t)sizeof(bf16), p.vocab);
+	p.ld2 = ld_of(p.dw);
+	p.acc_bytes = slot_bytes(p.block * p.hidden * (int64_t)sizeof(float));
+	p.chunk_slot = slot_bytes(max64(p.acc_bytes + p.block * p.ld1 * (int64_t)sizeof(bf16),
+		p.tokens * p.ld2 * (int64_t)sizeof(bf16)));
+	return p;
+}
+
+typedef struct token_plan {
+	int64_t tokens, hidden, vocab, ldz;
+	int64_t chunk;       /* tokens a chunk */
+	int split;           /* dh's vocabulary slices (1: none) */
+	int64_t slice;       /* their width; the last takes the rest */
+	int64_t stride;      /* elements between two partials */
+	int64_t z_slot, lse_slot, part_slot;
+} token_plan;
+
+/* Tokens a chunk for `split` slices of dh. */
+static int64_t token_chunk(const int64_t *axis, int split)
+{
+	const int64_t per = ld_of(axis[AX_V]) * (int64_t)sizeof(bf16) + (int64_t)sizeof(float)
+		+ (split > 1 ? split * axis[AX_H] * (int64_t)sizeof(float) : 0);
+
+	return chunk_of(fused_budget(axis) - 3 * SLOT_ALIGN, per, axis[AX_T]);
+}
+
+/* The slices dh needs for DH_WAVES waves of tiles on `sms` SMs. */
+static int dh_split(int64_t chunk, int64_t hidden, int sms)
+{
+	const int64_t tiles = ((chunk + DH_TILE - 1) / DH_TILE) * ((hidden + DH_TILE - 1) / DH_TILE);
+	const int64_t want = (DH_WAVES * (int64_t)sms + tiles - 1) / tiles;
+
+	return (int)min64(max64(want, 1), DH_MAX_SPLIT);
+}
+
+static token_plan token_plan_for(const int64_t *axis, int sms)
+{
+	token_plan p;
+
+	p.tokens = axis[AX_T];
+	p.hidden = axis[AX_H];
+	p.vocab = axis[AX_V];
+	p.ldz = ld_of(p.vocab);
+	/* the split that the chunk without one would need, then the chunk
+	 * that leaves room for it */
+	p.split = dh_split(token_chunk(axis, 1), p.hidden, sms);
+	p.chunk = token_chunk(axis, p.split);
+	p.slice = p.vocab / p.split / CHUNK_ALIGN * CHUNK_ALIGN;
+	if (p.slice == 0)
+		p.split = 1;
+	p.stride = round_up(p.chunk * p.hidden, REDUCE_VEC);
+	p.z_slot = slot_bytes(p.chunk * p.ldz * (int64_t)sizeof(bf16));
+	p.lse_slot = slot_bytes(p.chunk * (int64_t)sizeof(float));
+	p.part_slot = p.split > 1 ? slot_bytes(p.split * p.stride * (int64_t)sizeof(float)) : 0;
+	return p;
+}
+
+static int device_sms(void)
+{
+	static int sms;
+	int dev = 0;
+
+	if (sms == 0 && (cudaGetDevice(&dev) != cudaSuccess
+		|| cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || sms <= 0))
+		sms = DEFAULT_SMS;
+	return sms;
+}
+
+/* For tests/unit/test_lce_plan.c: the bytes `variant`'s slots hold at the
+ * shape (T, H, V), cuBLAS's workspace included, with the token plan made
+ * for `sms` SMs; -1 for an unknown variant. */
+extern "C" int64_t mb_lce_scratch_bytes(const int64_t *axis, const char *variant, int sms)
+{
+	if (strcmp(variant, "materialized") == 0)
+		return materialized_bytes(axis);
+	if (strcmp(variant, "vocab_chunked") == 0) {
+		const vocab_plan p = vocab_plan_for(axis);
+		return p.chunk_slot + p.state_slot + (int64_t)FUSED_BLAS_WS;
+	}
+	if (strcmp(variant, "token_chunked") == 0) {
+		const token_plan p = token_plan_for(axis, sms);
+		return p.z_slot + p.lse_slot + p.part_slot + (int64_t)FUSED_BLAS_WS;
+	}
+	return -1;
+}
+
 /* ---- materialized: the calls ------------------------------------------------ */
 
 static mb_ws_slot mat_logits_ws, mat_lse_ws;
@@ -409,7 +661,7 @@ static int materialized(cudaStream_t stream, cublasHandle_t blas, const int64_t 
 	void *const *out)
 {
 	const int64_t tokens = axis[AX_T], hidden = axis[AX_H], vocab = axis[AX_V];
-	const int64_t ld = round_up(vocab, ROW_VEC);
+	const int64_t ld = ld_of(vocab);
 	const bf16 *h = (const bf16 *)in[IN_H], *w = (const bf16 *)in[IN_W];
 	const int *labels = (const int *)in[IN_LABELS];
 	void *logits_v = NULL, *lse_v = NULL;
@@ -423,70 +675,31 @@ static int materialized(cudaStream_t stream, cublasHandle_t blas, const int64_t 
 
 	if ((rc = gemm_logits(blas, h, tokens, w, 0, vocab, hidden, logits, ld)) != 0)
 		return rc;
-	lce_materialized_lse_kernel<<<(unsigned)tokens, ROW_THREADS, 0, stream>>>(logits, ld, (int)vocab, labels, lse,
+	lce_lse_kernel<<<(unsigned)tokens, ROW_THREADS, 0, stream>>>(logits, ld, (int)vocab, labels, lse,
 		(bf16 *)out[OUT_LOSS]);
 	if ((rc = launched()) != 0)
 		return rc;
-	lce_materialized_grad_kernel<<<(unsigned)tokens, ROW_THREADS, 0, stream>>>(logits, ld, (int)vocab, labels, lse);
+	lce_grad_kernel<<<(unsigned)tokens, ROW_THREADS, 0, stream>>>(logits, ld, (int)vocab, 0, labels, lse);
 	if ((rc = launched()) != 0)
 		return rc;
 	if ((rc = gemm_dh(blas, logits, ld, tokens, w, 0, vocab, hidden, 0.0f, out[OUT_DH], CUDA_R_16BF)) != 0)
 		return rc;
-	return gemm_dw(blas, logits, ld, tokens, h, 0, vocab, hidden, (bf16 *)out[OUT_DW]);
+	return gemm_dw(blas, logits, ld, tokens, h, 0, vocab, hidden, 0.0f, (float *)out[OUT_DW]);
 }
 
 extern "C" MB_DECLARE_LAUNCH(mb_linear_cross_entropy_materialized_launch)
 {
-	cublasHandle_t blas = NULL;
-	cublasMath_t old = CUBLAS_DEFAULT_MATH;
-	int rc;
-
-	if (dtype != MB_BF16)
-		return (int)cudaErrorNotSupported;
-	if ((rc = blas_begin((cudaStream_t)stream, &blas, &old)) != 0)
-		return blas ? blas_end(blas, old, rc) : rc;
-	return blas_end(blas, old, materialized((cudaStream_t)stream, blas, axis, in, out));
+	return run_variant(stream, dtype, MB_WS_BLAS_BYTES, materialized, axis, in, out);
 }
 
-/* ---- chunked: the calls ----------------------------------------------------- */
+/* ---- vocab_chunked: the calls ----------------------------------------------- */
 
 /* One slot for both passes' buffers (they never live at once), one for
  * the per-token m, s and lse. */
-static mb_ws_slot chunk_ws, state_ws;
-
-typedef struct chunked_plan {
-	int64_t tokens, hidden, vocab;
-	int64_t block;     /* tokens per pass-1 block */
-	int64_t fwd, ld1;  /* pass-1 chunk width and its buffer's row stride */
-	int64_t dw, ld2;   /* pass-2 chunk width and row stride */
-	int64_t acc_bytes; /* pass 1: acc [block, H] fp32, then the chunk */
-} chunked_plan;
-
-static chunked_plan chunked_plan_for(const int64_t *axis)
-{
-	chunked_plan p;
-
-	p.tokens = axis[AX_T];
-	p.hidden = axis[AX_H];
-	p.vocab = axis[AX_V];
-	p.block = p.tokens < TOKEN_BLOCK ? p.tokens : TOKEN_BLOCK;
-	p.fwd = p.vocab < FWD_CHUNK ? p.vocab : FWD_CHUNK;
-	p.ld1 = round_up(p.fwd, ROW_VEC);
-	p.dw = p.vocab < DW_CHUNK ? p.vocab : DW_CHUNK;
-	p.ld2 = round_up(p.dw, ROW_VEC);
-	p.acc_bytes = round_up(p.block * p.hidden * (int64_t)sizeof(float), SLOT_ALIGN);
-	return p;
-}
-
-static size_t chunk_slot_bytes(const chunked_plan *p)
-{
-	const int64_t pass1 = p->acc_bytes + p->block * p->ld1 * (int64_t)sizeof(bf16);
-	const int64_t pass2 = p->tokens * p->ld2 * (int64_t)sizeof(bf16);
-	return (size_t)(pass1 > pass2 ? pass1 : pass2);
-}
+static mb_ws_slot vocab_chunk_ws, vocab_state_ws;
 
 /* Pass 1 over the tokens [t0, t0 + tb): loss, dh and lse. */
-static int chunked_block(cudaStream_t stream, cublasHandle_t blas, const chunked_plan *p, const void *const *in,
+static int vocab_block(cudaStream_t stream, cublasHandle_t blas, const vocab_plan *p, const void *const *in,
 	void *const *out, char *slot, float *m, float *s, float *lse, int64_t t0, int64_t tb)
 {
 	const bf16 *h = (const bf16 *)in[IN_H], *w = (const bf16 *)in[IN_W];
@@ -496,24 +709,24 @@ static int chunked_block(cudaStream_t stream, cublasHandle_t blas, const chunked
 	int rc;
 
 	for (int64_t v0 = 0; v0 < p->vocab; v0 += p->fwd) {
-		const int64_t vc = p->vocab - v0 < p->fwd ? p->vocab - v0 : p->fwd;
+		const int64_t vc = min64(p->vocab - v0, p->fwd);
 		const int first = v0 == 0;
 		if ((rc = gemm_logits(blas, h + t0 * p->hidden, tb, w, v0, vc, p->hidden, z, p->ld1)) != 0)
 			return rc;
-		lce_chunked_online_kernel<<<(unsigned)tb, ROW_THREADS, 0, stream>>>(z, p->ld1, (int)vc, m + t0, s + t0, acc,
+		lce_online_kernel<<<(unsigned)tb, ROW_THREADS, 0, stream>>>(z, p->ld1, (int)vc, m + t0, s + t0, acc,
 			(int)p->hidden, first);
 		if ((rc = launched()) != 0)
 			return rc;
 		if ((rc = gemm_dh(blas, z, p->ld1, tb, w, v0, vc, p->hidden, first ? 0.0f : 1.0f, acc, CUDA_R_32F)) != 0)
 			return rc;
 	}
-	lce_chunked_finish_kernel<<<(unsigned)tb, ROW_THREADS, 0, stream>>>(h, w, labels, acc, m, s, lse,
+	lce_finish_kernel<<<(unsigned)tb, ROW_THREADS, 0, stream>>>(h, w, labels, acc, m, s, lse,
 		(bf16 *)out[OUT_LOSS], (bf16 *)out[OUT_DH], t0, (int)p->hidden, (int)p->vocab);
 	return launched();
 }
 
 /* Pass 2: dW, a vocabulary chunk at a time. */
-static int chunked_dw(cudaStream_t stream, cublasHandle_t blas, const chunked_plan *p, const void *const *in,
+static int vocab_dw(cudaStream_t stream, cublasHandle_t blas, const vocab_plan *p, const void *const *in,
 	void *const *out, char *slot, const float *lse)
 {
 	const bf16 *h = (const bf16 *)in[IN_H], *w = (const bf16 *)in[IN_W];
@@ -522,46 +735,105 @@ static int chunked_dw(cudaStream_t stream, cublasHandle_t blas, const chunked_pl
 	int rc;
 
 	for (int64_t v0 = 0; v0 < p->vocab; v0 += p->dw) {
-		const int64_t vc = p->vocab - v0 < p->dw ? p->vocab - v0 : p->dw;
+		const int64_t vc = min64(p->vocab - v0, p->dw);
 		if ((rc = gemm_logits(blas, h, p->tokens, w, v0, vc, p->hidden, z, p->ld2)) != 0)
 			return rc;
-		lce_chunked_grad_kernel<<<(unsigned)p->tokens, ROW_THREADS, 0, stream>>>(z, p->ld2, (int)vc, v0, labels, lse);
+		lce_grad_kernel<<<(unsigned)p->tokens, ROW_THREADS, 0, stream>>>(z, p->ld2, (int)vc, v0, labels, lse);
 		if ((rc = launched()) != 0)
 			return rc;
-		if ((rc = gemm_dw(blas, z, p->ld2, p->tokens, h, v0, vc, p->hidden, (bf16 *)out[OUT_DW])) != 0)
+		if ((rc = gemm_dw(blas, z, p->ld2, p->tokens, h, v0, vc, p->hidden, 0.0f, (float *)out[OUT_DW])) != 0)
 			return rc;
 	}
 	return 0;
 }
 
-static int chunked(cudaStream_t stream, cublasHandle_t blas, const int64_t *axis, const void *const *in,
+static int vocab_chunked(cudaStream_t stream, cublasHandle_t blas, const int64_t *axis, const void *const *in,
 	void *const *out)
 {
-	const chunked_plan p = chunked_plan_for(axis);
+	const vocab_plan p = vocab_plan_for(axis);
 	void *slot = NULL, *state = NULL;
 	int rc;
 
-	if ((rc = mb_ws_reserve(&chunk_ws, chunk_slot_bytes(&p), &slot)) != 0
-		|| (rc = mb_ws_reserve(&state_ws, 3 * (size_t)p.tokens * sizeof(float), &state)) != 0)
+	if ((rc = mb_ws_reserve(&vocab_chunk_ws, (size_t)p.chunk_slot, &slot)) != 0
+		|| (rc = mb_ws_reserve(&vocab_state_ws, 3 * (size_t)p.tokens * sizeof(float), &state)) != 0)
 		return rc;
 	float *m = (float *)state, *s = m + p.tokens, *lse = s + p.tokens;
 	for (int64_t t0 = 0; t0 < p.tokens; t0 += p.block) {
-		const int64_t tb = p.tokens - t0 < p.block ? p.tokens - t0 : p.block;
-		if ((rc = chunked_block(stream, blas, &p, in, out, (char *)slot, m, s, lse, t0, tb)) != 0)
+		const int64_t tb = min64(p.tokens - t0, p.block);
+		if ((rc = vocab_block(stream, blas, &p, in, out, (char *)slot, m, s, lse, t0, tb)) != 0)
 			return rc;
 	}
-	return chunked_dw(stream, blas, &p, in, out, (char *)slot, lse);
+	return vocab_dw(stream, blas, &p, in, out, (char *)slot, lse);
 }
 
-extern "C" MB_DECLARE_LAUNCH(mb_linear_cross_entropy_chunked_launch)
+extern "C" MB_DECLARE_LAUNCH(mb_linear_cross_entropy_vocab_chunked_launch)
 {
-	cublasHandle_t blas = NULL;
-	cublasMath_t old = CUBLAS_DEFAULT_MATH;
+	return run_variant(stream, dtype, FUSED_BLAS_WS, vocab_chunked, axis, in, out);
+}
+
+/* ---- token_chunked: the calls ----------------------------------------------- */
+
+static mb_ws_slot token_z_ws, token_lse_ws, token_part_ws;
+
+/* dh for the chunk's c tokens from G in z: one product into bf16, or
+ * p->split slices into fp32 partials and their sum. */
+static int token_dh(cudaStream_t stream, cublasHandle_t blas, const token_plan *p, const bf16 *z, const bf16 *w,
+	int64_t c, float *part, bf16 *dh)
+{
+	const int64_t done = p->split * p->slice, n = c * p->hidden;
 	int rc;
 
-	if (dtype != MB_BF16)
-		return (int)cudaErrorNotSupported;
-	if ((rc = blas_begin((cudaStream_t)stream, &blas, &old)) != 0)
-		return blas ? blas_end(blas, old, rc) : rc;
-	return blas_end(blas, old, chunked((cudaStream_t)stream, blas, axis, in, out));
+	if (p->split == 1)
+		return gemm_dh(blas, z, p->ldz, c, w, 0, p->vocab, p->hidden, 0.0f, dh, CUDA_R_16BF);
+	if ((rc = gemm_dh_slices(blas, z, p->ldz, c, w, p->slice, p->split, p->hidden, part, p->stride)) != 0)
+		return rc;
+	/* the columns past the last whole slice, into the first partial */
+	if (done < p->vocab && (rc = gemm_dh(blas, z + done, p->ldz, c, w, done, p->vocab - done, p->hidden, 1.0f, part,
+		CUDA_R_32F)) != 0)
+		return rc;
+	const int64_t threads = (n + REDUCE_VEC - 1) / REDUCE_VEC;
+	lce_dh_reduce_kernel<<<(unsigned)((threads + REDUCE_THREADS - 1) / REDUCE_THREADS), REDUCE_THREADS, 0, stream>>>(
+		part, p->split, p->stride, n, dh);
+	return launched();
+}
+
+static int token_chunked(cudaStream_t stream, cublasHandle_t blas, const int64_t *axis, const void *const *in,
+	void *const *out)
+{
+	const token_plan p = token_plan_for(axis, device_sms());
+	const bf16 *h = (const bf16 *)in[IN_H], *w = (const bf16 *)in[IN_W];
+	const int *labels = (const int *)in[IN_LABELS];
+	void *z_v = NULL, *lse_v = NULL, *part_v = NULL;
+	int rc;
+
+	if ((rc = mb_ws_reserve(&token_z_ws, (size_t)p.z_slot, &z_v)) != 0
+		|| (rc = mb_ws_reserve(&token_lse_ws, (size_t)p.lse_slot, &lse_v)) != 0
+		|| (rc = mb_ws_reserve(&token_part_ws, (size_t)p.part_slot, &part_v)) != 0)
+		return rc;
+	bf16 *z = (bf16 *)z_v;
+	float *lse = (float *)lse_v;
+	for (int64_t t0 = 0; t0 < p.tokens; t0 += p.chunk) {
+		const int64_t c = min64(p.tokens - t0, p.chunk);
+		if ((rc = gemm_logits(blas, h + t0 * p.hidden, c, w, 0, p.vocab, p.hidden, z, p.ldz)) != 0)
+			return rc;
+		lce_lse_kernel<<<(unsigned)c, ROW_THREADS, 0, stream>>>(z, p.ldz, (int)p.vocab, labels + t0, lse,
+			(bf16 *)out[OUT_LOSS] + t0);
+		if ((rc = launched()) != 0)
+			return rc;
+		lce_grad_kernel<<<(unsigned)c, ROW_THREADS, 0, stream>>>(z, p.ldz, (int)p.vocab, 0, labels + t0, lse);
+		if ((rc = launched()) != 0)
+			return rc;
+		bf16 *dh = (bf16 *)out[OUT_DH] + t0 * p.hidden;
+		if ((rc = token_dh(stream, blas, &p, z, w, c, (float *)part_v, dh)) != 0)
+			return rc;
+		if ((rc = gemm_dw(blas, z, p.ldz, c, h + t0 * p.hidden, 0, p.vocab, p.hidden, t0 == 0 ? 0.0f : 1.0f,
+			(float *)out[OUT_DW])) != 0)
+			return rc;
+	}
+	return 0;
+}
+
+extern "C" MB_DECLARE_LAUNCH(mb_linear_cross_entropy_token_chunked_launch)
+{
+	return run_variant(stream, dtype, FUSED_BLAS_WS, token_chunked, axis, in, out);
 }

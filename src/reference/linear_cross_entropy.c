@@ -8,44 +8,57 @@
  * gradients are those of the SUM of the per-token losses (the mean would
  * divide both by T: magnitudes would then depend on T).
  *
+ * dW is the weight's fp32 main-grad buffer, stored in fp32 whatever the
+ * case dtype (MB_TENSOR_FP32): training stacks with gradient-
+ * accumulation fusion add each micro-batch's weight gradient into such a
+ * buffer, which exists anyway, so a variant may accumulate into it over
+ * chunks of tokens without counting it as scratch. Every variant writes it
+ * (the harness poisons outputs before a call; a framework would add to what
+ * it holds, one read of 4VH bytes more).
+ *
  * Worked by hand: T = 1, H = 1, V = 2, h = 1, W = (ln 3, 0), y = 0 give
  * z = (ln 3, 0), softmax (3/4, 1/4), loss = ln 4 - ln 3 = ln(4/3),
  * G = (-1/4, 1/4), dh = -ln(3)/4, dW = (-1/4, 1/4).
  *
- * Sampling. The harness samples rows of the outputs that have the first
- * output's row count (loss and dh: T rows) and compares every other output
- * whole (harness/case_common.c, mb_check_rows_of; host_inputs.c poisons
- * and the oracle copies them whole). dW has V rows, so unless V == T it is
- * checked whole, and every row of dW is a sum over all T tokens of
- * G[t, v] h[t]: the reference needs the log-sum-exp of every token and the
- * whole of G. It therefore reads every row of every input (declared
- * MB_READS_ALL: h, W and the labels), whatever rows are sampled, and its
- * cost is two full GEMMs (z = h W^T and dW = G^T h, 2*T*V*H FLOPs each)
- * plus dh for the sampled rows (2*V*H FLOPs a row). When V == T the
- * harness samples dW's rows like the others; the reference still writes
- * all of dW (the extra rows are never read).
+ * Sampling. The harness checks a sample of the tokens (loss and dh, the
+ * row unit) and, since dW declares itself sampled (MB_TENSOR_SAMPLED),
+ * the rows of dW that mb_sample_derived picks from that sample, about as
+ * many (4096 at suites/nam56r.toml's max_check_rows). The reference writes
+ * those rows of each output. Each row of dW still sums over every token
+ * with that token's log-sum-exp, so the reference reads every row of every
+ * input (declared MB_READS_ALL) and cannot avoid the forward GEMM
+ * z = h W^T (2TVH FLOPs); beyond it, dh costs 2VH FLOPs per sampled token
+ * and dW 2TH per sampled row.
  *
- * How: G [T, V] is held in fp32 (4*T*V bytes: 8.4 GB at T = 16384,
- * V = 128256, twice the device's bf16 logits), computed once:
- *   A. z = h W^T, then per token its max, exp(z - max), the sum (in
- *      double), lse, the loss and G in place; split over tokens.
- *   B. dW = G^T h, split over vocabulary rows.
- *   C. dh = G[rows] W for the sampled rows, split over them.
- * Each is one packed, cache-blocked fp32 GEMM (gemm_range: 6x16 register
- * tile, KC x NC panels of B in L2, MC x KC of A in L1/L2) on every online
- * core (mb_ref_parallel, one part of the rows a thread); on x86-64 with
- * AVX2 and FMA the register tile is written with intrinsics (the build's
- * -std=c17 turns off FMA contraction, and its baseline is SSE2), chosen
- * at run time; elsewhere a plain loop the compiler vectorises.
- * Storing G costs the memory above and saves recomputing z for dW (a
- * third full GEMM). Measured on this development box (2 cores, AVX2): see
- * the row's report; at the largest shape (T = 16384, H = 4096,
- * V = 128256: 3.9e13 FLOPs) on 16 such cores 75 s (see the report of
- * the row: the development box ran 32 GFLOP/s per core-second).
+ * How, on every online core (reference/parallel.h):
+ *   A. z = h W^T one panel of PANEL vocabulary columns at a time, split
+ *      over tokens: per token a running max and sum (in double) over the
+ *      panels, and a copy of the panel's part of the sampled tokens' rows
+ *      ([n, V] floats) and of the sampled vocabulary columns ([T, n_v]).
+ *   B. per sampled token its loss, its row of G in place, then
+ *      dh = G[rows] W; split over the sampled tokens.
+ *   C. the sampled columns of G in place, then dW[rows] = G[:, rows]^T h;
+ *      split over the sampled vocabulary rows.
+ * Host memory beyond the inputs: 4 n V + 4 T n_v bytes (2.4 GB at
+ * T = 16384, V = 128256, n = 4096), where holding G whole took 4 T V
+ * (8.4 GB). When the tokens are checked whole (rows NULL: the CPU backend,
+ * or max_check_rows >= T) so is dW, and A keeps every row of z (4 T V).
+ * Each product is one packed, cache-blocked fp32 GEMM (gemm_range: 6x16
+ * register tile, KC x NC panels of B in L2, MC x KC of A in L1/L2); on
+ * x86-64 with AVX2 and FMA the register tile is written with intrinsics
+ * (the build's -std=c17 turns off FMA contraction, and its baseline is
+ * SSE2), chosen at run time; elsewhere a plain loop the compiler
+ * vectorises. Measured on the development box (2 cores shared with other
+ * work, AVX2; the case driver's host side of one case, twin then
+ * reference, in CPU seconds): at T = 8192, H = 2048, V = 65536 with 4096
+ * tokens checked, 49 s and 2.0 GB resident, where computing dW whole took
+ * 81 s and 3.4 GB (3.4e12 FLOPs against 5.5e12: ~70 GFLOP/s a CPU second
+ * either way).
  *
  * The oracle is the same math in double without blocking or threads: it
  * serves the CPU backend at small shapes only. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,13 +75,16 @@
 
 /* The GPU variants the descriptor names, defined in
  * src/kernels/linear_cross_entropy.cu: in h [T,H], W [V,H], labels [T,1]
- * (int32 on the device); out loss [T,1], dh [T,H], dW [V,H]. */
-MB_DECLARE_LAUNCH(mb_linear_cross_entropy_chunked_launch);
+ * (int32 on the device); out loss [T,1], dh [T,H] and dW [V,H] (fp32). */
+MB_DECLARE_LAUNCH(mb_linear_cross_entropy_vocab_chunked_launch);
+MB_DECLARE_LAUNCH(mb_linear_cross_entropy_token_chunked_launch);
 MB_DECLARE_LAUNCH(mb_linear_cross_entropy_materialized_launch);
 
 enum { AX_T, AX_H, AX_V };
 enum { IN_H, IN_W, IN_LABELS };
 enum { OUT_LOSS, OUT_DH, OUT_DW };
+/* dW's position among all the tensors, inputs first */
+#define TENSOR_DW (3 + OUT_DW)
 
 /* ---- a packed fp32 GEMM, C = A B ----------------------------------------------------------------------------------------- */
 
@@ -81,10 +97,13 @@ typedef struct operand {
 	const int64_t *rows;
 } operand;
 
+/* Row i of C sits at p + (r(i) - row0) * ld: a buffer may hold only the
+ * rows [row0, ...) of a product (a forward panel). */
 typedef struct out_operand {
 	float *p;
 	int64_t ld;
 	const int64_t *rows;
+	int64_t row0;
 } out_operand;
 
 #define MR 6     /* register tile rows: 12 accumulators of 8 lanes + 2 B + 1 A of AVX2's 16 */
@@ -239,7 +258,8 @@ static void gemm_range(micro_fn micro, gemm_bufs *g, const operand *a, const ope
 						micro(kc, g->a + ir * kc, g->b + jr * kc, g->tile);
 						for (int64_t ii = 0; ii < mr; ii++) {
 							int64_t i = ic + ir + ii;
-							float *dst = c->p + (c->rows ? c->rows[i] : i) * c->ld + jc + jr;
+							const int64_t r = (c->rows ? c->rows[i] : i) - c->row0;
+							float *dst = c->p + r * c->ld + jc + jr;
 							const float *t = g->tile + ii * NR;
 							if (pc == 0) {
 								for (int64_t jj = 0; jj < nr; jj++)
@@ -256,22 +276,35 @@ static void gemm_range(micro_fn micro, gemm_bufs *g, const operand *a, const ope
 	}
 }
 
-/* ---- the reference: three GEMMs over every core ------------------------------------------------------------------------ */
+
+/* ---- the reference: the forward GEMM, then the sampled rows of dh and dW ------------------------------------------ */
 
 /* The share of the host's cores the GEMMs run on: all of them. */
 #define REF_CORES_SHARE 1.0
+/* Vocabulary columns of z the forward holds per token at a time: one of
+ * gemm_range's packed B panels, so that each serves all of a part's
+ * tokens. */
+#define PANEL NC
 
-typedef enum { PHASE_LOGITS, PHASE_DW, PHASE_DH } phase_kind;
+typedef enum { PHASE_LOGITS, PHASE_DH, PHASE_DW } phase_kind;
 
 typedef struct ref_job {
 	phase_kind phase;
 	int64_t tokens, hidden, vocab;
 	const float *h, *w, *labels;
-	float *g;              /* [T, V]: z, then G */
-	double *loss;          /* [T] */
-	float *dh, *dw;        /* the outputs */
-	const int64_t *rows;   /* the sampled rows (NULL: 0 .. n_rows-1) */
+	const int64_t *rows;   /* the sampled tokens (NULL: 0 .. n_rows-1) */
 	int64_t n_rows;
+	const int64_t *vrows;  /* dW's sampled rows (NULL: every row) */
+	int64_t n_v;
+	/* zt: rows of z (then G) kept, n_kept of them: the sampled tokens',
+	 * or every token's when the tokens are checked whole; kept[t] is
+	 * token t's row in it, or -1 */
+	float *zt;
+	int64_t n_kept, *kept;
+	float *zv;             /* [T, n_v]: dW's columns of z, then of G (NULL: zt holds them) */
+	float *m;              /* [T]: the running max of z over the panels, then the max */
+	double *s;             /* [T]: the sum of exp(z - m), rescaled as m grows */
+	float *loss, *dh, *dw; /* the outputs */
 	micro_fn micro;
 	int n_parts;           /* the phase's rows cut into this many parts, one a thread */
 	int failed;            /* a part could not get its buffers */
@@ -296,29 +329,114 @@ static int64_t label_of(const ref_job *j, int64_t t)
 	return (int64_t)j->labels[t];
 }
 
-/* Tokens [t0, t1): their row of z turned into G in place, and their
- * loss. Every sum over the vocabulary is in double. */
-static void softmax_rows(const ref_job *j, int64_t t0, int64_t t1)
+static int64_t vrow_of(const ref_job *j, int64_t k)
 {
-	for (int64_t t = t0; t < t1; t++) {
-		float *z = j->g + t * j->vocab, m = -INFINITY;
-		int64_t y = label_of(j, t);
-		double sum = 0, inv;
-		float zy = y >= 0 && y < j->vocab ? z[y] : NAN;
+	return j->vrows ? j->vrows[k] : k;
+}
 
-		for (int64_t v = 0; v < j->vocab; v++)
-			m = z[v] > m ? z[v] : m;
-		for (int64_t v = 0; v < j->vocab; v++) {
-			z[v] = expf(z[v] - m);
-			sum += z[v];
-		}
-		inv = 1.0 / sum;
-		for (int64_t v = 0; v < j->vocab; v++)
-			z[v] = (float)(z[v] * inv);
-		if (y >= 0 && y < j->vocab)
-			z[y] -= 1.0f;
-		j->loss[t] = (double)m + log(sum) - (double)zy;
+/* Token t's softmax over the logits of one panel, nc wide: its running
+ * max and sum move on (a sum in double, rescaled when the max grows). */
+static void online_panel(ref_job *j, int64_t t, const float *z, int64_t nc)
+{
+	float pm = -INFINITY;
+	double sum = 0;
+
+	for (int64_t v = 0; v < nc; v++)
+		pm = z[v] > pm ? z[v] : pm;
+	if (pm > j->m[t]) {
+		j->s[t] *= exp((double)j->m[t] - (double)pm); /* 0 * 0 on the first panel */
+		j->m[t] = pm;
 	}
+	for (int64_t v = 0; v < nc; v++)
+		sum += expf(z[v] - j->m[t]);
+	j->s[t] += sum;
+}
+
+/* A: tokens [t0, t1), a panel of vocabulary columns at a time. */
+static int logits_part(ref_job *j, gemm_bufs *g, int64_t t0, int64_t t1)
+{
+	float *panel = malloc((size_t)(t1 > t0 ? t1 - t0 : 1) * PANEL * sizeof(float));
+	int64_t k0 = 0; /* dW's first sampled column at or after the panel */
+
+	if (!panel)
+		return -1;
+	for (int64_t t = t0; t < t1; t++) {
+		j->m[t] = -INFINITY;
+		j->s[t] = 0;
+	}
+	for (int64_t jc = 0; jc < j->vocab; jc += PANEL) {
+		const int64_t nc = j->vocab - jc < PANEL ? j->vocab - jc : PANEL;
+		/* z [t0:t1, jc:jc+nc] = h W[jc:jc+nc]^T */
+		operand a = {j->h, j->hidden, 1, NULL}, b = {j->w + jc * j->hidden, 1, j->hidden, NULL};
+		out_operand c = {panel, PANEL, NULL, t0};
+		int64_t k1 = k0;
+
+		gemm_range(j->micro, g, &a, &b, &c, t0, t1, nc, j->hidden);
+		while (j->zv && k1 < j->n_v && vrow_of(j, k1) < jc + nc)
+			k1++;
+		for (int64_t t = t0; t < t1; t++) {
+			const float *z = panel + (t - t0) * PANEL;
+			online_panel(j, t, z, nc);
+			if (j->kept[t] >= 0)
+				memcpy(j->zt + j->kept[t] * j->vocab + jc, z, (size_t)nc * sizeof(float));
+			for (int64_t k = k0; k < k1; k++)
+				j->zv[t * j->n_v + k] = z[vrow_of(j, k) - jc];
+		}
+		k0 = k1;
+	}
+	free(panel);
+	return 0;
+}
+
+/* G[t, v] from z[t, v]: exp(z - lse) as exp(z - max) / sum, the sum in
+ * double. */
+static float g_of(const ref_job *j, int64_t t, float z, double inv_sum, int64_t v)
+{
+	return (float)(expf(z - j->m[t]) * inv_sum) - (v == label_of(j, t) ? 1.0f : 0.0f);
+}
+
+/* B: kept rows [i0, i1): the loss of the sampled tokens among them, each
+ * row of z turned into G, then dh for the sampled ones. */
+static void dh_part(ref_job *j, gemm_bufs *g, int64_t i0, int64_t i1)
+{
+	int64_t d1 = i1 < j->n_rows ? i1 : j->n_rows;
+
+	for (int64_t i = i0; i < i1; i++) {
+		/* the kept rows are the sample's, in its order, or every token's */
+		const int64_t t = mb_ref_row(j->rows, i);
+		const int64_t y = label_of(j, t);
+		float *z = j->zt + i * j->vocab;
+		const double inv = 1.0 / j->s[t];
+		const double zy = y >= 0 && y < j->vocab ? (double)z[y] : NAN;
+		if (i < j->n_rows)
+			j->loss[t] = (float)((double)j->m[t] + log(j->s[t]) - zy);
+		for (int64_t v = 0; v < j->vocab; v++)
+			z[v] = g_of(j, t, z[v], inv, v);
+	}
+	if (i0 < d1) {
+		/* dh [rows, H] = G [rows, V] W */
+		operand a = {j->zt, j->vocab, 1, NULL}, b = {j->w, j->hidden, 1, NULL};
+		out_operand c = {j->dh, j->hidden, j->rows, 0};
+		gemm_range(j->micro, g, &a, &b, &c, i0, d1, j->hidden, j->vocab);
+	}
+}
+
+/* C: dW's sampled rows [k0, k1): their columns of z turned into G, then
+ * dW[rows] = G[:, rows]^T h. */
+static void dw_part(ref_job *j, gemm_bufs *g, int64_t k0, int64_t k1)
+{
+	/* A(k, t) = G[t, vrows[k]]: a column of zv, or of zt */
+	operand a = j->zv ? (operand){j->zv, 1, j->n_v, NULL} : (operand){j->zt, 1, j->vocab, NULL};
+	operand b = {j->h, j->hidden, 1, NULL};
+	out_operand c = {j->dw, j->hidden, j->vrows, 0};
+
+	for (int64_t t = 0; j->zv && t < j->tokens; t++) {
+		const double inv = 1.0 / j->s[t];
+		float *z = j->zv + t * j->n_v;
+		for (int64_t k = k0; k < k1; k++)
+			z[k] = g_of(j, t, z[k], inv, vrow_of(j, k));
+	}
+	gemm_range(j->micro, g, &a, &b, &c, k0, k1, j->hidden, j->tokens);
 }
 
 /* Part `index` of the job's phase, with packing buffers of its own. */
@@ -327,39 +445,20 @@ static void phase_part(void *arg, int64_t index)
 	ref_job *j = arg;
 	gemm_bufs g;
 	int64_t b0, b1;
+	int rc = bufs_init(&g);
 
-	if (bufs_init(&g) != 0) {
-		__atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
-		bufs_free(&g);
-		return;
-	}
-	switch (j->phase) {
-	case PHASE_LOGITS: {
-		/* z [T, V] = h [T, H] W^T */
-		operand a = {j->h, j->hidden, 1, NULL}, b = {j->w, 1, j->hidden, NULL};
-		out_operand c = {j->g, j->vocab, NULL};
+	if (rc == 0 && j->phase == PHASE_LOGITS) {
 		share(j->tokens, (int)index, j->n_parts, &b0, &b1);
-		gemm_range(j->micro, &g, &a, &b, &c, b0, b1, j->vocab, j->hidden);
-		softmax_rows(j, b0, b1);
-		break;
+		rc = logits_part(j, &g, b0, b1);
+	} else if (rc == 0 && j->phase == PHASE_DH) {
+		share(j->n_kept, (int)index, j->n_parts, &b0, &b1);
+		dh_part(j, &g, b0, b1);
+	} else if (rc == 0) {
+		share(j->n_v, (int)index, j->n_parts, &b0, &b1);
+		dw_part(j, &g, b0, b1);
 	}
-	case PHASE_DW: {
-		/* dW [V, H] = G^T h: A(v, t) = G[t, v] */
-		operand a = {j->g, 1, j->vocab, NULL}, b = {j->h, j->hidden, 1, NULL};
-		out_operand c = {j->dw, j->hidden, NULL};
-		share(j->vocab, (int)index, j->n_parts, &b0, &b1);
-		gemm_range(j->micro, &g, &a, &b, &c, b0, b1, j->hidden, j->tokens);
-		break;
-	}
-	case PHASE_DH: {
-		/* dh [rows, H] = G [rows, V] W */
-		operand a = {j->g, j->vocab, 1, j->rows}, b = {j->w, j->hidden, 1, NULL};
-		out_operand c = {j->dh, j->hidden, j->rows};
-		share(j->n_rows, (int)index, j->n_parts, &b0, &b1);
-		gemm_range(j->micro, &g, &a, &b, &c, b0, b1, j->hidden, j->vocab);
-		break;
-	}
-	}
+	if (rc != 0)
+		__atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
 	bufs_free(&g);
 }
 
@@ -376,36 +475,51 @@ static void run_phase(ref_job *j, phase_kind phase, int64_t m)
 void mb_ref_linear_cross_entropy(const int64_t *axis, const float *const *in, float *const *out,
 	const int64_t *rows, int64_t n_rows)
 {
-	int64_t tokens = axis[AX_T], hidden = axis[AX_H], vocab = axis[AX_V];
+	const int64_t tokens = axis[AX_T], hidden = axis[AX_H], vocab = axis[AX_V];
+	/* the tokens checked whole: dW whole, and every row of z kept */
+	const bool whole = rows == NULL;
+	int64_t *vrows = whole ? NULL : malloc((size_t)(n_rows > 0 ? n_rows : 1) * sizeof(*vrows));
 	ref_job j = {
 		.tokens = tokens, .hidden = hidden, .vocab = vocab,
 		.h = in[IN_H], .w = in[IN_W], .labels = in[IN_LABELS],
-		.g = malloc((size_t)tokens * (size_t)vocab * sizeof(float)),
-		.loss = malloc((size_t)tokens * sizeof(double)),
-		.dh = out[OUT_DH], .dw = out[OUT_DW],
 		.rows = rows, .n_rows = n_rows,
+		.n_kept = whole ? tokens : n_rows,
+		.kept = malloc((size_t)tokens * sizeof(int64_t)),
+		.m = malloc((size_t)tokens * sizeof(float)),
+		.s = malloc((size_t)tokens * sizeof(double)),
+		.loss = out[OUT_LOSS], .dh = out[OUT_DH], .dw = out[OUT_DW],
 		.micro = pick_micro(),
 	};
 
-	if (!j.g || !j.loss)
-		abort(); /* the harness sized host memory for the tensors; G is 4*T*V bytes more */
+	if ((!whole && !vrows) || !j.kept || !j.m || !j.s)
+		abort(); /* the harness sized host memory for the tensors */
+	j.n_v = whole ? vocab : mb_sample_derived(rows, n_rows, vocab, vrows);
+	j.vrows = vrows;
+	j.zt = malloc((size_t)(j.n_kept > 0 ? j.n_kept : 1) * (size_t)vocab * sizeof(float));
+	j.zv = whole ? NULL : malloc((size_t)tokens * (size_t)(j.n_v > 0 ? j.n_v : 1) * sizeof(float));
+	if (!j.zt || (!whole && !j.zv))
+		abort(); /* 4 (n V + T n_v) bytes beyond the tensors */
+	for (int64_t t = 0; t < tokens; t++)
+		j.kept[t] = whole ? t : -1;
+	for (int64_t i = 0; !whole && i < n_rows; i++)
+		j.kept[rows[i]] = i;
 	run_phase(&j, PHASE_LOGITS, tokens);
 	if (!j.failed)
-		run_phase(&j, PHASE_DW, vocab);
+		run_phase(&j, PHASE_DH, j.n_kept);
 	if (!j.failed)
-		run_phase(&j, PHASE_DH, n_rows);
+		run_phase(&j, PHASE_DW, j.n_v);
 	if (j.failed)
-		abort(); /* 1.1 MiB of packing buffers per thread */
-	for (int64_t i = 0; i < n_rows; i++) {
-		int64_t t = mb_ref_row(rows, i);
-		out[OUT_LOSS][t] = (float)j.loss[t];
-	}
-	free(j.g);
-	free(j.loss);
+		abort(); /* 1.1 MiB of packing buffers per thread, and a panel of 4 PANEL bytes a token */
+	free(vrows);
+	free(j.kept);
+	free(j.m);
+	free(j.s);
+	free(j.zt);
+	free(j.zv);
 }
 
-/* The same math in double, plainly: G [T, V] in double, then dW whole and
- * dh and the loss for the sampled rows. */
+/* The same math in double, plainly: G [T, V] in double, then dW's and the
+ * sampled tokens' rows. */
 void mb_oracle_linear_cross_entropy(const int64_t *axis, const float *const *in, double *const *out,
 	const int64_t *rows, int64_t n_rows)
 {
@@ -413,9 +527,11 @@ void mb_oracle_linear_cross_entropy(const int64_t *axis, const float *const *in,
 	const float *h = in[IN_H], *w = in[IN_W], *labels = in[IN_LABELS];
 	double *g = malloc((size_t)tokens * (size_t)vocab * sizeof(double));
 	double *loss = malloc((size_t)tokens * sizeof(double));
+	int64_t *vrows = malloc((size_t)(n_rows > 0 ? n_rows : 1) * sizeof(*vrows)), n_v;
 
-	if (!g || !loss)
+	if (!g || !loss || !vrows)
 		abort();
+	n_v = mb_sample_derived(rows, n_rows, vocab, vrows);
 	for (int64_t t = 0; t < tokens; t++) {
 		double *z = g + t * vocab, m = -INFINITY, sum = 0;
 		int64_t y = (int64_t)labels[t];
@@ -432,7 +548,8 @@ void mb_oracle_linear_cross_entropy(const int64_t *axis, const float *const *in,
 		for (int64_t v = 0; v < vocab; v++)
 			z[v] = exp(z[v] - m) / sum - (v == y ? 1.0 : 0.0);
 	}
-	for (int64_t v = 0; v < vocab; v++) {
+	for (int64_t i = 0; i < (n_v < 0 ? vocab : n_v); i++) {
+		int64_t v = n_v < 0 ? i : vrows[i];
 		double *dw = out[OUT_DW] + v * hidden;
 		for (int64_t k = 0; k < hidden; k++)
 			dw[k] = 0;
@@ -456,6 +573,7 @@ void mb_oracle_linear_cross_entropy(const int64_t *axis, const float *const *in,
 	}
 	free(g);
 	free(loss);
+	free(vrows);
 }
 
 /* ---- the linear_cross_entropy catalog row: shapes, bytes, tolerances, variants --------------------------------------------- */
@@ -469,20 +587,23 @@ void mb_oracle_linear_cross_entropy(const int64_t *axis, const float *const *in,
  *
  * bf16 (the dtype the GPU variants run), with rho = 2^-8 its unit
  * roundoff. bf16 inputs are exact in fp32 and so are products of two;
- * every GEMM accumulates in fp32 (both variants forbid cuBLAS's
+ * every GEMM accumulates in fp32 (every variant forbids cuBLAS's
  * reduced-precision split-K reductions) and the reference's fp32 sums
- * differ from them by ~u*sqrt(K) relative: nothing next to rho. What is
- * left are the bf16 roundings, and the materialised path has the most:
- *   (1) every output is stored in bf16: rho |x|.
+ * differ from them by ~u*sqrt(K) relative: nothing next to rho. So are
+ * token_chunked's sums of dW over its chunks in the fp32 main grad (at
+ * most 128 chunks: under 2^-17 relative) and of dh's fp32 partials. What
+ * is left are the bf16 roundings, and materialized (token_chunked rounds
+ * the same values the same way) has the most:
+ *   (1) loss and dh are stored in bf16: rho |x|. dW is fp32.
  *   (2) its logits are stored in bf16: z_y is off by rho |z_y|, and each
  *       p_v = exp(z_v - lse) by a factor exp(d_v z_v), |d_v| <= rho.
  *       lse moves by sum_v p_v d_v z_v: independent roundings over a
- *       nearly flat softmax, under 0.1 rho. (The chunked path stores its
+ *       nearly flat softmax, under 0.1 rho. (vocab_chunked stores its
  *       logit chunks in bf16 too, but computes z_y in fp32.)
  *   (3) G = softmax - onehot is stored in bf16: rho relative for v != y;
  *       for the label, p_y - 1 lies in [-1, -1/2) where the spacing is
  *       2^-8, so G_y is off by min(p_y, rho/2): p_y < 2^-9 is dropped.
- *       (The chunked path's dW pass rounds G the same way; its dh is
+ *       (vocab_chunked's dW pass rounds G the same way; its dh is
  *       acc/sum - W[y] in fp32, so it does not.)
  * loss = lse - z_y: (1) + (2) give rho (loss + |z_y|) + 0.1 rho. For
  *   z_y <= 0, |z_y| < loss. For z_y > 0, lse >= ln V (Jensen, the mean
@@ -495,17 +616,19 @@ void mb_oracle_linear_cross_entropy(const int64_t *axis, const float *const *in,
  *   |PW| < 6 sigma_W sqrt(sum p^2), sum p^2 ~ e/V, stay under
  *   10 rho sigma_W sqrt(e/V) = 5.0e-4 for sigma_W = 8/sqrt(H) <= 1
  *   (H >= 64) and V >= 16384.
- * dW_v = sum_t G_tv h_t: a row with one label is -(1 - p_y) h_t plus the
- *   softmax terms, and (3) drops p_y h_t <= (rho/2)|dW|: relative. A row
+ * dW_v = sum_t G_tv h_t (no rounding of its own, (1)): a row with one
+ *   label is -(1 - p_y) h_t plus the softmax terms, and (3) drops
+ *   p_y h_t <= (rho/2)|dW|: relative. A row
  *   with two labels whose h_t nearly cancel (h_1k ~ -h_2k) is off by
  *   |(e_1 - e_2) h_1k| <= (rho/2) 3.5 sigma_h with nothing relative to
  *   cover it: the absolute term, (rho/2) 4 sigma_h = 2^-10 with
  *   sigma_h = 1/8, its last 0.5 sigma_h for the independent roundings of
  *   the softmax terms (7 std of 1.6 rho sigma_h sqrt(T e)/V < 2e-5).
  *   Three labels in a row with two tokens of p > rho/4 is the rest.
- * So |got - want| <= 2^-10 + 3 rho |want|. The looser bound is the
- * materialised path's ((2) and (3)); the chunked path meets it with
- * margin everywhere but dW, where it rounds as the materialised path does.
+ * So |got - want| <= 2^-10 + 3 rho |want|, set by the loss (2.7 rho) and
+ * the two-label rows of dW; materialized and token_chunked come nearest,
+ * vocab_chunked meets it with margin everywhere but dW, where it rounds
+ * G as they do.
  * What it cannot see: in a row of dW without a label (rms 2..5e-3 sigma_h
  * at the suite's shapes) the absolute term is about the entries' size, so
  * there the check is only that the entries are of the right size; sigma_h
@@ -513,7 +636,9 @@ void mb_oracle_linear_cross_entropy(const int64_t *axis, const float *const *in,
  * of labelled dW rows.
  *
  * fp32 (the CPU backend: reference against oracle): the logits' fp32 sums
- * (chains of <= 256 + K/256 adds, K = H) are off by random walks of
+ * (chains of <= 256 + K/256 adds, K = H; the running sum over the
+ * vocabulary is in double, its rescalings as the max grows too) are off
+ * by random walks of
  * ~u sqrt(chain) |partial sums|: under 1e-5 absolute at 6 std, which moves
  * p by 1e-5 relative and the loss (>= 3.7) by less; the GEMMs over T and V
  * add the same order: rel 2^-14, and 2^-20 absolute for entries that
@@ -539,7 +664,8 @@ static int lce_tensors(const int64_t *a, mb_tensor_spec *t)
 	t[2] = (mb_tensor_spec){"labels", false, a[AX_T], 1, MB_FILL_INDEX, 0, (float)a[AX_V]};
 	t[3] = (mb_tensor_spec){"loss", true, a[AX_T], 1, MB_FILL_NORMAL, 0, 0};
 	t[4] = (mb_tensor_spec){"dh", true, a[AX_T], a[AX_H], MB_FILL_NORMAL, 0, 0};
-	/* V rows: compared whole unless V == T (see the file comment) */
+	/* the fp32 main grad; V rows, checked at rows of its own (the file
+	 * comment) */
 	t[5] = (mb_tensor_spec){"dW", true, a[AX_V], a[AX_H], MB_FILL_NORMAL, 0, 0};
 	return 6;
 }
@@ -568,10 +694,10 @@ static int lce_check_shape(const int64_t *a, char *why, size_t why_len)
 
 static uint64_t lce_bytes(const int64_t *a, mb_dtype dtype)
 {
-	/* h and W read, dh and dW written: 2 (TH + VH); the int32 labels read
-	 * and the loss written: T each */
+	/* h and W read and dh written: 2TH + VH; the loss written: T; the
+	 * int32 labels read; dW written in fp32 */
 	const uint64_t t = (uint64_t)a[AX_T], h = (uint64_t)a[AX_H], v = (uint64_t)a[AX_V];
-	return (2 * (t * h + v * h) + t) * mb_dtype_size(dtype) + t * sizeof(int32_t);
+	return (2 * t * h + v * h + t) * mb_dtype_size(dtype) + t * sizeof(int32_t) + v * h * sizeof(float);
 }
 
 static uint64_t lce_flops(const int64_t *a)
@@ -589,51 +715,62 @@ const mb_row mb_row_linear_cross_entropy = {
 	.condition = NULL,
 	.summary = "cross-entropy over z = h W^T, forward and backward: loss = lse(z) - z[y] per token, "
 		"dh = G W and dW = G^T h with G = softmax(z) - onehot(y) (gradients of the summed loss); "
-		"in h [T,H], W [V,H], labels [T,1]; out loss [T,1], dh [T,H], dW [V,H]",
+		"in h [T,H], W [V,H], labels [T,1]; out loss [T,1], dh [T,H], dW [V,H] (the fp32 main grad)",
 	.min_gpus = 1,
 	.n_axes = 3,
 	.axes = {"T", "H", "V"},
 	.check_shape = lce_check_shape,
 	.tensors = lce_tensors,
 	.bytes = lce_bytes,
-	/* cuBLAS picks the GEMM kernels, and the chunked variant's launch
-	 * count grows with V: no launch-by-launch model */
+	/* cuBLAS picks the GEMM kernels, and the chunked variants' launch
+	 * counts grow with the shape: no launch-by-launch model */
 	.traffic = NULL,
 	.flops = lce_flops,
 	.reference = mb_ref_linear_cross_entropy,
 	.oracle = mb_oracle_linear_cross_entropy,
 	/* every row of dW sums over all tokens, with every token's lse: all of
-	 * h, W and the labels, whatever rows are sampled */
+	 * h, W and the labels, whatever rows are sampled; dW's sampled rows
+	 * are what keeps the reference at one full GEMM */
 	.reads = {[IN_H] = MB_READS_ALL, [IN_W] = MB_READS_ALL, [IN_LABELS] = MB_READS_ALL},
-	.reference_name = "mb_ref_linear_cross_entropy (fp32 packed GEMMs on every core, sums over V in double, "
-		"src/reference/linear_cross_entropy.c)",
+	.tensor_flags = {[TENSOR_DW] = MB_TENSOR_FP32 | MB_TENSOR_SAMPLED},
+	.reference_name = "mb_ref_linear_cross_entropy (fp32 packed GEMMs on every core: z whole a panel at a time, "
+		"dh and dW at the sampled rows; sums over V in double; src/reference/linear_cross_entropy.c)",
 	.source_files = {"src/kernels/linear_cross_entropy.cu", "src/reference/linear_cross_entropy.c"},
 	.tolerance = {
 		[MB_FP32] = {LCE_F32_ABS, LCE_F32_REL,
-			"fp32 sums of <= 256 + K/256 adds: random walks under 1e-5 in z at 6 std, moving p and the loss by "
-			"<= 1e-5 relative; 2^-20 absolute for dW and dh entries that cancel"},
+			"fp32 sums of <= 256 + K/256 adds (over V in double): random walks under 1e-5 in z at 6 std, "
+			"moving p and the loss by <= 1e-5 relative; 2^-20 absolute for dW and dh entries that cancel"},
 		[MB_FP16] = {LCE_F16_ABS, LCE_F16_REL,
 			"no GPU variant runs fp16: the bf16 bound with rho = 2^-11"},
 		[MB_BF16] = {LCE_BF16_ABS, LCE_BF16_REL,
-			"materialised path (the looser): bf16 output rho + bf16 z_y (|z_y| <= 1.62 loss for V >= 16384) "
-			"and bf16 G (p_y < 2^-9 dropped, <= rho/2 relative to a one-label dW row or dh): 3 rho; "
-			"two-label dW rows that cancel: (rho/2) 4 sigma_h = 2^-10 absolute"},
+			"materialized (the loosest): bf16 loss and dh rho + bf16 z_y (|z_y| <= 1.62 loss for "
+			"V >= 16384) and bf16 G (p_y < 2^-9 dropped, <= rho/2 relative to a one-label dW row or dh): "
+			"3 rho; "
+			"two-label rows of the fp32 dW that cancel: (rho/2) 4 sigma_h = 2^-10 absolute"},
 	},
-	.n_variants = 3,
+	.n_variants = 4,
 	.variants = {
-		{"chunked", MB_VARIANT_FUSED, "cuda",
-			"never materialises [T,V]: pass 1 over token blocks of 2048 and vocab chunks of 8192 (cuBLAS "
-			"logits chunk in bf16, an online max/sum kernel writing exp(z - max) in place and rescaling the "
-			"block's fp32 dh accumulator, cuBLAS acc += E W_c), then a kernel for loss, lse and dh = acc/sum - "
-			"W[y]; pass 2 over vocab chunks of 2048 (cuBLAS logits again, a kernel writing G in place, cuBLAS "
-			"dW_c = G^T h straight into dW): 4 GEMMs of 2TVH",
-			3, {"lce_chunked_online", "lce_chunked_finish", "lce_chunked_grad"},
-			GPU_LAUNCH(mb_linear_cross_entropy_chunked_launch), 1u << MB_BF16, .library_kernels = true},
+		{"vocab_chunked", MB_VARIANT_FUSED, "cuda",
+			"4 GEMMs, never a [T,V] buffer, slots sized to 1/32 of materialized's with 1 MiB of cuBLAS "
+			"workspace: pass 1 over token blocks and vocab chunks of 8192 (cuBLAS logits chunk in bf16, "
+			"an online max/sum kernel writing exp(z - max) in place and rescaling the block's fp32 dh "
+			"accumulator, cuBLAS acc += E W_c), then a kernel for loss, lse and dh = acc/sum - W[y]; pass 2 "
+			"over vocab chunks (cuBLAS logits again, a kernel writing G in place, cuBLAS dW_c = G^T h "
+			"straight into the fp32 dW)",
+			3, {"lce_online", "lce_finish", "lce_grad"},
+			GPU_LAUNCH(mb_linear_cross_entropy_vocab_chunked_launch), 1u << MB_BF16, .library_kernels = true},
+		{"token_chunked", MB_VARIANT_FUSED, "cuda",
+			"3 GEMMs over chunks of tokens, slots sized to 1/32 of materialized's with 1 MiB of cuBLAS "
+			"workspace: per chunk cuBLAS logits [c,V] in bf16, materialized's lse and grad kernels, cuBLAS "
+			"dh = G W (split over vocab slices into fp32 partials, summed by a kernel, when c x H has too "
+			"few tiles), cuBLAS dW += G^T h_c into the fp32 dW (beta 0 on the first chunk)",
+			2, {"lce_lse", "lce_grad"},
+			GPU_LAUNCH(mb_linear_cross_entropy_token_chunked_launch), 1u << MB_BF16, .library_kernels = true},
 		{"materialized", MB_VARIANT_FALLBACK, "cuda",
 			"what a framework runs: cuBLAS logits into a bf16 [T,V] buffer, a per-row kernel for lse and loss "
 			"(fp32 math, 16-byte loads), a kernel writing softmax - onehot into the buffer in place (bf16), "
-			"then cuBLAS dh = G W and dW = G^T h (bf16 in, fp32 accumulate)",
-			2, {"lce_materialized_lse", "lce_materialized_grad"},
+			"then cuBLAS dh = G W (bf16) and dW = G^T h into the fp32 main grad (bf16 in, fp32 accumulate)",
+			2, {"lce_lse", "lce_grad"},
 			GPU_LAUNCH(mb_linear_cross_entropy_materialized_launch), 1u << MB_BF16, .library_kernels = true},
 		MB_REFERENCE_VARIANT,
 	},

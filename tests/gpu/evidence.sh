@@ -37,7 +37,11 @@
 #             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
 #             narrows the rows.
 #   heavy-ncu ncu's speed of light, occupancy and launch statistics of each
-#             heavy row's fused kernel at its largest shape (two launches).
+#             heavy row's fused kernel at its largest shape (two launches);
+#             for linear_cross_entropy, whose fused variants are cuBLAS
+#             calls, token_chunked's first six GEMMs (two chunks: logits,
+#             dh, dW, the second dW adding into the main grad). HEAVY_ROWS
+#             narrows it as it does heavy.
 #   shard     (two or more GPUs) suites/nam56r.toml in bf16 without lanes
 #             and without linear_cross_entropy (SHARD_EXCLUDE; its host
 #             reference takes minutes) on one GPU, then on all of them
@@ -155,14 +159,23 @@ for phase in "${@:-checks}"; do
 		python3 tests/gpu/heavy_targets.py "$out/heavy.json" | tee "$out/heavy-targets.txt"
 		;;
 	heavy-ncu)
+		# HEAVY_ROWS narrows this phase too
+		wanted() { [ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",$1,"* ]]; }
 		for k in moe_ffn:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused recurrent_scan:recurrent_scan_fused \
 			mhc_sinkhorn:mhc_sinkhorn_fused; do
+			wanted "${k%%:*}" || continue
 			MEGABENCH_SKIP_CEILINGS=1 step "ncu-${k%%:*}" 120 ncu --clock-control none --section SpeedOfLight \
 				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:${k#*:}" -c 2 \
 				--log-file "$out/ncu-${k%%:*}.txt" "$mb" run suites/nam56r.toml --backend cuda --rows "${k%%:*}" \
 				--variants fused --filter '[TL]=16384' --set 'lanes=[]' --set timing.min_samples=1 \
 				--set timing.min_time_s=0 --set timing.warmup=0 -o "$out/ncu-${k%%:*}.json"
 		done
+		wanted linear_cross_entropy && MEGABENCH_SKIP_CEILINGS=1 step ncu-linear_cross_entropy 240 ncu --clock-control none --section SpeedOfLight \
+			--section LaunchStats --section MemoryWorkloadAnalysis -k "regex:gemm|nvjet" -c 6 \
+			--log-file "$out/ncu-linear_cross_entropy.txt" "$mb" run suites/nam56r.toml --backend cuda \
+			--rows linear_cross_entropy --variants token_chunked --filter 'T=16384,H=4096,V=128256' \
+			--set 'lanes=[]' --set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0 \
+			-o "$out/ncu-linear_cross_entropy.json"
 		;;
 	shard)
 		common=(suites/nam56r.toml --backend cuda --dtypes bf16 --set 'lanes=[]'

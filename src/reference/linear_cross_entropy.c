@@ -43,17 +43,25 @@
  * T = 16384, V = 128256, n = 4096), where holding G whole took 4 T V
  * (8.4 GB). When the tokens are checked whole (rows NULL: the CPU backend,
  * or max_check_rows >= T) so is dW, and A keeps every row of z (4 T V).
- * Each product is one packed, cache-blocked fp32 GEMM (gemm_range: 6x16
- * register tile, KC x NC panels of B in L2, MC x KC of A in L1/L2); on
- * x86-64 with AVX2 and FMA the register tile is written with intrinsics
- * (the build's -std=c17 turns off FMA contraction, and its baseline is
- * SSE2), chosen at run time; elsewhere a plain loop the compiler
- * vectorises. Measured on the development box (2 cores shared with other
- * work, AVX2; the case driver's host side of one case, twin then
- * reference, in CPU seconds): at T = 8192, H = 2048, V = 65536 with 4096
- * tokens checked, 49 s and 2.0 GB resident, where computing dW whole took
- * 81 s and 3.4 GB (3.4e12 FLOPs against 5.5e12: ~70 GFLOP/s a CPU second
- * either way).
+ * Each product is one packed, cache-blocked fp32 GEMM (gemm_range: KC x NC
+ * panels of B in L2, MC x KC of A in L1/L2, a register tile of 6 x 16
+ * written with AVX2 and FMA intrinsics on x86-64 that has them, chosen at
+ * run time (the build's -std=c17 turns off FMA contraction, and its
+ * baseline is SSE2), else a plain loop the compiler vectorises). Where h
+ * and W hold bf16 values exactly (a bf16 case) and the host has AVX-512
+ * BF16, the forward product runs on bf16 pairs (VDPBF16PS: exact products
+ * summed in fp32 as FMAs sum them, in another order), a 12 x 32 tile.
+ * Measured on the development box (an AVX-512 BF16 EPYC, 2 cores shared
+ * with other work; the case driver's host side of one case, twin then
+ * reference, run as the driver runs it; CPU seconds, then resident
+ * memory):
+ *   shape (4096 tokens checked)  dW whole (before)    fp32 forward     bf16 forward
+ *   T=8192 H=2048 V=65536        81 s, 3.4 GB         49 s, 2.0 GB     37 s, 2.0 GB
+ *   T=16384 H=4096 V=128256      470 s, 12.8 GB       289 s, 5.0 GB    215 s, 5.0 GB
+ * (3.4e12 FLOPs against 5.5e12 at the first shape, 2.2e13 against 3.9e13
+ * at the second: ~70-82 GFLOP/s a CPU second in fp32, the forward's
+ * 1.7e13 at ~115 on bf16 pairs). On 16 such cores the largest shape would
+ * take about 13 s; the forward GEMM is 70% of it.
  *
  * The oracle is the same math in double without blocking or threads: it
  * serves the CPU backend at small shapes only. */
@@ -109,9 +117,21 @@ typedef struct out_operand {
 #define MR 6     /* register tile rows: 12 accumulators of 8 lanes + 2 B + 1 A of AVX2's 16 */
 #define NR 16
 #define KC 256   /* depth of a packed panel: MR x KC of A (6 KiB) and KC x NR of B (16 KiB) in L1 */
-#define MC 120   /* rows of packed A (120 KiB, L2) */
+#define MC 120   /* rows of packed A (120 KiB, L2); a multiple of every kernel's register tile */
 #define NC 1024  /* columns of packed B (1 MiB, L2) */
 #define PANEL_ALIGN 64
+#define TILE_MAX 384 /* the largest register tile, in floats (MR_BF x NR_BF) */
+
+/* A register-tile kernel: packs A into mr-row panels and B into nr-column
+ * panels, 4-byte words each holding k_per_word steps of the depth, and
+ * sums a tile over `words` of them. */
+typedef struct gemm_kernel {
+	int mr, nr, k_per_word;
+	void (*pack_a)(void *dst, const struct operand *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc);
+	void (*pack_b)(void *dst, const struct operand *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc);
+	/* tile (mr x nr, row-major) = the packed panels' product */
+	void (*micro)(int64_t words, const void *a, const void *b, float *tile);
+} gemm_kernel;
 
 static inline int64_t op_row(const operand *o, int64_t i)
 {
@@ -120,8 +140,10 @@ static inline int64_t op_row(const operand *o, int64_t i)
 
 /* A rows [i0, i0 + mc) x depth [p0, p0 + kc) as MR-row panels, each
  * k-major (MR values per k), rows past mc zero. */
-static void pack_a(float *dst, const operand *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc)
+static void pack_a(void *out, const operand *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc)
 {
+	float *dst = out;
+
 	for (int64_t ir = 0; ir < mc; ir += MR) {
 		int64_t mr = mc - ir < MR ? mc - ir : MR;
 		const float *src[MR];
@@ -137,8 +159,10 @@ static void pack_a(float *dst, const operand *a, int64_t i0, int64_t mc, int64_t
 
 /* B depth [p0, p0 + kc) x columns [j0, j0 + nc) as NR-column panels,
  * each k-major (NR values per k), columns past nc zero. */
-static void pack_b(float *dst, const operand *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc)
+static void pack_b(void *out, const operand *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc)
 {
+	float *dst = out;
+
 	for (int64_t jr = 0; jr < nc; jr += NR) {
 		int64_t nr = nc - jr < NR ? nc - jr : NR;
 		for (int64_t p = 0; p < kc; p++) {
@@ -150,11 +174,9 @@ static void pack_b(float *dst, const operand *b, int64_t p0, int64_t kc, int64_t
 	}
 }
 
-/* tile = sum over kc of the packed panels' outer products. */
-typedef void (*micro_fn)(int64_t kc, const float *a, const float *b, float *tile);
-
-static void micro_plain(int64_t kc, const float *a, const float *b, float *tile)
+static void micro_plain(int64_t kc, const void *pa, const void *pb, float *tile)
 {
+	const float *a = pa, *b = pb;
 	float acc[MR][NR] = {{0}};
 
 	for (int64_t p = 0; p < kc; p++, a += MR, b += NR) {
@@ -166,9 +188,12 @@ static void micro_plain(int64_t kc, const float *a, const float *b, float *tile)
 	memcpy(tile, acc, sizeof(acc));
 }
 
+static const gemm_kernel kernel_plain = {MR, NR, 1, pack_a, pack_b, micro_plain};
+
 #if LCE_X86_AVX2
-__attribute__((target("avx2,fma"))) static void micro_avx2(int64_t kc, const float *a, const float *b, float *tile)
+__attribute__((target("avx2,fma"))) static void micro_avx2(int64_t kc, const void *pa, const void *pb, float *tile)
 {
+	const float *a = pa, *b = pb;
 	__m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
 	__m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
 
@@ -206,22 +231,122 @@ __attribute__((target("avx2,fma"))) static void micro_avx2(int64_t kc, const flo
 	_mm256_store_ps(tile + 80, c50);
 	_mm256_store_ps(tile + 88, c51);
 }
+
+static const gemm_kernel kernel_avx2 = {MR, NR, 1, pack_a, pack_b, micro_avx2};
+
+/* ---- bf16 operands: AVX-512's bf16 dot product ----
+ * When both operands hold bf16 values exactly (the forward GEMM of a bf16
+ * case: h and W), each product is exact in fp32, and VDPBF16PS adds two of
+ * them into an fp32 lane, each addition rounded as an FMA's: the same
+ * fp32 sum as the FMA loop, in another order (pairs of k), at twice the
+ * products a cycle. Words hold the pair (k, k + 1), k in the low half. */
+#define MR_BF 12 /* 24 accumulators of 16 lanes + 2 B + 1 A of AVX-512's 32 */
+#define NR_BF 32
+
+/* The bf16 pair (lo, hi) of two floats that hold bf16 values: their high
+ * halves. */
+static uint32_t bf16_pair(float lo, float hi)
+{
+	uint32_t l, h;
+
+	memcpy(&l, &lo, sizeof(l));
+	memcpy(&h, &hi, sizeof(h));
+	return (h & 0xffff0000u) | (l >> 16);
+}
+
+static void pack_a_bf16(void *out, const operand *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc)
+{
+	uint32_t *dst = out;
+	const int64_t pairs = (kc + 1) / 2;
+
+	for (int64_t ir = 0; ir < mc; ir += MR_BF) {
+		int64_t mr = mc - ir < MR_BF ? mc - ir : MR_BF;
+		for (int64_t ii = 0; ii < MR_BF; ii++) {
+			const float *src = ii < mr ? a->p + op_row(a, i0 + ir + ii) * a->rs + p0 * a->cs : NULL;
+			for (int64_t p = 0; p < pairs; p++) {
+				const int64_t k = 2 * p;
+				const float hi = src && k + 1 < kc ? src[(k + 1) * a->cs] : 0.0f;
+				dst[p * MR_BF + ii] = src ? bf16_pair(src[k * a->cs], hi) : 0;
+			}
+		}
+		dst += MR_BF * pairs;
+	}
+}
+
+static void pack_b_bf16(void *out, const operand *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc)
+{
+	uint32_t *dst = out;
+	const int64_t pairs = (kc + 1) / 2;
+
+	for (int64_t jr = 0; jr < nc; jr += NR_BF) {
+		int64_t nr = nc - jr < NR_BF ? nc - jr : NR_BF;
+		for (int64_t p = 0; p < pairs; p++) {
+			const int64_t k = 2 * p;
+			const float *src = b->p + (p0 + k) * b->rs + (j0 + jr) * b->cs;
+			for (int64_t jj = 0; jj < NR_BF; jj++) {
+				const float hi = jj < nr && k + 1 < kc ? src[jj * b->cs + b->rs] : 0.0f;
+				dst[p * NR_BF + jj] = jj < nr ? bf16_pair(src[jj * b->cs], hi) : 0;
+			}
+		}
+		dst += NR_BF * pairs;
+	}
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static void micro_bf16(int64_t pairs, const void *pa, const void *pb,
+	float *tile)
+{
+	const uint32_t *a = pa, *b = pb;
+	__m512 acc[MR_BF][2];
+
+#pragma GCC unroll 12
+	for (int i = 0; i < MR_BF; i++)
+		acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+	for (int64_t p = 0; p < pairs; p++, a += MR_BF, b += NR_BF) {
+		const __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 16);
+#pragma GCC unroll 12
+		for (int i = 0; i < MR_BF; i++) {
+			const __m512bh x = (__m512bh)_mm512_set1_epi32((int)a[i]);
+			acc[i][0] = _mm512_dpbf16_ps(acc[i][0], x, b0);
+			acc[i][1] = _mm512_dpbf16_ps(acc[i][1], x, b1);
+		}
+	}
+#pragma GCC unroll 12
+	for (int i = 0; i < MR_BF; i++) {
+		_mm512_store_ps(tile + i * NR_BF, acc[i][0]);
+		_mm512_store_ps(tile + i * NR_BF + 16, acc[i][1]);
+	}
+}
+
+static const gemm_kernel kernel_bf16 = {MR_BF, NR_BF, 2, pack_a_bf16, pack_b_bf16, micro_bf16};
 #endif
 
-static micro_fn pick_micro(void)
+/* The fp32 kernel this host runs best. */
+static const gemm_kernel *pick_kernel(void)
 {
 #if LCE_X86_AVX2
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-		return micro_avx2;
+		return &kernel_avx2;
 #endif
-	return micro_plain;
+	return &kernel_plain;
+}
+
+/* The kernel for operands that hold bf16 values exactly, if this host has
+ * one: AVX-512 BF16; else NULL. */
+static const gemm_kernel *pick_kernel_bf16(void)
+{
+#if LCE_X86_AVX2
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16"))
+		return &kernel_bf16;
+#endif
+	return NULL;
 }
 
 /* Per-thread packing buffers. */
 typedef struct gemm_bufs {
-	float *a, *b;
-	float tile[MR * NR] __attribute__((aligned(PANEL_ALIGN)));
+	void *a, *b;
+	float tile[TILE_MAX] __attribute__((aligned(PANEL_ALIGN)));
 } gemm_bufs;
 
 static int bufs_init(gemm_bufs *g)
@@ -240,27 +365,29 @@ static void bufs_free(gemm_bufs *g)
 /* Rows [m0, m1) of C = A B, with A [M, K] and B [K, N]: C written
  * (not accumulated into) for every column. Each KC slice of the depth is
  * summed in registers, then added to C. */
-static void gemm_range(micro_fn micro, gemm_bufs *g, const operand *a, const operand *b, const out_operand *c,
+static void gemm_range(const gemm_kernel *kn, gemm_bufs *g, const operand *a, const operand *b, const out_operand *c,
 	int64_t m0, int64_t m1, int64_t n, int64_t k)
 {
 	for (int64_t jc = 0; jc < n; jc += NC) {
 		int64_t nc = n - jc < NC ? n - jc : NC;
 		for (int64_t pc = 0; pc < k; pc += KC) {
 			int64_t kc = k - pc < KC ? k - pc : KC;
-			pack_b(g->b, b, pc, kc, jc, nc);
+			const int64_t words = (kc + kn->k_per_word - 1) / kn->k_per_word;
+			kn->pack_b(g->b, b, pc, kc, jc, nc);
 			for (int64_t ic = m0; ic < m1; ic += MC) {
 				int64_t mc = m1 - ic < MC ? m1 - ic : MC;
-				pack_a(g->a, a, ic, mc, pc, kc);
-				for (int64_t jr = 0; jr < nc; jr += NR) {
-					int64_t nr = nc - jr < NR ? nc - jr : NR;
-					for (int64_t ir = 0; ir < mc; ir += MR) {
-						int64_t mr = mc - ir < MR ? mc - ir : MR;
-						micro(kc, g->a + ir * kc, g->b + jr * kc, g->tile);
+				kn->pack_a(g->a, a, ic, mc, pc, kc);
+				for (int64_t jr = 0; jr < nc; jr += kn->nr) {
+					int64_t nr = nc - jr < kn->nr ? nc - jr : kn->nr;
+					for (int64_t ir = 0; ir < mc; ir += kn->mr) {
+						int64_t mr = mc - ir < kn->mr ? mc - ir : kn->mr;
+						const uint32_t *pa = (const uint32_t *)g->a + ir * words;
+						kn->micro(words, pa, (const uint32_t *)g->b + jr * words, g->tile);
 						for (int64_t ii = 0; ii < mr; ii++) {
 							int64_t i = ic + ir + ii;
 							const int64_t r = (c->rows ? c->rows[i] : i) - c->row0;
 							float *dst = c->p + r * c->ld + jc + jr;
-							const float *t = g->tile + ii * NR;
+							const float *t = g->tile + ii * kn->nr;
 							if (pc == 0) {
 								for (int64_t jj = 0; jj < nr; jj++)
 									dst[jj] = t[jj];
@@ -275,7 +402,6 @@ static void gemm_range(micro_fn micro, gemm_bufs *g, const operand *a, const ope
 		}
 	}
 }
-
 
 /* ---- the reference: the forward GEMM, then the sampled rows of dh and dW ------------------------------------------ */
 
@@ -305,7 +431,8 @@ typedef struct ref_job {
 	float *m;              /* [T]: the running max of z over the panels, then the max */
 	double *s;             /* [T]: the sum of exp(z - m), rescaled as m grows */
 	float *loss, *dh, *dw; /* the outputs */
-	micro_fn micro;
+	const gemm_kernel *kernel;  /* the fp32 GEMMs' */
+	const gemm_kernel *forward; /* z = h W^T's: bf16 products where both hold bf16 */
 	int n_parts;           /* the phase's rows cut into this many parts, one a thread */
 	int failed;            /* a part could not get its buffers */
 } ref_job;
@@ -371,7 +498,7 @@ static int logits_part(ref_job *j, gemm_bufs *g, int64_t t0, int64_t t1)
 		out_operand c = {panel, PANEL, NULL, t0};
 		int64_t k1 = k0;
 
-		gemm_range(j->micro, g, &a, &b, &c, t0, t1, nc, j->hidden);
+		gemm_range(j->forward, g, &a, &b, &c, t0, t1, nc, j->hidden);
 		while (j->zv && k1 < j->n_v && vrow_of(j, k1) < jc + nc)
 			k1++;
 		for (int64_t t = t0; t < t1; t++) {
@@ -386,6 +513,19 @@ static int logits_part(ref_job *j, gemm_bufs *g, int64_t t0, int64_t t1)
 	}
 	free(panel);
 	return 0;
+}
+
+/* Whether every one of the n values is a bf16 value (its low 16 bits
+ * zero): the inputs of a bf16 case. */
+static bool holds_bf16(const float *x, int64_t n)
+{
+	for (int64_t i = 0; i < n; i++) {
+		uint32_t u;
+		memcpy(&u, &x[i], sizeof(u));
+		if (u & 0xffffu)
+			return false;
+	}
+	return true;
 }
 
 /* G[t, v] from z[t, v]: exp(z - lse) as exp(z - max) / sum, the sum in
@@ -417,7 +557,7 @@ static void dh_part(ref_job *j, gemm_bufs *g, int64_t i0, int64_t i1)
 		/* dh [rows, H] = G [rows, V] W */
 		operand a = {j->zt, j->vocab, 1, NULL}, b = {j->w, j->hidden, 1, NULL};
 		out_operand c = {j->dh, j->hidden, j->rows, 0};
-		gemm_range(j->micro, g, &a, &b, &c, i0, d1, j->hidden, j->vocab);
+		gemm_range(j->kernel, g, &a, &b, &c, i0, d1, j->hidden, j->vocab);
 	}
 }
 
@@ -436,7 +576,7 @@ static void dw_part(ref_job *j, gemm_bufs *g, int64_t k0, int64_t k1)
 		for (int64_t k = k0; k < k1; k++)
 			z[k] = g_of(j, t, z[k], inv, vrow_of(j, k));
 	}
-	gemm_range(j->micro, g, &a, &b, &c, k0, k1, j->hidden, j->tokens);
+	gemm_range(j->kernel, g, &a, &b, &c, k0, k1, j->hidden, j->tokens);
 }
 
 /* Part `index` of the job's phase, with packing buffers of its own. */
@@ -488,11 +628,13 @@ void mb_ref_linear_cross_entropy(const int64_t *axis, const float *const *in, fl
 		.m = malloc((size_t)tokens * sizeof(float)),
 		.s = malloc((size_t)tokens * sizeof(double)),
 		.loss = out[OUT_LOSS], .dh = out[OUT_DH], .dw = out[OUT_DW],
-		.micro = pick_micro(),
+		.kernel = pick_kernel(),
 	};
+	const gemm_kernel *bf16 = pick_kernel_bf16();
 
 	if ((!whole && !vrows) || !j.kept || !j.m || !j.s)
 		abort(); /* the harness sized host memory for the tensors */
+	j.forward = bf16 && holds_bf16(j.h, tokens * hidden) && holds_bf16(j.w, vocab * hidden) ? bf16 : j.kernel;
 	j.n_v = whole ? vocab : mb_sample_derived(rows, n_rows, vocab, vrows);
 	j.vrows = vrows;
 	j.zt = malloc((size_t)(j.n_kept > 0 ? j.n_kept : 1) * (size_t)vocab * sizeof(float));

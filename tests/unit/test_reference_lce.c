@@ -28,9 +28,9 @@ typedef struct lce_case {
 	int64_t width[N_OUT];
 } lce_case;
 
-/* Inputs from the generator at the row's own fills, as the harness makes
- * them (bf16-rounded), and NaN outputs. */
-static int case_make(lce_case *c, const mb_row *row, int64_t t, int64_t h, int64_t v, uint64_t seed)
+/* Inputs from the generator at the row's own fills, rounded to `dtype` as
+ * the harness makes them, and NaN outputs. */
+static int case_make(lce_case *c, const mb_row *row, int64_t t, int64_t h, int64_t v, mb_dtype dtype, uint64_t seed)
 {
 	mb_tensor_spec spec[MB_MAX_TENSORS];
 	int n;
@@ -46,7 +46,7 @@ static int case_make(lce_case *c, const mb_row *row, int64_t t, int64_t h, int64
 			mb_input_params p = mb_input_params_for(&spec[i], i, seed);
 			if (!(c->in[i] = malloc(elems * sizeof(float))))
 				return -1;
-			mb_host_fill(c->in[i], elems, &p, MB_BF16);
+			mb_host_fill(c->in[i], elems, &p, dtype);
 		} else {
 			c->rows[i - 3] = spec[i].rows;
 			c->width[i - 3] = spec[i].row_elems;
@@ -87,7 +87,7 @@ static int64_t checked_rows(const lce_case *c, int i, const int64_t *rows, int64
 	return m;
 }
 
-static void test_sample_against_whole(int64_t t, int64_t h, int64_t v, int64_t n_sample)
+static void test_sample_against_whole(int64_t t, int64_t h, int64_t v, int64_t n_sample, mb_dtype dtype)
 {
 	const mb_row *row = mb_catalog_find("linear_cross_entropy");
 	const mb_tolerance *tol = &row->tolerance[MB_FP32];
@@ -97,7 +97,7 @@ static void test_sample_against_whole(int64_t t, int64_t h, int64_t v, int64_t n
 	mb_error err;
 
 	CHECK(row && at);
-	if (!row || !at || case_make(&whole, row, t, h, v, 31) || case_make(&part, row, t, h, v, 31)) {
+	if (!row || !at || case_make(&whole, row, t, h, v, dtype, 31) || case_make(&part, row, t, h, v, dtype, 31)) {
 		CHECK_MSG(0, "T=%lld H=%lld V=%lld: cannot make the case", (long long)t, (long long)h, (long long)v);
 		free(at);
 		return;
@@ -140,9 +140,11 @@ static void test_sample_against_whole(int64_t t, int64_t h, int64_t v, int64_t n
 		for (int64_t e = 0; e < whole.rows[i] * whole.width[i]; e++)
 			unwritten += isnan(whole.out[i][e]);
 	CHECK_MSG(differ == 0 && unwritten == 0 && extra == 0 && over == 0 && compared > 0,
-		"T=%lld H=%lld V=%lld, %lld tokens: %llu differ from the whole reference, %llu unwritten, %llu written "
-		"outside the sample, %llu of %llu over the fp32 tolerance against the oracle", (long long)t, (long long)h,
-		(long long)v, (long long)n, (unsigned long long)differ, (unsigned long long)unwritten,
+		"%s T=%lld H=%lld V=%lld, %lld tokens: %llu differ from the whole reference, %llu unwritten, %llu "
+		"written outside the sample, %llu of %llu over the fp32 tolerance against the oracle",
+		mb_dtype_name(dtype),
+		(long long)t, (long long)h, (long long)v, (long long)n, (unsigned long long)differ,
+		(unsigned long long)unwritten,
 		(unsigned long long)extra, (unsigned long long)over, (unsigned long long)compared);
 	CHECK_MSG(labelled > 0, "T=%lld V=%lld: no checked row of dW holds a label", (long long)t, (long long)v);
 	free(rows);
@@ -154,9 +156,12 @@ static void test_sample_against_whole(int64_t t, int64_t h, int64_t v, int64_t n
 int main(void)
 {
 	/* V past two forward panels with a ragged third; T and the sample
-	 * off the 6-row register tile */
-	test_sample_against_whole(203, 72, 2500, 41);
-	/* more tokens than vocabulary rows: the derived sample wraps */
-	test_sample_against_whole(301, 64, 700, 150);
+	 * off the register tiles (6 and 12 rows); bf16 inputs (the forward
+	 * runs on bf16 products where the host has them) and fp32 ones */
+	test_sample_against_whole(203, 72, 2500, 41, MB_BF16);
+	test_sample_against_whole(203, 72, 2500, 41, MB_FP32);
+	/* more tokens than vocabulary rows: the derived sample wraps; an odd
+	 * depth leaves half a bf16 pair */
+	test_sample_against_whole(301, 65, 700, 150, MB_BF16);
 	return mb_test_finish("test_reference_lce");
 }

@@ -254,42 +254,38 @@ static uint32_t bf16_pair(float lo, float hi)
 	return (h & 0xffff0000u) | (l >> 16);
 }
 
-static void pack_a_bf16(void *out, const operand *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc)
+/* Lines [l0, l0 + n) of an operand, depth [p0, p0 + kc), as panels of
+ * `width` lines, each pair-of-k major (one word a line a pair), lines
+ * past n and the half pair past an odd kc zero. The lines are A's rows
+ * (`rows`, gathered as op_row says) or B's columns. */
+static void pack_pairs(uint32_t *dst, const operand *o, bool rows, int64_t l0, int64_t n, int64_t p0, int64_t kc,
+	int width)
 {
-	uint32_t *dst = out;
 	const int64_t pairs = (kc + 1) / 2;
+	const int64_t dk = rows ? o->cs : o->rs, dl = rows ? o->rs : o->cs; /* steps along the depth and the lines */
 
-	for (int64_t ir = 0; ir < mc; ir += MR_BF) {
-		int64_t mr = mc - ir < MR_BF ? mc - ir : MR_BF;
-		for (int64_t ii = 0; ii < MR_BF; ii++) {
-			const float *src = ii < mr ? a->p + op_row(a, i0 + ir + ii) * a->rs + p0 * a->cs : NULL;
+	for (int64_t lr = 0; lr < n; lr += width) {
+		for (int64_t ll = 0; ll < width; ll++) {
+			const int64_t l = l0 + lr + ll;
+			const float *src = lr + ll < n ? o->p + (rows ? op_row(o, l) : l) * dl + p0 * dk : NULL;
 			for (int64_t p = 0; p < pairs; p++) {
 				const int64_t k = 2 * p;
-				const float hi = src && k + 1 < kc ? src[(k + 1) * a->cs] : 0.0f;
-				dst[p * MR_BF + ii] = src ? bf16_pair(src[k * a->cs], hi) : 0;
+				const float hi = src && k + 1 < kc ? src[(k + 1) * dk] : 0.0f;
+				dst[p * width + ll] = src ? bf16_pair(src[k * dk], hi) : 0;
 			}
 		}
-		dst += MR_BF * pairs;
+		dst += width * pairs;
 	}
+}
+
+static void pack_a_bf16(void *out, const operand *a, int64_t i0, int64_t mc, int64_t p0, int64_t kc)
+{
+	pack_pairs(out, a, true, i0, mc, p0, kc, MR_BF);
 }
 
 static void pack_b_bf16(void *out, const operand *b, int64_t p0, int64_t kc, int64_t j0, int64_t nc)
 {
-	uint32_t *dst = out;
-	const int64_t pairs = (kc + 1) / 2;
-
-	for (int64_t jr = 0; jr < nc; jr += NR_BF) {
-		int64_t nr = nc - jr < NR_BF ? nc - jr : NR_BF;
-		for (int64_t p = 0; p < pairs; p++) {
-			const int64_t k = 2 * p;
-			const float *src = b->p + (p0 + k) * b->rs + (j0 + jr) * b->cs;
-			for (int64_t jj = 0; jj < NR_BF; jj++) {
-				const float hi = jj < nr && k + 1 < kc ? src[jj * b->cs + b->rs] : 0.0f;
-				dst[p * NR_BF + jj] = jj < nr ? bf16_pair(src[jj * b->cs], hi) : 0;
-			}
-		}
-		dst += NR_BF * pairs;
-	}
+	pack_pairs(out, b, false, j0, nc, p0, kc, NR_BF);
 }
 
 __attribute__((target("avx512f,avx512bf16"))) static void micro_bf16(int64_t pairs, const void *pa, const void *pb,
@@ -320,27 +316,19 @@ __attribute__((target("avx512f,avx512bf16"))) static void micro_bf16(int64_t pai
 static const gemm_kernel kernel_bf16 = {MR_BF, NR_BF, 2, pack_a_bf16, pack_b_bf16, micro_bf16};
 #endif
 
-/* The fp32 kernel this host runs best. */
-static const gemm_kernel *pick_kernel(void)
+/* The kernel this host runs best: with `bf16`, for operands that hold
+ * bf16 values exactly, AVX-512 BF16's or NULL where the host has none;
+ * else the fp32 one. */
+static const gemm_kernel *pick_kernel(bool bf16)
 {
 #if LCE_X86_AVX2
 	__builtin_cpu_init();
+	if (bf16)
+		return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16") ? &kernel_bf16 : NULL;
 	if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
 		return &kernel_avx2;
 #endif
-	return &kernel_plain;
-}
-
-/* The kernel for operands that hold bf16 values exactly, if this host has
- * one: AVX-512 BF16; else NULL. */
-static const gemm_kernel *pick_kernel_bf16(void)
-{
-#if LCE_X86_AVX2
-	__builtin_cpu_init();
-	if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16"))
-		return &kernel_bf16;
-#endif
-	return NULL;
+	return bf16 ? NULL : &kernel_plain;
 }
 
 /* Per-thread packing buffers. */
@@ -628,9 +616,9 @@ void mb_ref_linear_cross_entropy(const int64_t *axis, const float *const *in, fl
 		.m = malloc((size_t)tokens * sizeof(float)),
 		.s = malloc((size_t)tokens * sizeof(double)),
 		.loss = out[OUT_LOSS], .dh = out[OUT_DH], .dw = out[OUT_DW],
-		.kernel = pick_kernel(),
+		.kernel = pick_kernel(false),
 	};
-	const gemm_kernel *bf16 = pick_kernel_bf16();
+	const gemm_kernel *bf16 = pick_kernel(true);
 
 	if ((!whole && !vrows) || !j.kept || !j.m || !j.s)
 		abort(); /* the harness sized host memory for the tensors */

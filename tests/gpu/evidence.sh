@@ -27,7 +27,9 @@
 #   memcheck, racecheck, initcheck
 #             compute-sanitizer's tool of that name over every variant at
 #             smoke shapes (tests/gpu/memcheck.toml); SANITIZER_LIMIT_S
-#             bounds each (default 300 s).
+#             bounds each (default 300 s). SANITIZER_ROWS runs those rows
+#             of suites/smoke.toml in hot mode instead (the heavy rows,
+#             which memcheck.toml leaves out).
 #   lanes     suites/nam56r.toml's lanes after residual_rmsnorm and rope_qk in
 #             bf16, and the verdicts; LANES_TAG names the receipt (a, b),
 #             LANES_LIMIT_S bounds the run (default 540 s).
@@ -35,9 +37,12 @@
 #             of suites/nam56r.toml in bf16 (ceilings measured in the same
 #             run), their verdicts and targets (heavy_targets.py);
 #             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
-#             narrows the rows.
-#   heavy-ncu ncu's speed of light, occupancy and launch statistics of each
-#             heavy row's fused kernel at its largest shape (two launches).
+#             narrows the rows, HEAVY_DTYPES=bf16,fp32 adds fp32.
+#   heavy-ncu ncu's speed of light, occupancy, launch statistics, compute
+#             workload and warp states of each heavy row's fused kernel at
+#             its largest shape (two launches), with the instructions
+#             executed in all and on the XU (MUFU) pipe and the pipes'
+#             use; HEAVY_ROWS narrows the rows.
 #   shard     (two or more GPUs) suites/nam56r.toml in bf16 without lanes
 #             and without linear_cross_entropy (SHARD_EXCLUDE; its host
 #             reference takes minutes) on one GPU, then on all of them
@@ -45,8 +50,9 @@
 #             again with gpu1's worker killed (kill -9) after its first case.
 #   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384: with
 #             --check (every row checked) and timed.
-#   smoke     every row of suites/smoke.toml on the GPU.
-#   sass      16-byte load and store counts of every fused kernel.
+#   smoke     every row of suites/smoke.toml on the GPU (SMOKE_ROWS: those).
+#   sass      16-byte load and store counts of every fused kernel, and
+#             the MUFU instructions of each by kind.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
 # bundle's commit through a checkout made beside the tree
 # (tests/gpu/host-checkout.sh); the tree's own .git is left as it is.
@@ -134,8 +140,10 @@ for phase in "${@:-checks}"; do
 		python3 tests/gpu/accuracy.py "$out/accuracy.json" "$out/ncu.csv" | tee "$out/accuracy.txt"
 		;;
 	memcheck | racecheck | initcheck)
+		sanitized=(tests/gpu/memcheck.toml)
+		[ -n "${SANITIZER_ROWS:-}" ] && sanitized=(suites/smoke.toml --rows "$SANITIZER_ROWS" --modes hot)
 		MEGABENCH_SKIP_CEILINGS=1 step "$phase" "${SANITIZER_LIMIT_S:-300}" compute-sanitizer --tool "$phase" --target-processes all \
-			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda -o "$out/$phase.json"
+			--error-exitcode 9 "$mb" run "${sanitized[@]}" --backend cuda -o "$out/$phase.json"
 		grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/$phase.log" | sort | uniq -c
 		;;
 	lanes)
@@ -150,18 +158,25 @@ for phase in "${@:-checks}"; do
 	heavy)
 		rows=${HEAVY_ROWS:-moe_ffn,moe_ffn_swiglu,linear_cross_entropy,ssm_scan,recurrent_scan,mhc_sinkhorn}
 		step heavy "${HEAVY_LIMIT_S:-540}" "$mb" run suites/nam56r.toml --backend cuda --rows "$rows" \
-			--dtypes bf16 --set 'lanes=[]' -o "$out/heavy.json"
+			--dtypes "${HEAVY_DTYPES:-bf16}" --set 'lanes=[]' -o "$out/heavy.json"
 		"$mb" verdict "$out/heavy.json" >"$out/heavy-verdict.txt" 2>&1
 		python3 tests/gpu/heavy_targets.py "$out/heavy.json" | tee "$out/heavy-targets.txt"
 		;;
 	heavy-ncu)
+		ncu_metrics=smsp__inst_executed.sum,sm__inst_executed_pipe_xu.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
+		ncu_metrics+=,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active
+		ncu_metrics+=,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
 		for k in moe_ffn:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused recurrent_scan:recurrent_scan_fused \
 			mhc_sinkhorn:mhc_sinkhorn_fused; do
+			case ",${HEAVY_ROWS:-${k%%:*}}," in *",${k%%:*},"*) ;; *) continue ;; esac
 			MEGABENCH_SKIP_CEILINGS=1 step "ncu-${k%%:*}" 120 ncu --clock-control none --section SpeedOfLight \
-				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:${k#*:}" -c 2 \
+				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+				--section ComputeWorkloadAnalysis --section WarpStateStats --metrics "$ncu_metrics" -k "regex:${k#*:}" -c 2 \
 				--log-file "$out/ncu-${k%%:*}.txt" "$mb" run suites/nam56r.toml --backend cuda --rows "${k%%:*}" \
 				--variants fused --filter '[TL]=16384' --set 'lanes=[]' --set timing.min_samples=1 \
 				--set timing.min_time_s=0 --set timing.warmup=0 -o "$out/ncu-${k%%:*}.json"
+			grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|inst_executed|issue_active|Stall|Warp Cycles" \
+				"$out/ncu-${k%%:*}.txt" | tail -n 24
 		done
 		;;
 	shard)
@@ -195,16 +210,24 @@ for phase in "${@:-checks}"; do
 		"$mb" validate "$out/alltoall-check.json" "$out/alltoall.json"
 		;;
 	smoke)
-		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda -o "$out/smoke-gpu.json"
+		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda ${SMOKE_ROWS:+--rows "$SMOKE_ROWS"} \
+			-o "$out/smoke-gpu.json"
 		grep -E "passed|FAIL|crashed|timeout|skipped" "$out/smoke-gpu.log" | tail -n 15
 		;;
 	sass)
 		# per fused kernel: 128-bit global loads and stores in its SASS
 		cuobjdump --dump-sass "$mb" 2>/dev/null | awk '
 			/Function :/ { name = $3 }
-			/LDG\.E\.128/ { ld[name]++ }
-			/STG\.E\.128/ { st[name]++ }
-			END { for (n in ld) if (n ~ /fused/) printf "%-70s LDG.128 %3d STG.128 %3d\n", substr(n, 1, 70), ld[n], st[n] }' |
+			/LDG\.E.*\.128/ { ld[name]++ }
+			/STG\.E.*\.128/ { st[name]++ }
+			/MUFU\./ { match($0, /MUFU\.[A-Z0-9]+/); mu[name] = mu[name] " " substr($0, RSTART + 5, RLENGTH - 5) }
+			END { for (n in ld) if (n ~ /fused/) printf "%-70s LDG.128 %3d STG.128 %3d MUFU%s\n", substr(n, 1, 70), ld[n], st[n], mufu(mu[n]) }
+			function mufu(list,   k, i, c, kinds, out) {
+				k = split(list, kinds, " "); out = ""
+				for (i = 1; i <= k; i++) c[kinds[i]]++
+				for (i in c) out = out " " i ":" c[i]
+				return out == "" ? " none" : out
+			}' |
 			sort >"$out/sass.txt"
 		cat "$out/sass.txt"
 		;;

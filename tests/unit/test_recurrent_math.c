@@ -38,6 +38,7 @@ static float perturb(float v, float in, unsigned salt)
 #define RS_HOST_RSQRT(x) perturb(1.0f / sqrtf(x), (x), 0xa7u)
 #include "kernels/recurrent_scan_math.h"
 
+#include "harness/input_rng.h"
 #include "kernels/catalog.h"
 #include "kernels/row_common.h"
 #include "reference/reference.h"
@@ -179,17 +180,10 @@ static void edges(void)
 /* The slowest channels of the fills (lambda at its least, the
  * recurrence gate's weight 0 and bias at its least: r = 0.269, 1 - a
  * down to 2.7e-4; and r at its least, 0.0113, through w_a x + b_a near
- * -4.47) and a fast one, each over 16384 steps of a bell-shaped x (the
- * sum of four uniforms, scaled to unit variance, as the fills). */
+ * -4.47) and a fast one, each over 16384 steps of x drawn as the
+ * suites' fills draw it (the harness's generator, unit variance). */
 #define REC_L 16384
-
-static uint64_t splitmix(uint64_t *state)
-{
-	uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
+#define REC_SEED 12345
 
 static void recurrence(void)
 {
@@ -203,7 +197,6 @@ static void recurrence(void)
 	const mb_tolerance *tol = &mb_row_recurrent_scan.tolerance[MB_FP32];
 	static float x[REC_L], want[REC_L];
 	double worst = 0;
-	uint64_t state = 12345;
 
 	for (size_t p = 0; p < sizeof(params) / sizeof(params[0]); p++) {
 		const float *q = params[p];
@@ -214,12 +207,10 @@ static void recurrence(void)
 		float h = 0.0f;
 		long bad = 0;
 
-		for (int t = 0; t < REC_L; t++) {
-			double s = 0;
-			for (int k = 0; k < 4; k++)
-				s += (double)(splitmix(&state) >> 40) / (double)(1u << 24);
-			x[t] = (float)((s - 2) * sqrt(3.0));
-		}
+		const mb_input_params fill = {mb_input_key(REC_SEED, (int)p), MB_INPUT_NORMAL, 0.0f, 1.0f};
+
+		for (int t = 0; t < REC_L; t++)
+			x[t] = mb_input_draw(&fill, (uint64_t)t, 0);
 		mb_ref_recurrent_scan(axis, in, out, NULL, 1);
 		for (int t = 0; t < REC_L; t++) {
 			float a, u;

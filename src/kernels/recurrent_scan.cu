@@ -50,7 +50,8 @@ enum { OUT_Y };
 #define SCAN_THREADS MB_WARP_THREADS
 #define SCAN_MIN_BLOCKS 32
 /* The fallback's scan holds a chunk of a in fp32 as well (24 registers a
- * buffer against 8): 24 warps an SM, 80 registers, no spills. */
+ * buffer against 8), and the fused kernel's fp32 x takes 16: 24 warps an
+ * SM, 80 registers, no spills (at 64 they spilled up to 70 bytes). */
 #define SCAN_STORED_MIN_BLOCKS 24
 #define FULL_MASK 0xffffffffu
 
@@ -72,7 +73,9 @@ __device__ __forceinline__ void rglru_step_slow(float x, const rs_channel &c, fl
 /* ---- what the warp scan reads ----------------------------------------------- */
 
 /* A source gives the scan its inputs: `buf` holds one lane's SCAN_ITEMS
- * steps as loaded, load() fills it (zero past the sequence's end),
+ * steps as loaded, load() fills it from element `at` of the [B*D, L]
+ * tensors, `left` steps of the sequence from there (zero past its end;
+ * FULL: all SCAN_ITEMS are in it),
  * begin_channel() sets up a channel's constants, step<FAST>() gives step
  * s's (a, u). */
 
@@ -88,13 +91,12 @@ template <typename T, int VEC> struct fused_source {
 	};
 	const T *x, *wa, *ba, *wi, *bi, *lambda;
 
-	__device__ __forceinline__ void load(buf &b, int64_t row, int64_t t, int64_t len) const
+	template <bool FULL> __device__ __forceinline__ void load(buf &b, int64_t at, int64_t left) const
 	{
-		const T *src = x + row * len + t;
 #pragma unroll
 		for (int k = 0; k < NV; k++) {
-			if (t + k * VEC < len)
-				b.x[k].load(src + k * VEC);
+			if (FULL || k * VEC < left)
+				b.x[k].load(x + at + k * VEC);
 			else
 				b.x[k] = mb_packed<T, VEC>{};
 		}
@@ -129,19 +131,19 @@ template <typename T, int VEC> struct stored_source {
 	const float *a;
 	const T *u;
 
-	__device__ __forceinline__ void load(buf &b, int64_t row, int64_t t, int64_t len) const
+	template <bool FULL> __device__ __forceinline__ void load(buf &b, int64_t at, int64_t left) const
 	{
 #pragma unroll
 		for (int k = 0; k < NA; k++) {
-			if (t + k * AVEC < len)
-				b.a[k].load(a + row * len + t + k * AVEC);
+			if (FULL || k * AVEC < left)
+				b.a[k].load(a + at + k * AVEC);
 			else
 				b.a[k] = mb_packed<float, AVEC>{};
 		}
 #pragma unroll
 		for (int k = 0; k < NV; k++) {
-			if (t + k * VEC < len)
-				b.u[k].load(u + row * len + t + k * VEC);
+			if (FULL || k * VEC < left)
+				b.u[k].load(u + at + k * VEC);
 			else
 				b.u[k] = mb_packed<T, VEC>{};
 		}
@@ -216,28 +218,31 @@ __device__ __forceinline__ unsigned pack2(float lo, float hi, __half)
 	return (unsigned)__half_as_ushort(v.x) | (unsigned)__half_as_ushort(v.y) << 16;
 }
 
-/* VEC values as one 16-byte access, streaming (st.global.cs: y is not
- * read again). Built as four words and stored through the intrinsic: a
- * vec.cuh struct of eight bf16, or a plain uint4 store, came out of this
- * kernel as several 2- and 4-byte stores in its PTX. */
+/* VEC values as one 16-byte access, built as four words and stored
+ * through the intrinsic (st.global.wb): a vec.cuh struct of eight bf16,
+ * or a plain uint4 store, came out of this kernel as several 2- and
+ * 4-byte stores in its PTX. Not evict-first: a lane's two stores fill
+ * the two halves of the same 32-byte sectors, which should meet in L2. */
 template <typename T, int VEC> __device__ __forceinline__ void store_vec(T *dst, const float (&v)[VEC])
 {
 	if constexpr (sizeof(T) * VEC != MB_VEC_BYTES) {
 		mb_store_f32<T, VEC>(dst, v);
 	} else if constexpr (sizeof(T) == sizeof(float)) {
-		__stcs(reinterpret_cast<float4 *>(dst), make_float4(v[0], v[1], v[2], v[3]));
+		__stwb(reinterpret_cast<float4 *>(dst), make_float4(v[0], v[1], v[2], v[3]));
 	} else {
-		__stcs(reinterpret_cast<uint4 *>(dst), make_uint4(pack2(v[0], v[1], T()), pack2(v[2], v[3], T()),
+		__stwb(reinterpret_cast<uint4 *>(dst), make_uint4(pack2(v[0], v[1], T()), pack2(v[2], v[3], T()),
 			pack2(v[4], v[5], T()), pack2(v[6], v[7], T())));
 	}
 }
 
-template <typename T, int VEC>
-__device__ __forceinline__ void store_steps(T *dst, int64_t t, int64_t len, const float (&ys)[SCAN_ITEMS])
+/* The lane's SCAN_ITEMS outputs from dst, `left` steps of the sequence
+ * from there (FULL: all of them). */
+template <typename T, int VEC, bool FULL>
+__device__ __forceinline__ void store_steps(T *dst, int64_t left, const float (&ys)[SCAN_ITEMS])
 {
 #pragma unroll
 	for (int k = 0; k < SCAN_ITEMS / VEC; k++) {
-		if (t + k * VEC < len) {
+		if (FULL || k * VEC < left) {
 			float v[VEC];
 #pragma unroll
 			for (int e = 0; e < VEC; e++)
@@ -250,7 +255,9 @@ __device__ __forceinline__ void store_steps(T *dst, int64_t t, int64_t len, cons
 /* Block (warp) w of the grid's W takes the sequences [n_seq * w / W,
  * n_seq * (w + 1) / W) in channel-major order (sequence s is channel
  * s / batch of batch s % batch: row (s % batch) * dim + s / batch), each
- * in chunks of SCAN_CHUNK_STEPS. blockDim.x is SCAN_THREADS, one warp. */
+ * in chunks of SCAN_CHUNK_STEPS; every chunk but a sequence's last is
+ * full, and takes the path without bounds. blockDim.x is SCAN_THREADS,
+ * one warp. */
 template <int VEC, class Src>
 __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::value_type *__restrict__ y, int64_t batch,
 	int64_t dim, int64_t len)
@@ -259,11 +266,13 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 	const int lane = threadIdx.x;
 	const int64_t warps = gridDim.x, warp = blockIdx.x;
 	const int64_t n_seq = batch * dim;
+	const int64_t full_chunks = len / SCAN_CHUNK_STEPS;
 	const int64_t chunks = (len + SCAN_CHUNK_STEPS - 1) / SCAN_CHUNK_STEPS;
 	const int64_t s_end = n_seq * (warp + 1) / warps;
 	const int my_step = lane * SCAN_ITEMS;
-	/* the current chunk: sequence s, its batch b and channel c */
-	int64_t s = n_seq * warp / warps, b = s % batch, c = s / batch, chunk = 0;
+	/* the current chunk: sequence s (batch b, channel c, its row starting
+	 * at element `base`) and its chunk */
+	int64_t s = n_seq * warp / warps, b = s % batch, c = s / batch, base = (b * dim + c) * len, chunk = 0;
 	float carry = 0.0f;
 	typename Src::buf cur;
 	typename Src::channel ch;
@@ -271,10 +280,14 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 	if (s >= s_end)
 		return;
 	ch = src.begin_channel(c);
-	src.load(cur, b * dim + c, my_step, len);
+	if (full_chunks > 0)
+		src.template load<true>(cur, base + my_step, len - my_step);
+	else
+		src.template load<false>(cur, base + my_step, len - my_step);
 	for (;;) {
-		const int64_t row = b * dim + c, t = chunk * SCAN_CHUNK_STEPS + my_step;
-		int64_t next_s = s, next_b = b, next_c = c, next_chunk = chunk + 1;
+		const int64_t t = chunk * SCAN_CHUNK_STEPS + my_step;
+		const bool full = chunk < full_chunks;
+		int64_t next_s = s, next_b = b, next_c = c, next_base = base, next_chunk = chunk + 1;
 		typename Src::buf next;
 		float hs[SCAN_ITEMS], ps[SCAN_ITEMS], p, h;
 
@@ -285,13 +298,27 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 				next_b = 0;
 				next_c++;
 			}
+			next_base = (next_b * dim + next_c) * len;
 		}
 		/* the next chunk's loads go out before this one's work */
-		if (next_s < s_end)
-			src.load(next, next_b * dim + next_c, next_chunk * SCAN_CHUNK_STEPS + my_step, len);
-		const int64_t left = len - t;
-		local_scan_any(src, cur, ch, left < SCAN_ITEMS ? (int)(left > 0 ? left : 0) : SCAN_ITEMS,
-			lane == 0 ? carry : 0.0f, hs, ps, p, h);
+		if (next_s < s_end) {
+			const int64_t next_t = next_chunk * SCAN_CHUNK_STEPS + my_step;
+			if (next_chunk < full_chunks)
+				src.template load<true>(next, next_base + next_t, len - next_t);
+			else
+				src.template load<false>(next, next_base + next_t, len - next_t);
+		}
+		const float h0 = lane == 0 ? carry : 0.0f;
+		if (full) {
+			if (Src::fast(ch))
+				local_scan<true, false>(src, cur, ch, SCAN_ITEMS, h0, hs, ps, p, h);
+			else
+				local_scan<false, false>(src, cur, ch, SCAN_ITEMS, h0, hs, ps, p, h);
+		} else {
+			const int64_t left = len - t;
+			local_scan_any(src, cur, ch, left < SCAN_ITEMS ? (int)(left > 0 ? left : 0) : SCAN_ITEMS, h0, hs,
+				ps, p, h);
+		}
 
 		/* the warp's inclusive scan of the lane maps; lane 0's carries the
 		 * chunk's carry, so every lane's state includes it */
@@ -312,8 +339,10 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 #pragma unroll
 		for (int k = 0; k < SCAN_ITEMS; k++)
 			hs[k] = fmaf(ps[k], h_in, hs[k]);
-		if (t < len)
-			store_steps<T, VEC>(y + row * len + t, t, len, hs);
+		if (full)
+			store_steps<T, VEC, true>(y + base + t, SCAN_ITEMS, hs);
+		else if (t < len)
+			store_steps<T, VEC, false>(y + base + t, len - t, hs);
 
 		if (next_s >= s_end)
 			break;
@@ -325,13 +354,15 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 		s = next_s;
 		b = next_b;
 		c = next_c;
+		base = next_base;
 		chunk = next_chunk;
 		cur = next;
 	}
 }
 
 template <typename T, int VEC>
-__global__ void __launch_bounds__(SCAN_THREADS, SCAN_MIN_BLOCKS) mb_recurrent_scan_fused_kernel(
+__global__ void __launch_bounds__(SCAN_THREADS, sizeof(T) == 2 ? SCAN_MIN_BLOCKS : SCAN_STORED_MIN_BLOCKS)
+	mb_recurrent_scan_fused_kernel(
 	fused_source<T, VEC> src, T *__restrict__ y, int64_t batch, int64_t dim, int64_t len)
 {
 	scan_sequences<VEC>(src, y, batch, dim, len);

@@ -18,7 +18,8 @@
  * division, no second square root. The products run in a scaled range,
  * with k = 2^-32 / sqrt(c16):
  *   B = k (1 + e_i), q = 1/sqrt((1 + e_r) B^2) = sqrt(r) i / k,
- *   t = q B = sqrt(r), y = (t sqrt(c16))^2, i m = q 2^-32 S(y)
+ *   y = (q 2^-32 (1 + e_i))^2 = (q B sqrt(c16))^2 = c16 r,
+ *   i m = q 2^-32 S(y)
  * (k sqrt(c16) = 2^-32, folded into S's coefficients). For c16 in
  * [RS_FAST_C16_MIN, RS_FAST_Y_MAX] and the input gate's exponent clamped
  * at 2^RS_GATE_EXP_MAX, B^2 lies in [2^-63, 2^56], so (1 + e_r) B^2
@@ -75,8 +76,7 @@ typedef struct rs_channel {
 	float ka, kb; /* -w_a log2 e, -b_a log2 e: e_r = 2^(ka x + kb) */
 	float ki, bi; /* -w_i log2 e, -b_i log2 e: e_i = 2^(ki x + bi) */
 	float c16;    /* 16 softplus(lambda): y = c16 r */
-	float s;      /* sqrt(c16) */
-	float k;      /* RS_SCALE / s */
+	float k;      /* RS_SCALE / sqrt(c16) */
 	bool fast;    /* c16 in the fast step's range */
 } rs_channel;
 
@@ -124,9 +124,8 @@ RS_FN rs_channel rs_channel_make(float w_a, float b_a, float w_i, float b_i, flo
 	c.ki = -w_i * RS_LOG2E;
 	c.bi = -b_i * RS_LOG2E;
 	c.c16 = 2.0f * RS_RGLRU_C * softplus;
-	c.s = sqrtf(c.c16);
 	c.fast = c.c16 >= RS_FAST_C16_MIN && c.c16 <= RS_FAST_Y_MAX;
-	c.k = c.fast ? RS_SCALE / c.s : 0.0f;
+	c.k = c.fast ? RS_SCALE / sqrtf(c.c16) : 0.0f;
 	return c;
 }
 
@@ -135,10 +134,11 @@ RS_FN void rs_step_fast(float x, const rs_channel *c, float *a, float *u)
 {
 	const float e_r = rs_ex2(fmaf(x, c->ka, c->kb));
 	const float e_i = rs_ex2(fminf(fmaf(x, c->ki, c->bi), RS_GATE_EXP_MAX));
-	const float b = fmaf(e_i, c->k, c->k);        /* k (1 + e_i) */
+	const float b = fmaf(e_i, c->k, c->k);              /* k (1 + e_i) */
+	const float bs = fmaf(e_i, RS_SCALE, RS_SCALE);     /* k sqrt(c16) (1 + e_i) */
 	const float b2 = b * b;
-	const float q = rs_rsqrt(fmaf(e_r, b2, b2)); /* sqrt(r) i / k */
-	const float ts = (q * b) * c->s;             /* sqrt(c16 r) */
+	const float q = rs_rsqrt(fmaf(e_r, b2, b2));       /* sqrt(r) i / k */
+	const float ts = q * bs;                           /* sqrt(c16 r) */
 	const float y = ts * ts;
 	float p = fmaf(RS_Q3, y, RS_Q2);
 

@@ -71,9 +71,10 @@ static truth step_truth(float x, float w_a, float b_a, float w_i, float b_i, flo
  *  - e = 2^(k x + k_b): the constants' roundings (u |k x| + u |k_b|) and
  *    the multiply-add's (u |v|) move the exponent by <= 12.9u, 8.9u of e
  *    after ln 2, plus 4u: 12.9u, and (1 + e) carries e/(1 + e) of it.
- *  - t = q B = 1/sqrt(1 + e_r): rsqrt 4u, half of (1 + e_r)'s 12.9u, half
- *    of the two roundings inside the root, t's own: 12.5u. s = sqrt(c16)
- *    1.5u (softplus within 2u), ts 1u: 15u, y = ts^2: 31u.
+ *  - ts = q 2^-32 (1 + e_i) = sqrt(c16 r): rsqrt 4u, half of
+ *    (1 + e_r)'s 12.9u, half of the two roundings inside the root, the
+ *    roundings of 2^-32 (1 + e_i) and of ts, k's (k sqrt(c16) = 2^-32 to
+ *    u) and half of softplus's 2u: 15u; y = ts^2: 31u.
  *  - 1 - a = y Q(y): y's 31u, Q's fit 0.5u, Horner and the product 3u:
  *    35u; a's own rounding is an absolute u on top.
  *  - u = x q S: q = 1/(sqrt(1 + e_r) (1 + e_i)) takes rsqrt 4u, half of

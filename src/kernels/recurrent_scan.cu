@@ -460,7 +460,8 @@ extern "C" MB_DECLARE_LAUNCH(mb_recurrent_scan_fused_launch)
  *
  * The gate kernel computes as the eager launches it replaces did, each
  * intermediate in fp32: r and i a sigmoid each (expf and an IEEE
- * division, as a framework's sigmoid), softplus(lambda) once a vector
+ * reciprocal, the same bits as 1 / (1 + e) divided, in about half the
+ * instructions of a division), softplus(lambda) once a vector
  * (torch's, threshold 20), log a = (-8 r) softplus, a = exp(log a), the
  * multiplier sqrt(1 - a^2) = sqrt(-expm1(2 log a)) (1 - exp(2 log a)
  * would lose 1 - a^2 to cancellation on the slow channels), then x i m.
@@ -500,8 +501,8 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_gate_ker
 #pragma unroll
 			for (int e = 0; e < VEC; e++) {
 				const float xe = xv[k].get(e);
-				const float r = __fdiv_rn(1.0f, 1.0f + expf(-(xe * wa + ba)));
-				const float ig = __fdiv_rn(1.0f, 1.0f + expf(-(xe * wi + bi)));
+				const float r = __frcp_rn(1.0f + expf(-(xe * wa + ba)));
+				const float ig = __frcp_rn(1.0f + expf(-(xe * wi + bi)));
 				const float log_a = (-RS_RGLRU_C * r) * sp;
 				const float m = sqrtf(-expm1f(2.0f * log_a));
 				av[e] = expf(log_a);

@@ -1482,7 +1482,7 @@ static json_t *case_json(a2a_run *r, const case_host *h, variant_run *vr, json_t
 			mb_case_json_add_finding(c, "correctness", "rank %d: y %s", x->rank, text);
 		}
 	}
-	json_object_set_new(json_object_get(c, "memory"), "peak_bytes", json_integer(peak));
+	json_object_set_new(json_object_get(c, "memory"), "io_bytes", json_integer(peak));
 	if (vr->fatal || !all_ok) {
 		char text[WHY_BYTES + 64];
 		/* the root's own error, else the first rank that had one of its own */
@@ -1754,7 +1754,7 @@ static json_t *receipt_json(a2a_run *r, json_t *prov, json_t *host, json_t *devi
 		json_array_append_new(command, json_string(argv[i]));
 	mb_run_timestamp(finished, sizeof(finished));
 	json_object_set_new(rc, "kind", json_string("megabench.receipt"));
-	json_object_set_new(rc, "schema_version", json_integer(1));
+	json_object_set_new(rc, "schema_version", json_integer(2));
 	json_object_set_new(rc, "run_id", json_string(run_id));
 	json_object_set_new(rc, "status", json_string(error ? "failed" : "complete"));
 	json_object_set_new(rc, "started_at", json_string(started));

@@ -614,7 +614,8 @@ json_t *mb_run_catalog_json(void)
 	const mb_row *const *rows = mb_catalog_rows_all(&n);
 
 	for (size_t i = 0; i < n; i++) {
-		json_t *row = json_pack("{s:s}", "status", mb_row_status_name(rows[i]->status));
+		json_t *row = json_pack("{s:s, s:s}", "status", mb_row_status_name(rows[i]->status), "trades",
+			mb_row_trades_name(rows[i]->trades));
 
 		if (rows[i]->condition)
 			json_object_set_new(row, "condition", json_string(rows[i]->condition));
@@ -644,7 +645,7 @@ static json_t *assemble(const mb_run_options *o, const mb_run_parts *p, json_t *
 	for (int i = 0; i < o->argc; i++)
 		json_array_append_new(command, json_string(o->argv[i]));
 	json_object_set_new(r, "kind", json_string("megabench.receipt"));
-	json_object_set_new(r, "schema_version", json_integer(1));
+	json_object_set_new(r, "schema_version", json_integer(2));
 	json_object_set_new(r, "run_id", json_string(run_id));
 	json_object_set_new(r, "status", json_string(p->status));
 	json_object_set_new(r, "started_at", json_string(p->started_at));

@@ -608,6 +608,26 @@ static int timing_findings(mb_diff *d, mb_case_diff *cd, mb_error *err)
 	return 0;
 }
 
+/* More scratch memory in the head than the policy allows: a regression
+ * like a slower time. Receipts before schema version 2 call it extra_bytes
+ * (mb_verdict_scratch_bytes reads both). */
+static int memory_drift(mb_diff *d, mb_case_diff *cd, const mb_thresholds *t, mb_error *err)
+{
+	int64_t b = mb_verdict_scratch_bytes(cd->base), h = mb_verdict_scratch_bytes(cd->head);
+	char from[32], to[32];
+
+	if (b < 0 || h < 0 || h - b < MB_DIFF_MEMORY_MIN_BYTES || (double)h <= (double)b * (1.0 + t->memory_max_growth))
+		return 0;
+	mb_text_bytes(from, sizeof(from), (double)b);
+	mb_text_bytes(to, sizeof(to), (double)h);
+	cd->memory_regression = true;
+	if (b > 0)
+		return add_finding(d, MB_FINDING_MEMORY_REGRESSION, cd->id, err,
+			"scratch memory %s -> %s (%+.1f%%, over the %g%% allowed)", from, to,
+			100.0 * ((double)h / (double)b - 1.0), 100.0 * t->memory_max_growth);
+	return add_finding(d, MB_FINDING_MEMORY_REGRESSION, cd->id, err, "scratch memory %s -> %s", from, to);
+}
+
 static int compare_pair(mb_diff *d, const diff_index *ix, mb_case_diff *cd, mb_error *err)
 {
 	const char *row = mb_text_get(cd->head, "row");
@@ -625,7 +645,7 @@ static int compare_pair(mb_diff *d, const diff_index *ix, mb_case_diff *cd, mb_e
 		mb_error_prefix(err, cd->id);
 		return rc;
 	}
-	if ((rc = timing_findings(d, cd, err)))
+	if ((rc = timing_findings(d, cd, err)) || (rc = memory_drift(d, cd, t, err)))
 		return rc;
 	if (head_wrong) {
 		wrong_detail(detail, sizeof(detail), cd->head);
@@ -783,7 +803,7 @@ int mb_diff_gate_exit(const mb_diff *d)
 	for (size_t k = 0; k < N_KINDS(drift_kinds); k++)
 		if (count_failing(d, drift_kinds[k]))
 			return MB_GATE_DRIFT;
-	if (count_failing(d, MB_FINDING_REGRESSION))
+	if (count_failing(d, MB_FINDING_REGRESSION) || count_failing(d, MB_FINDING_MEMORY_REGRESSION))
 		return MB_GATE_REGRESSION;
 	if (count_failing(d, MB_FINDING_UNSUPPORTED_PROMOTION))
 		return MB_GATE_PROMOTION;
@@ -844,9 +864,15 @@ void mb_diff_gate_reason(const mb_diff *d, char *buf, size_t len)
 		for (size_t i = 0; i < d->n_findings; i++)
 			tail += d->findings[i].kind == MB_FINDING_REGRESSION && d->findings[i].fails
 				&& d->findings[i].why == MB_WHY_TAIL;
-		mb_text_appendf(buf, len, "regression: %zu case%s slower", n, n == 1 ? "" : "s");
+		mb_text_appendf(buf, len, "regression: ");
+		if (n)
+			mb_text_appendf(buf, len, "%zu case%s slower", n, n == 1 ? "" : "s");
 		if (tail)
 			mb_text_appendf(buf, len, " (%zu in the tail only)", tail);
+		n_listed = count_failing(d, MB_FINDING_MEMORY_REGRESSION);
+		if (n_listed)
+			mb_text_appendf(buf, len, "%s%zu case%s need%s more scratch memory", n ? ", " : "", n_listed,
+				n_listed == 1 ? "" : "s", n_listed == 1 ? "s" : "");
 		break;
 	case MB_GATE_PROMOTION:
 		mb_text_appendf(buf, len, "unsupported promotion:");

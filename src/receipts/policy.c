@@ -32,6 +32,7 @@ static const char *const finding_names[MB_FINDING_KIND_COUNT] = {
 	[MB_FINDING_MACHINE_CHANGED] = "machine_changed",
 	[MB_FINDING_AMBIGUOUS_FASTER] = "ambiguous_faster",
 	[MB_FINDING_UNSUPPORTED_PROMOTION] = "unsupported_promotion",
+	[MB_FINDING_MEMORY_REGRESSION] = "memory_regression",
 };
 
 /* A new case is information, not a failure: adding shapes must not break CI.
@@ -61,6 +62,7 @@ void mb_thresholds_defaults(mb_thresholds *out)
 	out->noise_ceiling = MB_POLICY_DEFAULT_NOISE_CEILING;
 	out->noise_floor = MB_POLICY_DEFAULT_NOISE_FLOOR;
 	out->identical_code_max_change = MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE;
+	out->memory_max_growth = MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH;
 }
 
 void mb_policy_defaults(mb_policy *out)
@@ -99,6 +101,8 @@ static void merge_thresholds(mb_thresholds *t, const json_t *obj)
 		t->noise_floor = json_number_value(v);
 	if ((v = json_object_get(obj, "identical_code_max_change")))
 		t->identical_code_max_change = json_number_value(v);
+	if ((v = json_object_get(obj, "memory_max_growth")))
+		t->memory_max_growth = json_number_value(v);
 }
 
 int mb_policy_from_json(mb_policy *out, const json_t *doc, const char *where, mb_error *err)
@@ -264,9 +268,9 @@ bool mb_policy_fails_on(const mb_policy *policy, mb_finding_kind kind)
 
 static json_t *thresholds_json(const mb_thresholds *t)
 {
-	return json_pack("{s:f, s:f, s:f, s:f, s:f}", "alpha", t->alpha, "min_effect", t->min_effect,
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "alpha", t->alpha, "min_effect", t->min_effect,
 		"noise_ceiling", t->noise_ceiling, "noise_floor", t->noise_floor,
-		"identical_code_max_change", t->identical_code_max_change);
+		"identical_code_max_change", t->identical_code_max_change, "memory_max_growth", t->memory_max_growth);
 }
 
 json_t *mb_policy_to_json(const mb_policy *policy)
@@ -321,6 +325,10 @@ static void describe_thresholds(char *buf, size_t len, size_t *used, const char 
 	if (t->identical_code_max_change != ref->identical_code_max_change) {
 		snprintf(name, sizeof(name), "%sidentical_code_max_change", prefix);
 		append(buf, len, used, "%s = %g\n", t->identical_code_max_change, name);
+	}
+	if (t->memory_max_growth != ref->memory_max_growth) {
+		snprintf(name, sizeof(name), "%smemory_max_growth", prefix);
+		append(buf, len, used, "%s = %g\n", t->memory_max_growth, name);
 	}
 }
 

@@ -25,6 +25,9 @@
  * drift of a machine between runs passes, yet a case made 1.5x slower by
  * something outside the code does not. */
 #define MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE 0.10
+/* A case whose variant needs this much more scratch memory than in the base
+ * (relative) is a memory regression, like a slower time. */
+#define MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH 0.05
 #define MB_POLICY_SOURCE_MAX 512
 
 /* Kinds of finding a diff can produce; the policy's [gate] fail_on names
@@ -45,6 +48,7 @@ typedef enum mb_finding_kind {
 	MB_FINDING_MACHINE_CHANGED,  /* identical code, yet the time moved beyond the loose bound */
 	MB_FINDING_AMBIGUOUS_FASTER, /* ambiguous, but the estimate is a speed-up */
 	MB_FINDING_UNSUPPORTED_PROMOTION, /* a head status the head's evidence does not show (promotion.h) */
+	MB_FINDING_MEMORY_REGRESSION, /* more scratch memory than memory_max_growth allows */
 	MB_FINDING_KIND_COUNT
 } mb_finding_kind;
 
@@ -58,6 +62,7 @@ typedef struct mb_thresholds {
 	double noise_ceiling; /* relative noise above which a side is too noisy */
 	double noise_floor;   /* between-run noise, relative: a change must exceed it too */
 	double identical_code_max_change; /* identical code: a larger change is machine_changed */
+	double memory_max_growth; /* scratch memory growing more than this is a regression */
 } mb_thresholds;
 
 typedef struct mb_policy_row {

@@ -229,11 +229,14 @@ static void diff_usage(FILE *f)
 		"                                    noise-floor learns it from A/A receipts)\n"
 		"  identical_code_max_change  %-6g under identical code, a larger change is \"machine or\n"
 		"                                    harness changed\" (%g%%)\n"
+		"  memory_max_growth          %-6g scratch memory (memory.scratch_bytes) growing by more than\n"
+		"                                    this (%g%%, and at least 1 MiB) is a memory regression\n"
 		"exit codes: 0 compared; 2 a receipt or the policy cannot be read; 3 refused or an invalid\n"
 		"receipt; 64 usage error.\n",
 		MB_POLICY_DEFAULT_ALPHA, MB_POLICY_DEFAULT_MIN_EFFECT, 100.0 * MB_POLICY_DEFAULT_MIN_EFFECT,
 		MB_POLICY_DEFAULT_NOISE_CEILING, MB_POLICY_DEFAULT_NOISE_FLOOR,
-		MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE, 100.0 * MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE);
+		MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE, 100.0 * MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE,
+		MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH, 100.0 * MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH);
 }
 
 static const struct option diff_long[] = {
@@ -283,7 +286,8 @@ static void gate_usage(FILE *f)
 		"start time) of the head's device, backend and suite, other than the head's own run, and\n"
 		"says on standard error which it took; files in DIR that are not valid receipts are\n"
 		"named and passed over; none comparable is exit 3.\n"
-		"Exit 0 pass, 1 performance regression (median or tail), 2 drift: new wrong answers,\n"
+		"Exit 0 pass, 1 performance regression (median or tail, or more scratch memory than\n"
+		"memory_max_growth allows), 2 drift: new wrong answers,\n"
 		"cases still wrong, tolerance, launch, kernel, missing field, ok -> skipped, missing case\n"
 		"or fallback (2 wins over 1), and also a receipt, policy or --junit path that cannot be\n"
 		"read or written; 3 incomparable, inconsistent or invalid receipts, or inconclusive\n"
@@ -518,12 +522,20 @@ int mb_cli_noise_floor(int argc, char **argv)
 static void verdict_usage(FILE *f)
 {
 	fputs("usage: megabench verdict [--format table|markdown|json|csv] [--policy policy.toml] RECEIPT.json\n"
-		"Per catalog row, the fused variant against its fallback: keep, conditional, drop,\n"
-		"ambiguous or not enough evidence. keep without run-level (lane) evidence reads\n"
-		"\"keep (isolated evidence only)\"; conditional names what the win depends on (mode,\n"
-		"dtype, family or a shape axis threshold). Time saved is per training step where the\n"
-		"suite's families set weight (calls per step), else per call; pairs that are not\n"
-		"significantly faster save nothing. Speedups are shown beside the bytes model's.\n"
+		"Per catalog row, shape by shape, the fused variant against its best alternative (the\n"
+		"fastest correct fallback or vendor variant of the same work, named): keep, conditional,\n"
+		"drop, ambiguous or not enough evidence. keep without run-level (lane) evidence reads\n"
+		"\"keep (isolated evidence only)\", with lanes that cannot tell \"keep on isolated\n"
+		"evidence; lanes inconclusive\"; conditional names where the kernel wins as a selector\n"
+		"on dtype, mode, family and a shape axis (\"wins at T >= 16384, bf16\"), or what it\n"
+		"saves: a row that trades memory (catalog: trades) and needs far less scratch memory\n"
+		"than its best alternative is \"conditional (saves 3.94 GiB (98%) of scratch at 1.35x\n"
+		"the time of materialized)\" rather than drop. Each row shows its catalog status, with\n"
+		"'!' and what to do where the verdict disagrees. Speedups are against the best\n"
+		"alternative (beside the bytes model's) and against the fallback; memory is scratch\n"
+		"memory against the best alternative. Time saved is per training step where the suite's\n"
+		"families set weight (calls per step), else per call; pairs that are not significantly\n"
+		"faster save nothing. src/README.md (Verdicts) has the rules.\n"
 		"Exit 0; 2 when the receipt or the policy cannot be read; 3 when the receipt is invalid;\n"
 		"64 usage error.\n", f);
 }

@@ -1452,6 +1452,7 @@ static void css(FILE *out)
 		"th{background:#f6f8fa}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\n"
 		"table.cases{font-size:12px}table.cases td.num{white-space:nowrap}\n"
 		".keep{background:#dafbe1}.conditional{background:#fff8c5}.drop{background:#ffebe9}"
+		"td.disagree{font-weight:600;color:#9a6700}"
 		".ambiguous{background:#eaeef2}.nee{color:#57606a}\n"
 		".badge{font-size:12px;font-weight:normal;padding:1px 6px;border-radius:10px;border:1px solid #d0d7de}\n"
 		".meta{color:#57606a;font-size:13px;margin:4px 0}"

@@ -637,7 +637,7 @@ static json_t *suite_json(const mb_suite *suite)
 static json_t *assemble(const mb_run_options *o, const mb_run_parts *p, json_t *prov, json_t *host,
 	json_t *settings)
 {
-	json_t *r = json_object(), *command = json_array();
+	json_t *r = json_object(), *command = json_array(), *instrumented;
 	char finished[64], run_id[33];
 
 	mb_run_new_id(run_id);
@@ -669,6 +669,8 @@ static json_t *assemble(const mb_run_options *o, const mb_run_parts *p, json_t *
 	json_object_set(r, "cases", p->cases);
 	if (json_array_size(p->lanes))
 		json_object_set(r, "lanes", p->lanes);
+	if ((instrumented = mb_host_instrumentation()))
+		json_object_set_new(r, "instrumented", instrumented);
 	return r;
 }
 
@@ -733,6 +735,18 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	st.notices = json_array();
 	for (size_t i = 0; i < o->n_notices; i++)
 		json_array_append_new(st.notices, json_string(o->notices[i]));
+	if (!o->provenance) {
+		/* not in a sharded worker (its parent gave the provenance): the
+		 * merged receipt records it once */
+		json_t *inst = mb_host_instrumentation();
+
+		if (inst)
+			notice(&st, "timed under %s (%s=%s): the times measure the tool too; the receipt says so, and history "
+				"and gate --baseline-dir leave it out of nightly comparisons",
+				json_string_value(json_object_get(inst, "tool")), json_string_value(json_object_get(inst, "variable")),
+				json_string_value(json_object_get(inst, "by")));
+		json_decref(inst);
+	}
 	if ((rc = identity(&prov, &host, o, err)))
 		goto cleanup;
 	settings = settings_json(o, err);

@@ -28,9 +28,12 @@
 #             compute-sanitizer's tool of that name over every variant at
 #             smoke shapes (tests/gpu/memcheck.toml); SANITIZER_LIMIT_S
 #             bounds each (default 300 s).
-#   lanes     suites/nam56r.toml's lanes after residual_rmsnorm and rope_qk in
-#             bf16, and the verdicts; LANES_TAG names the receipt (a, b),
-#             LANES_LIMIT_S bounds the run (default 540 s).
+#   lanes     suites/nam56r.toml's lanes (nam56r and dense, every row of
+#             their patterns, forward and backward, every alternative, eager
+#             and graph) after those rows' cases in bf16, then the verdicts
+#             and the lanes' targets (lanes_targets.py); LANES_TAG names the
+#             receipt (a, b), LANES_ROWS the cases run first, LANES_LIMIT_S
+#             bounds the run (default 420 s).
 #   heavy     the MoE (ReLU^2 and SwiGLU), cross-entropy, state-space, recurrent and Sinkhorn rows
 #             of suites/nam56r.toml in bf16 (ceilings measured in the same
 #             run), their verdicts and targets (heavy_targets.py);
@@ -139,13 +142,17 @@ for phase in "${@:-checks}"; do
 		grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/$phase.log" | sort | uniq -c
 		;;
 	lanes)
-		# the nam56r and dense lanes after the two rows they hold; run it in
-		# two device calls (LANES_TAG a, b) to see the deltas repeat
+		# the nam56r and dense lanes after the cases of the rows they hold
+		# (the verdicts weigh a row's lane deltas only beside its cases); run
+		# it on two separately started machines (LANES_TAG a, b) to see the
+		# deltas repeat
 		tag=${LANES_TAG:-a}
-		step "lanes-$tag" "${LANES_LIMIT_S:-540}" "$mb" run suites/nam56r.toml --backend cuda --rows residual_rmsnorm,rope_qk \
+		rows=${LANES_ROWS:-residual_rmsnorm,residual_rmsnorm_bwd,rope_qk,rope_qk_bwd,mla_partial_rope,moe_ffn,moe_ffn_swiglu,ssm_scan,recurrent_scan,mhc_sinkhorn,relu2,swiglu}
+		step "lanes-$tag" "${LANES_LIMIT_S:-420}" "$mb" run suites/nam56r.toml --backend cuda --rows "$rows" \
 			--dtypes bf16 -o "$out/lanes-$tag.json"
 		"$mb" verdict "$out/lanes-$tag.json" >"$out/lanes-$tag-verdict.txt" 2>&1
 		cat "$out/lanes-$tag-verdict.txt"
+		python3 tests/gpu/lanes_targets.py "$out/lanes-$tag.json" | tee "$out/lanes-$tag-targets.txt"
 		;;
 	heavy)
 		rows=${HEAVY_ROWS:-moe_ffn,moe_ffn_swiglu,linear_cross_entropy,ssm_scan,recurrent_scan,mhc_sinkhorn}

@@ -231,12 +231,15 @@ static void diff_usage(FILE *f)
 		"                                    harness changed\" (%g%%)\n"
 		"  memory_max_growth          %-6g scratch memory (memory.scratch_bytes) growing by more than\n"
 		"                                    this (%g%%, and at least 1 MiB) is a memory regression\n"
+		"  lane_min_effect            %-6g a lane step's delta counts from this (verdict's run-level\n"
+		"                                    evidence; lanes resolve 1%% of a step)\n"
 		"exit codes: 0 compared; 2 a receipt or the policy cannot be read; 3 refused or an invalid\n"
 		"receipt; 64 usage error.\n",
 		MB_POLICY_DEFAULT_ALPHA, MB_POLICY_DEFAULT_MIN_EFFECT, 100.0 * MB_POLICY_DEFAULT_MIN_EFFECT,
 		MB_POLICY_DEFAULT_NOISE_CEILING, MB_POLICY_DEFAULT_NOISE_FLOOR,
 		MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE, 100.0 * MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE,
-		MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH, 100.0 * MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH);
+		MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH, 100.0 * MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH,
+		MB_POLICY_DEFAULT_LANE_MIN_EFFECT);
 }
 
 static const struct option diff_long[] = {

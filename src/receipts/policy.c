@@ -63,6 +63,7 @@ void mb_thresholds_defaults(mb_thresholds *out)
 	out->noise_floor = MB_POLICY_DEFAULT_NOISE_FLOOR;
 	out->identical_code_max_change = MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE;
 	out->memory_max_growth = MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH;
+	out->lane_min_effect = MB_POLICY_DEFAULT_LANE_MIN_EFFECT;
 }
 
 void mb_policy_defaults(mb_policy *out)
@@ -103,6 +104,8 @@ static void merge_thresholds(mb_thresholds *t, const json_t *obj)
 		t->identical_code_max_change = json_number_value(v);
 	if ((v = json_object_get(obj, "memory_max_growth")))
 		t->memory_max_growth = json_number_value(v);
+	if ((v = json_object_get(obj, "lane_min_effect")))
+		t->lane_min_effect = json_number_value(v);
 }
 
 int mb_policy_from_json(mb_policy *out, const json_t *doc, const char *where, mb_error *err)
@@ -268,9 +271,10 @@ bool mb_policy_fails_on(const mb_policy *policy, mb_finding_kind kind)
 
 static json_t *thresholds_json(const mb_thresholds *t)
 {
-	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "alpha", t->alpha, "min_effect", t->min_effect,
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "alpha", t->alpha, "min_effect", t->min_effect,
 		"noise_ceiling", t->noise_ceiling, "noise_floor", t->noise_floor,
-		"identical_code_max_change", t->identical_code_max_change, "memory_max_growth", t->memory_max_growth);
+		"identical_code_max_change", t->identical_code_max_change, "memory_max_growth", t->memory_max_growth,
+		"lane_min_effect", t->lane_min_effect);
 }
 
 json_t *mb_policy_to_json(const mb_policy *policy)
@@ -325,6 +329,10 @@ static void describe_thresholds(char *buf, size_t len, size_t *used, const char 
 	if (t->identical_code_max_change != ref->identical_code_max_change) {
 		snprintf(name, sizeof(name), "%sidentical_code_max_change", prefix);
 		append(buf, len, used, "%s = %g\n", t->identical_code_max_change, name);
+	}
+	if (t->lane_min_effect != ref->lane_min_effect) {
+		snprintf(name, sizeof(name), "%slane_min_effect", prefix);
+		append(buf, len, used, "%s = %g\n", t->lane_min_effect, name);
 	}
 	if (t->memory_max_growth != ref->memory_max_growth) {
 		snprintf(name, sizeof(name), "%smemory_max_growth", prefix);

@@ -28,6 +28,10 @@
 /* A case whose variant needs this much more scratch memory than in the base
  * (relative) is a memory regression, like a slower time. */
 #define MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH 0.05
+/* A lane step runs whole rounds until its median resolves 1% of the step
+ * (harness/lane.h), so a row's run-level delta counts from half that: the
+ * isolated cases' 2% would call every resolved 1% delta SAME. */
+#define MB_POLICY_DEFAULT_LANE_MIN_EFFECT 0.005
 #define MB_POLICY_SOURCE_MAX 512
 
 /* Kinds of finding a diff can produce; the policy's [gate] fail_on names
@@ -63,6 +67,7 @@ typedef struct mb_thresholds {
 	double noise_floor;   /* between-run noise, relative: a change must exceed it too */
 	double identical_code_max_change; /* identical code: a larger change is machine_changed */
 	double memory_max_growth; /* scratch memory growing more than this is a regression */
+	double lane_min_effect; /* min_effect of a lane step's delta (verdicts' run-level evidence) */
 } mb_thresholds;
 
 typedef struct mb_policy_row {

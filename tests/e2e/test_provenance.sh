@@ -3,7 +3,8 @@
 # built from, from inside another git repository and from a copy of the
 # checkout with files edited (a notice naming them, the receipt recording
 # them, the commit still the binary's); the build's generator without git
-# and with a dirty tree.
+# and with a dirty tree; and the gate of the committed planted-relu2
+# receipts, which have no binary provenance and so get statistics.
 set -u
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -115,5 +116,12 @@ if [ "$have_git" = 1 ]; then
 	grep -q '^	.commit = NULL,$' "$tmp/vendored.c" && grep -q 'not a git checkout of its own' "$tmp/vendored.c" \
 		&& ok || bad "a tree vendored in another repository took that repository's commit"
 fi
+
+# 5. receipts without binary provenance get statistics: the planted relu2
+# slow-down (+3.6%) that the checkout's ids called identical code fails
+expect 1 "gate of the planted relu2 receipts" -- "$MB" gate --baseline "$SRC/reports/h200/planted-relu2-base.json" \
+	"$SRC/reports/h200/planted-relu2-plant16.json"
+grep -Eq "^relu2/fused .* SLOWER$" "$tmp/out" && ok || bad "relu2/fused is not SLOWER: $(cat "$tmp/out")"
+grep -q "no binary provenance: statistics" "$tmp/out" && ok || bad "the gate does not say why it ran the statistics"
 
 finish provenance_e2e

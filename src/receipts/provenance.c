@@ -463,9 +463,17 @@ static int list_checkout(path_list *l, const mb_build_provenance *b, const char 
 	return rc;
 }
 
+/* A path JSON cannot hold (not UTF-8) is still a difference, and must
+ * not stop the run. */
+#define PATH_NOT_UTF8 "(a file name that is not UTF-8)"
+
 static int add_change(json_t *differing, const char *path, const char *change)
 {
-	return json_array_append_new(differing, json_pack("{s:s, s:s}", "path", path, "change", change)) ? MB_ENOMEM : 0;
+	json_t *item = json_pack("{s:s, s:s}", "path", path, "change", change);
+
+	if (!item)
+		item = json_pack("{s:s, s:s}", "path", PATH_NOT_UTF8, "change", change);
+	return json_array_append_new(differing, item) ? MB_ENOMEM : 0;
 }
 
 /* The build's sources against the checkout's files, both walked in strcmp
@@ -558,7 +566,7 @@ int mb_provenance_checkout(json_t **out, const mb_build_provenance *b, const cha
 {
 	char root[PATH_MAX];
 	path_list files = {0};
-	json_t *differing = NULL, *commit = NULL, *describe = NULL;
+	json_t *differing = NULL, *commit = NULL, *describe = NULL, *workdir;
 	int initialised = 0, rc = 0;
 
 	*out = NULL;
@@ -576,15 +584,16 @@ int mb_provenance_checkout(json_t **out, const mb_build_provenance *b, const cha
 	}
 	if (!(differing = json_array()) || (rc = list_checkout(&files, b, root))
 	    || (rc = compare_checkout(differing, b, root, &files))) {
-		rc = mb_error_set(err, MB_ENOMEM, root, "out of memory comparing the checkout (or a path is not UTF-8)");
+		rc = mb_error_set(err, MB_ENOMEM, root, "out of memory comparing the checkout");
 		goto cleanup;
 	}
 	checkout_git(&commit, &describe, root);
-	*out = json_pack("{s:s, s:b, s:O, s:o, s:o}", "workdir", root, "matches", json_array_size(differing) == 0,
-		"differing", differing, "commit", commit, "describe", describe);
+	workdir = json_string(root);
+	*out = json_pack("{s:o, s:b, s:O, s:o, s:o}", "workdir", workdir ? workdir : json_string(PATH_NOT_UTF8),
+		"matches", json_array_size(differing) == 0, "differing", differing, "commit", commit, "describe", describe);
 	commit = describe = NULL;
 	if (!*out)
-		rc = mb_error_set(err, MB_ENOMEM, root, "out of memory (or the path is not UTF-8)");
+		rc = mb_error_set(err, MB_ENOMEM, root, "out of memory");
 
 cleanup:
 	json_decref(differing);

@@ -2,7 +2,8 @@
 """Regenerate the synthetic receipts of the gate golden tests.
 
 Each scenario folder gets base.json, head.json (valid against
-schemas/receipt.schema.json), expected_exit (the gate exit code the scenario
+schemas/receipt.schema.json; schema version 2, with binary provenance,
+except where a scenario says otherwise), expected_exit (the gate exit code the scenario
 is built to produce) and, for some, policy.toml and expected_diff_exit
 (diff's own exit code where it differs from the rule in run_gate.sh).
 noise_floor_learned/ also gets aa/ (the A/A receipts `megabench noise-floor`

@@ -216,10 +216,13 @@ static void diff_usage(FILE *f)
 		"warm-up are refused (exit 3, naming the fields) unless --force, which marks every\n"
 		"output FORCED. A receipt whose correctness.passed contradicts its own counts is refused\n"
 		"(exit 3), --force or not.\n"
-		"A row whose code is identical in both (its source files and the shared ones the\n"
-		"receipts list, the compilers, flags and device) is SAME without the tests unless its\n"
-		"time moved beyond identical_code_max_change and the noise floor: then \"machine or\n"
-		"harness changed\". --always-test runs the tests on it as on any row.\n", f);
+		"A row whose code is identical in both binaries (its kernel, reference and harness\n"
+		"files and the shared ones, as each executable embedded them at build time; the\n"
+		"compilers, flags and device) is SAME without the tests unless its time moved beyond\n"
+		"identical_code_max_change and the noise floor: then \"machine or harness changed\".\n"
+		"Receipts without binary provenance (schema version 1: ids read from a checkout) get\n"
+		"the tests on every row, and the output says so. --always-test, or the policy's\n"
+		"[gate] identical_code_shortcut = false, runs the tests on every row.\n", f);
 	fprintf(f, "\nthresholds (built-in defaults; a --policy file, schemas/policy.schema.json, sets any of them,\n"
 		"also per row under [rows.NAME]):\n"
 		"  alpha                      %-6g significance level of the rank test (p < alpha)\n"
@@ -302,8 +305,8 @@ static void gate_usage(FILE *f)
 		"64 usage error. The output names the reason of the exit code. An ambiguous speed-up\n"
 		"does not fail. The policy's [gate] fail_on names the findings that fail;\n"
 		"noise_floor (see megabench noise-floor) raises the effect a change must exceed.\n"
-		"--always-test runs the statistics on rows whose code is identical in both receipts too\n"
-		"(see diff --help, which lists the thresholds).\n"
+		"--always-test (or [gate] identical_code_shortcut = false) runs the statistics on rows\n"
+		"whose code is identical in both binaries too (see diff --help, which lists the thresholds).\n"
 		"--junit FILE writes JUnit XML (replaced atomically; its directory must exist): one\n"
 		"testcase per case with time, failures for failing findings, skipped for cases not\n"
 		"compared, and comparability as a property.\n", f);

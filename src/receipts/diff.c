@@ -714,6 +714,22 @@ static int diff_cases(mb_diff *d, const diff_index *ix, mb_error *err)
 	return missing_fallbacks(d, ix, err);
 }
 
+/* The identical-code shortcut needs both binaries' source ids: without
+ * them every row gets the statistics, and the output says why. */
+static int provenance_finding(mb_diff *d, mb_error *err)
+{
+	bool base = mb_compare_binary_provenance(d->base), head = mb_compare_binary_provenance(d->head);
+	char subject[256];
+
+	if (!d->policy->identical_code_shortcut || (base && head))
+		return 0;
+	snprintf(subject, sizeof(subject), "%s%s%s", base ? "" : d->base_name ? d->base_name : "base",
+		!base && !head ? ", " : "", head ? "" : d->head_name ? d->head_name : "head");
+	return add_finding(d, MB_FINDING_NO_BINARY_PROVENANCE, subject, err, "no binary provenance: statistics on "
+		"every row (%s from a checkout, not from the binary that ran)",
+		!base && !head ? "both receipts took their source ids" : "the receipt took its source ids");
+}
+
 /* Each head status against the head's own evidence: a claim it does not
  * support is a finding; a demotion never is. */
 static int promotions(mb_diff *d, mb_error *err)
@@ -755,7 +771,7 @@ int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_
 	check_comparable(out, ix.head_ids);
 	if (!out->comparable && !force)
 		goto cleanup;
-	if ((rc = diff_cases(out, &ix, err)))
+	if ((rc = diff_cases(out, &ix, err)) || (rc = provenance_finding(out, err)))
 		goto cleanup;
 	if ((rc = mb_verdict_compute(&out->base_verdicts, base, policy, err))) {
 		mb_error_prefix(err, base_name);
@@ -783,7 +799,7 @@ static const mb_finding_kind drift_kinds[] = {MB_FINDING_WRONG_ANSWER, MB_FINDIN
 	MB_FINDING_MISSING_FALLBACK, MB_FINDING_NEW_CASE, MB_FINDING_MISSING_FIELD, MB_FINDING_STATUS_CHANGE};
 /* Kinds that say the timing cannot be judged: exit 3. */
 static const mb_finding_kind inconclusive_kinds[] = {MB_FINDING_AMBIGUOUS, MB_FINDING_MACHINE_CHANGED,
-	MB_FINDING_AMBIGUOUS_FASTER};
+	MB_FINDING_AMBIGUOUS_FASTER, MB_FINDING_NO_BINARY_PROVENANCE};
 
 #define N_KINDS(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -33,13 +33,16 @@ static const char *const finding_names[MB_FINDING_KIND_COUNT] = {
 	[MB_FINDING_AMBIGUOUS_FASTER] = "ambiguous_faster",
 	[MB_FINDING_UNSUPPORTED_PROMOTION] = "unsupported_promotion",
 	[MB_FINDING_MEMORY_REGRESSION] = "memory_regression",
+	[MB_FINDING_NO_BINARY_PROVENANCE] = "no_binary_provenance",
 };
 
 /* A new case is information, not a failure: adding shapes must not break CI.
  * An ambiguous speed-up is not a failure either: whatever the truth, the
- * code did not get slower by any measure the data supports. */
+ * code did not get slower by any measure the data supports. Nor is a
+ * receipt without binary provenance: it only costs the shortcut, and its
+ * rows get the statistics. */
 #define DEFAULT_FAIL_ON (((1u << MB_FINDING_KIND_COUNT) - 1u) & ~(1u << MB_FINDING_NEW_CASE) \
-	& ~(1u << MB_FINDING_AMBIGUOUS_FASTER))
+	& ~(1u << MB_FINDING_AMBIGUOUS_FASTER) & ~(1u << MB_FINDING_NO_BINARY_PROVENANCE))
 
 const char *mb_finding_kind_name(mb_finding_kind kind)
 {
@@ -162,6 +165,8 @@ int mb_policy_from_json(mb_policy *out, const json_t *doc, const char *where, mb
 		}
 	}
 	gate = json_object_get(doc, "gate");
+	if (json_is_boolean(json_object_get(gate, "identical_code_shortcut")))
+		out->identical_code_shortcut = json_is_true(json_object_get(gate, "identical_code_shortcut"));
 	fail_on = gate ? json_object_get(gate, "fail_on") : NULL;
 	if (fail_on) {
 		size_t i;
@@ -374,7 +379,8 @@ void mb_policy_describe_changes(const mb_policy *policy, char *buf, size_t len)
 		}
 	}
 	if (!policy->identical_code_shortcut && used < len) {
-		int n = snprintf(buf + used, len - used, "identical code: statistics run anyway (--always-test)\n");
+		int n = snprintf(buf + used, len - used,
+			"gate.identical_code_shortcut = false (statistics on rows of identical code too)\n");
 		used += n > 0 ? (size_t)n : 0;
 	}
 	if (used >= len)

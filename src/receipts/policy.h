@@ -53,6 +53,7 @@ typedef enum mb_finding_kind {
 	MB_FINDING_AMBIGUOUS_FASTER, /* ambiguous, but the estimate is a speed-up */
 	MB_FINDING_UNSUPPORTED_PROMOTION, /* a head status the head's evidence does not show (promotion.h) */
 	MB_FINDING_MEMORY_REGRESSION, /* more scratch memory than memory_max_growth allows */
+	MB_FINDING_NO_BINARY_PROVENANCE,  /* a receipt without its binary's source ids: statistics on every row */
 	MB_FINDING_KIND_COUNT
 } mb_finding_kind;
 
@@ -80,8 +81,10 @@ typedef struct mb_policy {
 	mb_policy_row *rows;
 	size_t n_rows;
 	unsigned fail_on;     /* bit (1u << kind) set: that finding fails the gate */
-	/* Where every file a row's code depends on is unchanged, call its cases
-	 * SAME without statistics (false: always run the statistics). */
+	/* Where every file a row's code depends on is unchanged, as both
+	 * binaries embedded it, call its cases SAME without statistics unless
+	 * they moved beyond the loose bound (false: always run the statistics;
+	 * [gate] identical_code_shortcut, or --always-test). */
 	bool identical_code_shortcut;
 	char source[MB_POLICY_SOURCE_MAX]; /* the file it came from, or "built-in defaults" */
 } mb_policy;

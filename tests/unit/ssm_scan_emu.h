@@ -396,13 +396,6 @@ inline float __uint_as_float(unsigned u)
 	return f;
 }
 
-inline unsigned __float_as_uint(float f)
-{
-	unsigned u;
-	memcpy(&u, &f, 4);
-	return u;
-}
-
 inline float __expf(float x)
 {
 	return expf(x);
@@ -467,11 +460,6 @@ inline void ldsm_x4_trans(uint32_t (&r)[4], const __half *p)
 inline void mma_f16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {
 	mb_emu::mma(d, a, b0, b1);
-}
-
-inline void bar_sync_named(int id, int threads)
-{
-	mb_emu::barrier(id, threads);
 }
 
 inline unsigned char *dyn_smem()

@@ -425,7 +425,7 @@ inline unsigned atomicExch(unsigned *p, unsigned v)
 	return old;
 }
 
-inline float2 __ldcg(const float2 *p)
+template <typename T> inline T __ldcg(const T *p)
 {
 	return *p;
 }

@@ -623,9 +623,10 @@ __device__ __forceinline__ int seg_end(const fused_plan &p, int s, int seq)
  * is row v / (MAXC / 8), column 8 (v % (MAXC / 8)) with v = tid + k
  * THREADS, a layout fixed at compile time (no per-thread division to hold
  * in registers). Rows past the sequence are zero; columns past cols are
- * not loaded. The loads skip L1 (ld.global.cg): nothing is read twice by
- * one SM, and L1, a small remainder beside two CTAs' shared memory, is
- * left to the spilled registers. */
+ * not loaded. The loads skip L1 (ld.global.cg): an SM reads a chunk
+ * twice at most (B and C, by its two CTAs, far apart in time), and L1, a
+ * small remainder beside two CTAs' shared memory, is left to the spilled
+ * registers. */
 template <int MAXC, int VECS>
 __device__ __forceinline__ void fetch_rows(uint4 (&r)[VECS], const __nv_bfloat16 *src, int seq, int cols, int t0)
 {
@@ -635,8 +636,8 @@ __device__ __forceinline__ void fetch_rows(uint4 (&r)[VECS], const __nv_bfloat16
 #pragma unroll
 	for (int k = 0; k < VECS; k++) {
 		const int v = threadIdx.x + k * THREADS, row = v / per_row, col = (v % per_row) * V8;
-		r[k] = row < valid && col < cols ? __ldcg(reinterpret_cast<const uint4 *>(src + (int64_t)(t0 + row) * cols + col))
-						 : make_uint4(0, 0, 0, 0);
+		const uint4 *at = reinterpret_cast<const uint4 *>(src + (int64_t)(t0 + row) * cols + col);
+		r[k] = row < valid && col < cols ? __ldcg(at) : make_uint4(0, 0, 0, 0);
 	}
 }
 

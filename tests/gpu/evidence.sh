@@ -43,7 +43,8 @@
 #             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
 #             narrows the rows.
 #   heavy-ncu ncu's speed of light, occupancy and launch statistics of each
-#             heavy row's fused kernel at its largest shape (two launches).
+#             heavy row's fused kernel at its largest shape (two launches);
+#             HEAVY_ROWS narrows the rows here too.
 #   shard     (two or more GPUs) suites/nam56r.toml in bf16 without lanes
 #             and without linear_cross_entropy (SHARD_EXCLUDE; its host
 #             reference takes minutes) on one GPU, then on all of them
@@ -51,7 +52,8 @@
 #             again with gpu1's worker killed (kill -9) after its first case.
 #   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384: with
 #             --check (every row checked) and timed.
-#   smoke     every row of suites/smoke.toml on the GPU.
+#   smoke     every row of suites/smoke.toml on the GPU (ROWS narrows the
+#             rows, here and in the sanitizer phases).
 #   sass      16-byte load and store counts of every fused kernel.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
 # commit and source ids each binary was built from (the build embeds them);
@@ -136,7 +138,7 @@ for phase in "${@:-checks}"; do
 		;;
 	memcheck | racecheck | initcheck)
 		MEGABENCH_SKIP_CEILINGS=1 step "$phase" "${SANITIZER_LIMIT_S:-300}" compute-sanitizer --tool "$phase" --target-processes all \
-			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda -o "$out/$phase.json"
+			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda ${ROWS:+--rows "$ROWS"} -o "$out/$phase.json"
 		grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/$phase.log" | sort | uniq -c
 		;;
 	lanes)
@@ -162,6 +164,7 @@ for phase in "${@:-checks}"; do
 	heavy-ncu)
 		for k in moe_ffn:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused recurrent_scan:recurrent_scan_fused \
 			mhc_sinkhorn:mhc_sinkhorn_fused; do
+			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",${k%%:*},"* ]] || continue
 			MEGABENCH_SKIP_CEILINGS=1 step "ncu-${k%%:*}" 120 ncu --clock-control none --section SpeedOfLight \
 				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:${k#*:}" -c 2 \
 				--log-file "$out/ncu-${k%%:*}.txt" "$mb" run suites/nam56r.toml --backend cuda --rows "${k%%:*}" \
@@ -200,7 +203,7 @@ for phase in "${@:-checks}"; do
 		"$mb" validate "$out/alltoall-check.json" "$out/alltoall.json"
 		;;
 	smoke)
-		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda -o "$out/smoke-gpu.json"
+		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda ${ROWS:+--rows "$ROWS"} -o "$out/smoke-gpu.json"
 		grep -E "passed|FAIL|crashed|timeout|skipped" "$out/smoke-gpu.log" | tail -n 15
 		;;
 	sass)

@@ -71,12 +71,13 @@ typedef struct mb_batch {
 
 /* What the backend observed over a case, for the receipt. */
 typedef struct mb_dev_report {
-	int64_t peak_bytes;         /* device memory the case held */
-	/* Measured over the variant's first call: the most its scratch slots
-	 * held (kernels/workspace.h; -1: not measured), and the drop in the
-	 * driver's free memory (INT64_MIN: not measured). */
-	int64_t extra_bytes;
-	int64_t driver_extra_bytes;
+	int64_t io_bytes;           /* the case's inputs and outputs on the device */
+	/* Measured over the variant's first call, beyond its inputs and
+	 * outputs: the most its scratch slots held (kernels/workspace.h; -1:
+	 * not measured), and the drop in the driver's free memory (INT64_MIN:
+	 * not measured). */
+	int64_t scratch_bytes;
+	int64_t driver_scratch_bytes;
 	const char *sample_source;  /* "cupti", "events" or "monotonic" */
 	json_t *kernels;            /* kernels seen (owned; NULL when not observed) */
 	const char *unobserved_why; /* why launches were not observed, or NULL */

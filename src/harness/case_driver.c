@@ -577,9 +577,9 @@ static void write_results(case_run *r, bool converged)
 	launch_medians(r, launch_median, traffic.n_launches);
 	json_object_set_new(r->c, "throughput", mb_throughput_json(&traffic, row->flops(r->plan->axis),
 		mb_sampler_median(&r->s), launch_median, r->ceilings));
-	json_object_set_new(r->c, "memory", json_pack("{s:I, s:o, s:o}", "peak_bytes", (json_int_t)rep.peak_bytes,
-		"extra_bytes", rep.extra_bytes >= 0 ? json_integer(rep.extra_bytes) : json_null(),
-		"driver_extra_bytes", rep.driver_extra_bytes != INT64_MIN ? json_integer(rep.driver_extra_bytes)
+	json_object_set_new(r->c, "memory", json_pack("{s:I, s:o, s:o}", "io_bytes", (json_int_t)rep.io_bytes,
+		"scratch_bytes", rep.scratch_bytes >= 0 ? json_integer(rep.scratch_bytes) : json_null(),
+		"driver_scratch_bytes", rep.driver_scratch_bytes != INT64_MIN ? json_integer(rep.driver_scratch_bytes)
 			: json_null()));
 	if (rep.kernels || rep.unobserved_why) {
 		json_object_set_new(r->c, "kernels", rep.kernels ? json_incref(rep.kernels) : json_array());

@@ -216,10 +216,13 @@ static void diff_usage(FILE *f)
 		"warm-up are refused (exit 3, naming the fields) unless --force, which marks every\n"
 		"output FORCED. A receipt whose correctness.passed contradicts its own counts is refused\n"
 		"(exit 3), --force or not.\n"
-		"A row whose code is identical in both (its source files and the shared ones the\n"
-		"receipts list, the compilers, flags and device) is SAME without the tests unless its\n"
-		"time moved beyond identical_code_max_change and the noise floor: then \"machine or\n"
-		"harness changed\". --always-test runs the tests on it as on any row.\n", f);
+		"A row whose code is identical in both binaries (its kernel, reference and harness\n"
+		"files and the shared ones, as each executable embedded them at build time; the\n"
+		"compilers, flags and device) is SAME without the tests unless its time moved beyond\n"
+		"identical_code_max_change and the noise floor: then \"machine or harness changed\".\n"
+		"Receipts without binary provenance (schema version 1: ids read from a checkout) get\n"
+		"the tests on every row, and the output says so. --always-test, or the policy's\n"
+		"[gate] identical_code_shortcut = false, runs the tests on every row.\n", f);
 	fprintf(f, "\nthresholds (built-in defaults; a --policy file, schemas/policy.schema.json, sets any of them,\n"
 		"also per row under [rows.NAME]):\n"
 		"  alpha                      %-6g significance level of the rank test (p < alpha)\n"
@@ -229,11 +232,17 @@ static void diff_usage(FILE *f)
 		"                                    noise-floor learns it from A/A receipts)\n"
 		"  identical_code_max_change  %-6g under identical code, a larger change is \"machine or\n"
 		"                                    harness changed\" (%g%%)\n"
+		"  memory_max_growth          %-6g scratch memory (memory.scratch_bytes) growing by more than\n"
+		"                                    this (%g%%, and at least 1 MiB) is a memory regression\n"
+		"  lane_min_effect            %-6g a lane step's delta counts from this (verdict's run-level\n"
+		"                                    evidence; lanes resolve 1%% of a step)\n"
 		"exit codes: 0 compared; 2 a receipt or the policy cannot be read; 3 refused or an invalid\n"
 		"receipt; 64 usage error.\n",
 		MB_POLICY_DEFAULT_ALPHA, MB_POLICY_DEFAULT_MIN_EFFECT, 100.0 * MB_POLICY_DEFAULT_MIN_EFFECT,
 		MB_POLICY_DEFAULT_NOISE_CEILING, MB_POLICY_DEFAULT_NOISE_FLOOR,
-		MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE, 100.0 * MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE);
+		MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE, 100.0 * MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE,
+		MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH, 100.0 * MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH,
+		MB_POLICY_DEFAULT_LANE_MIN_EFFECT);
 }
 
 static const struct option diff_long[] = {
@@ -283,7 +292,8 @@ static void gate_usage(FILE *f)
 		"start time) of the head's device, backend and suite, other than the head's own run, and\n"
 		"says on standard error which it took; files in DIR that are not valid receipts are\n"
 		"named and passed over; none comparable is exit 3.\n"
-		"Exit 0 pass, 1 performance regression (median or tail), 2 drift: new wrong answers,\n"
+		"Exit 0 pass, 1 performance regression (median or tail, or more scratch memory than\n"
+		"memory_max_growth allows), 2 drift: new wrong answers,\n"
 		"cases still wrong, tolerance, launch, kernel, missing field, ok -> skipped, missing case\n"
 		"or fallback (2 wins over 1), and also a receipt, policy or --junit path that cannot be\n"
 		"read or written; 3 incomparable, inconsistent or invalid receipts, or inconclusive\n"
@@ -295,8 +305,8 @@ static void gate_usage(FILE *f)
 		"64 usage error. The output names the reason of the exit code. An ambiguous speed-up\n"
 		"does not fail. The policy's [gate] fail_on names the findings that fail;\n"
 		"noise_floor (see megabench noise-floor) raises the effect a change must exceed.\n"
-		"--always-test runs the statistics on rows whose code is identical in both receipts too\n"
-		"(see diff --help, which lists the thresholds).\n"
+		"--always-test (or [gate] identical_code_shortcut = false) runs the statistics on rows\n"
+		"whose code is identical in both binaries too (see diff --help, which lists the thresholds).\n"
 		"--junit FILE writes JUnit XML (replaced atomically; its directory must exist): one\n"
 		"testcase per case with time, failures for failing findings, skipped for cases not\n"
 		"compared, and comparability as a property.\n", f);
@@ -518,12 +528,20 @@ int mb_cli_noise_floor(int argc, char **argv)
 static void verdict_usage(FILE *f)
 {
 	fputs("usage: megabench verdict [--format table|markdown|json|csv] [--policy policy.toml] RECEIPT.json\n"
-		"Per catalog row, the fused variant against its fallback: keep, conditional, drop,\n"
-		"ambiguous or not enough evidence. keep without run-level (lane) evidence reads\n"
-		"\"keep (isolated evidence only)\"; conditional names what the win depends on (mode,\n"
-		"dtype, family or a shape axis threshold). Time saved is per training step where the\n"
-		"suite's families set weight (calls per step), else per call; pairs that are not\n"
-		"significantly faster save nothing. Speedups are shown beside the bytes model's.\n"
+		"Per catalog row, shape by shape, the fused variant against its best alternative (the\n"
+		"fastest correct fallback or vendor variant of the same work, named): keep, conditional,\n"
+		"drop, ambiguous or not enough evidence. keep without run-level (lane) evidence reads\n"
+		"\"keep (isolated evidence only)\", with lanes that cannot tell \"keep on isolated\n"
+		"evidence; lanes inconclusive\"; conditional names where the kernel wins as a selector\n"
+		"on dtype, mode, family and a shape axis (\"wins at T >= 16384, bf16\"), or what it\n"
+		"saves: a row that trades memory (catalog: trades) and needs far less scratch memory\n"
+		"than its best alternative is \"conditional (saves 3.94 GiB (98%) of scratch at 1.35x\n"
+		"the time of materialized)\" rather than drop. Each row shows its catalog status, with\n"
+		"'!' and what to do where the verdict disagrees. Speedups are against the best\n"
+		"alternative (beside the bytes model's) and against the fallback; memory is scratch\n"
+		"memory against the best alternative. Time saved is per training step where the suite's\n"
+		"families set weight (calls per step), else per call; pairs that are not significantly\n"
+		"faster save nothing. src/README.md (Verdicts) has the rules.\n"
 		"Exit 0; 2 when the receipt or the policy cannot be read; 3 when the receipt is invalid;\n"
 		"64 usage error.\n", f);
 }

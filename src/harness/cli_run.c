@@ -100,9 +100,11 @@ static void run_usage(FILE *f)
 		"  -q, --quiet           no progress lines (the summary table is still printed)\n"
 		"  -h, --help            this text\n"
 		"\n"
-		"Provenance (git commit, dirty flag, kernel source blob ids) is read from the\n"
-		"checkout holding the current directory, else the tree megabench was built\n"
-		"from; MEGABENCH_SOURCE_DIR=DIR names the checkout instead.\n"
+		"Provenance (git commit, dirty flag, the blob id of every source file) is what\n"
+		"this megabench was built from, embedded by the build, and the blob id of the\n"
+		"executable; run it from any directory. Inside a checkout of megabench whose\n"
+		"sources differ from the binary's, a notice names the differing files and the\n"
+		"receipt records them (provenance.checkout).\n"
 		"\n"
 		"The output is proved writable before the first case. Should the save still\n"
 		"fail (a full disk), the receipt is written to $TMPDIR (else /tmp, else the\n"
@@ -626,7 +628,7 @@ static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 			.suite = r->suite, .plan = r->plan, .filter = &r->a->filter, .backend = r->backend,
 			.backend_requested = r->a->backend, .progress = &con.progress, .argc = r->argc,
 			.argv = r->argv, .interrupted = &interrupted, .notices = r->notices, .n_notices = r->n_notices,
-			.source_dir = getenv("MEGABENCH_SOURCE_DIR"), .repetitions = r->repetitions,
+			.repetitions = r->repetitions,
 		};
 		if (r->pool) {
 			mb_shard_options so = {&o, r->pool->devices, r->pool->n, r->pool->simulated};

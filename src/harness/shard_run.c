@@ -753,7 +753,7 @@ int mb_shard_run(json_t **out, const mb_shard_options *so, mb_error *err)
 	shard_state st = {.so = so, .o = so->run, .shown = -1};
 	const mb_run_options *o = so->run;
 	int64_t t0 = mb_now_ns();
-	char started[64];
+	char started[64], checkout_text[MB_RUN_NOTICE_MAX];
 	int rc, reps = o->repetitions > 1 ? o->repetitions : 1;
 
 	*out = NULL;
@@ -777,6 +777,8 @@ int mb_shard_run(json_t **out, const mb_shard_options *so, mb_error *err)
 		goto cleanup;
 	if (!json_is_true(json_object_get(st.prov, "available")))
 		notice(&st, "no git provenance: %s", json_string_value(json_object_get(st.prov, "reason")));
+	if (mb_run_checkout_notice(checkout_text, sizeof(checkout_text), st.prov))
+		notice(&st, "%s", checkout_text);
 	if ((rc = so->simulated ? simulated_gpus(&st, err) : probe_topology(&st, err)))
 		goto cleanup;
 	if ((rc = mb_shard_assign(&st.rows, &st.n_rows, st.load, o->plan, &o->suite->settings, o->backend->name,

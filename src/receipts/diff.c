@@ -608,6 +608,26 @@ static int timing_findings(mb_diff *d, mb_case_diff *cd, mb_error *err)
 	return 0;
 }
 
+/* More scratch memory in the head than the policy allows: a regression
+ * like a slower time. Receipts before schema version 2 call it extra_bytes
+ * (mb_verdict_scratch_bytes reads both). */
+static int memory_drift(mb_diff *d, mb_case_diff *cd, const mb_thresholds *t, mb_error *err)
+{
+	int64_t b = mb_verdict_scratch_bytes(cd->base), h = mb_verdict_scratch_bytes(cd->head);
+	char from[32], to[32];
+
+	if (b < 0 || h < 0 || h - b < MB_DIFF_MEMORY_MIN_BYTES || (double)h <= (double)b * (1.0 + t->memory_max_growth))
+		return 0;
+	mb_text_bytes(from, sizeof(from), (double)b);
+	mb_text_bytes(to, sizeof(to), (double)h);
+	cd->memory_regression = true;
+	if (b > 0)
+		return add_finding(d, MB_FINDING_MEMORY_REGRESSION, cd->id, err,
+			"scratch memory %s -> %s (%+.1f%%, over the %g%% allowed)", from, to,
+			100.0 * ((double)h / (double)b - 1.0), 100.0 * t->memory_max_growth);
+	return add_finding(d, MB_FINDING_MEMORY_REGRESSION, cd->id, err, "scratch memory %s -> %s", from, to);
+}
+
 static int compare_pair(mb_diff *d, const diff_index *ix, mb_case_diff *cd, mb_error *err)
 {
 	const char *row = mb_text_get(cd->head, "row");
@@ -625,7 +645,7 @@ static int compare_pair(mb_diff *d, const diff_index *ix, mb_case_diff *cd, mb_e
 		mb_error_prefix(err, cd->id);
 		return rc;
 	}
-	if ((rc = timing_findings(d, cd, err)))
+	if ((rc = timing_findings(d, cd, err)) || (rc = memory_drift(d, cd, t, err)))
 		return rc;
 	if (head_wrong) {
 		wrong_detail(detail, sizeof(detail), cd->head);
@@ -694,6 +714,22 @@ static int diff_cases(mb_diff *d, const diff_index *ix, mb_error *err)
 	return missing_fallbacks(d, ix, err);
 }
 
+/* The identical-code shortcut needs both binaries' source ids: without
+ * them every row gets the statistics, and the output says why. */
+static int provenance_finding(mb_diff *d, mb_error *err)
+{
+	bool base = mb_compare_binary_provenance(d->base), head = mb_compare_binary_provenance(d->head);
+	char subject[256];
+
+	if (!d->policy->identical_code_shortcut || (base && head))
+		return 0;
+	snprintf(subject, sizeof(subject), "%s%s%s", base ? "" : d->base_name ? d->base_name : "base",
+		!base && !head ? ", " : "", head ? "" : d->head_name ? d->head_name : "head");
+	return add_finding(d, MB_FINDING_NO_BINARY_PROVENANCE, subject, err, "no binary provenance: statistics on "
+		"every row (%s from a checkout, not from the binary that ran)",
+		!base && !head ? "both receipts took their source ids" : "the receipt took its source ids");
+}
+
 /* Each head status against the head's own evidence: a claim it does not
  * support is a finding; a demotion never is. */
 static int promotions(mb_diff *d, mb_error *err)
@@ -735,7 +771,7 @@ int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_
 	check_comparable(out, ix.head_ids);
 	if (!out->comparable && !force)
 		goto cleanup;
-	if ((rc = diff_cases(out, &ix, err)))
+	if ((rc = diff_cases(out, &ix, err)) || (rc = provenance_finding(out, err)))
 		goto cleanup;
 	if ((rc = mb_verdict_compute(&out->base_verdicts, base, policy, err))) {
 		mb_error_prefix(err, base_name);
@@ -763,7 +799,7 @@ static const mb_finding_kind drift_kinds[] = {MB_FINDING_WRONG_ANSWER, MB_FINDIN
 	MB_FINDING_MISSING_FALLBACK, MB_FINDING_NEW_CASE, MB_FINDING_MISSING_FIELD, MB_FINDING_STATUS_CHANGE};
 /* Kinds that say the timing cannot be judged: exit 3. */
 static const mb_finding_kind inconclusive_kinds[] = {MB_FINDING_AMBIGUOUS, MB_FINDING_MACHINE_CHANGED,
-	MB_FINDING_AMBIGUOUS_FASTER};
+	MB_FINDING_AMBIGUOUS_FASTER, MB_FINDING_NO_BINARY_PROVENANCE};
 
 #define N_KINDS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -783,7 +819,7 @@ int mb_diff_gate_exit(const mb_diff *d)
 	for (size_t k = 0; k < N_KINDS(drift_kinds); k++)
 		if (count_failing(d, drift_kinds[k]))
 			return MB_GATE_DRIFT;
-	if (count_failing(d, MB_FINDING_REGRESSION))
+	if (count_failing(d, MB_FINDING_REGRESSION) || count_failing(d, MB_FINDING_MEMORY_REGRESSION))
 		return MB_GATE_REGRESSION;
 	if (count_failing(d, MB_FINDING_UNSUPPORTED_PROMOTION))
 		return MB_GATE_PROMOTION;
@@ -844,9 +880,15 @@ void mb_diff_gate_reason(const mb_diff *d, char *buf, size_t len)
 		for (size_t i = 0; i < d->n_findings; i++)
 			tail += d->findings[i].kind == MB_FINDING_REGRESSION && d->findings[i].fails
 				&& d->findings[i].why == MB_WHY_TAIL;
-		mb_text_appendf(buf, len, "regression: %zu case%s slower", n, n == 1 ? "" : "s");
+		mb_text_appendf(buf, len, "regression: ");
+		if (n)
+			mb_text_appendf(buf, len, "%zu case%s slower", n, n == 1 ? "" : "s");
 		if (tail)
 			mb_text_appendf(buf, len, " (%zu in the tail only)", tail);
+		n_listed = count_failing(d, MB_FINDING_MEMORY_REGRESSION);
+		if (n_listed)
+			mb_text_appendf(buf, len, "%s%zu case%s need%s more scratch memory", n ? ", " : "", n_listed,
+				n_listed == 1 ? "" : "s", n_listed == 1 ? "s" : "");
 		break;
 	case MB_GATE_PROMOTION:
 		mb_text_appendf(buf, len, "unsupported promotion:");

@@ -35,6 +35,9 @@
 #include "receipts/verdict.h"
 
 #define MB_DIFF_TEXT_MAX 1024
+/* Scratch memory must grow by at least this much to be a memory
+ * regression, whatever the relative growth: below it a slot's rounding. */
+#define MB_DIFF_MEMORY_MIN_BYTES ((int64_t)1 << 20)
 
 /* Gate exit codes (also used by diff for a refusal). */
 enum {
@@ -62,6 +65,7 @@ typedef struct mb_case_diff {
 	mb_comparison cmp;
 	bool wrong_answer;        /* head is wrong where base was right (or new and wrong) */
 	bool still_wrong;         /* wrong in base and wrong in head */
+	bool memory_regression;   /* the head's variant needs more scratch memory than the policy allows */
 	bool status_changed;      /* ok in base, skipped in head */
 	bool fields_missing;      /* a field of the base case is missing from the head case */
 } mb_case_diff;

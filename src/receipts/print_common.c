@@ -212,15 +212,3 @@ void mb_print_xml_escaped(FILE *out, const char *s)
 		}
 	}
 }
-
-void mb_print_saved(char *buf, size_t len, const mb_row_verdict *v)
-{
-	char duration[64];
-
-	if (!v->saved_known) {
-		snprintf(buf, len, "-");
-		return;
-	}
-	mb_print_duration(duration, sizeof(duration), v->saved_ns_per_step);
-	snprintf(buf, len, "%s (%s, %s)", duration, v->saved_dtype, v->saved_mode);
-}

@@ -12,16 +12,24 @@
 
 #define LABEL_MAX 512
 
-static const char *status_of(const mb_history_group *g, const char *row, char *buf, size_t len)
+/* The row's status in the newest receipt, flagged (verdict.h) where the
+ * newest verdict disagrees with it. */
+static const char *status_of(const mb_history_group *g, const mb_history_row *r, char *buf, size_t len)
 {
 	const json_t *newest = g->g->revs[g->g->n - 1];
-	const char *cond = NULL, *st = mb_promotion_status(newest, row, &cond);
+	const mb_row_verdict *v = r->cells[g->g->n - 1];
 
 	if (!mb_promotion_recorded(newest))
 		return "unknown (the receipt predates recorded status)";
-	if (!st)
+	if (!mb_promotion_status(newest, r->row, NULL))
 		return "unknown (not in the receipt's catalog)";
-	snprintf(buf, len, "%s%s%s%s", st, cond ? " (" : "", cond ? cond : "", cond ? ")" : "");
+	if (v) {
+		mb_verdict_status_text(buf, len, v);
+	} else {
+		const char *cond = NULL, *st = mb_promotion_status(newest, r->row, &cond);
+
+		snprintf(buf, len, "%s%s%s%s", st, cond ? " (" : "", cond ? cond : "", cond ? ")" : "");
+	}
 	return buf;
 }
 
@@ -68,7 +76,7 @@ static void md_group(FILE *out, const mb_history_group *hg)
 		fputs("| ", out);
 		mb_print_md_cell(out, r->row);
 		fputs(" | ", out);
-		mb_print_md_cell(out, status_of(hg, r->row, status, sizeof(status)));
+		mb_print_md_cell(out, status_of(hg, r, status, sizeof(status)));
 		fputs(" |", out);
 		for (size_t k = 0; k < g->n; k++) {
 			fputs(" ", out);
@@ -154,7 +162,7 @@ static void html_group(FILE *out, const mb_history_group *hg, size_t index)
 		fputs("<tr><td>", out);
 		mb_print_xml_escaped(out, r->row);
 		fputs("</td><td>", out);
-		mb_print_xml_escaped(out, status_of(hg, r->row, status, sizeof(status)));
+		mb_print_xml_escaped(out, status_of(hg, r, status, sizeof(status)));
 		fputs("</td>", out);
 		for (size_t k = 0; k < g->n; k++) {
 			fprintf(out, "<td class=\"%s\">", mark_class(r->cells[k]));

@@ -60,9 +60,6 @@ void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt);
 
 /* "12.34 us", "1.234 ms", "950 ns"; "-" for NaN. */
 void mb_print_duration(char *buf, size_t len, double ns);
-/* A row verdict's time saved per step with the dtype and mode it was
- * summed over ("12.3 ms (bf16, cold)"), or "-" when unknown. */
-void mb_print_saved(char *buf, size_t len, const struct mb_row_verdict *v);
 /* "+3.1%" from a ratio; "-" for NaN. */
 void mb_print_change(char *buf, size_t len, double ratio);
 /* Short name of a receipt's revision: describe, else commit[0..12], else name. */

@@ -10,8 +10,6 @@
 
 #define RECEIPT_KIND "megabench.receipt"
 #define RECEIPT_SCHEMA "receipt"
-/* The schema_version this build reads and writes (the schema's const). */
-#define RECEIPT_SCHEMA_VERSION 1
 #define READ_CHUNK_BYTES 65536
 /* Duplicate keys would make a receipt mean two things. */
 #define JSON_LOAD_FLAGS JSON_REJECT_DUPLICATES
@@ -104,11 +102,12 @@ static int check_kind(const json_t *doc, const char *path, mb_error *err)
 			"not a megabench receipt: kind is \"%s\", expected \"" RECEIPT_KIND "\"",
 			json_string_value(kind));
 		where_pointer(err, path, "/kind");
-	} else if (json_is_integer(version) && json_integer_value(version) != RECEIPT_SCHEMA_VERSION) {
+	} else if (json_is_integer(version) && (json_integer_value(version) < MB_RECEIPT_SCHEMA_VERSION_OLDEST
+		|| json_integer_value(version) > MB_RECEIPT_SCHEMA_VERSION)) {
 		rc = mb_error_set(err, MB_ESCHEMA, NULL,
 			"receipt schema version %" JSON_INTEGER_FORMAT " is not supported"
-			" (this megabench reads version %d)",
-			json_integer_value(version), RECEIPT_SCHEMA_VERSION);
+			" (this megabench reads versions %d to %d)",
+			json_integer_value(version), MB_RECEIPT_SCHEMA_VERSION_OLDEST, MB_RECEIPT_SCHEMA_VERSION);
 		where_pointer(err, path, "/schema_version");
 	}
 	return rc;

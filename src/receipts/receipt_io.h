@@ -14,6 +14,12 @@
  * a mistaken path (/dev/zero, a disk image) before it takes the memory. */
 #define MB_RECEIPT_MAX_BYTES ((size_t)1 << 30)
 
+/* The schema version this build writes, and the oldest it reads: version 1
+ * receipts carry a checkout's provenance, not their binary's (there is
+ * nothing else they lack for reading). */
+#define MB_RECEIPT_SCHEMA_VERSION 2
+#define MB_RECEIPT_SCHEMA_VERSION_OLDEST 1
+
 /* The whole file at `path` into a new NUL-terminated buffer the caller
  * frees (`*out_len` bytes before the NUL), refusing more than `max_bytes`:
  * "PATH: larger than N bytes (the limit for ...)" with `what` naming the

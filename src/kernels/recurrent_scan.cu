@@ -375,6 +375,11 @@ __global__ void __launch_bounds__(SCAN_THREADS, SCAN_STORED_MIN_BLOCKS) mb_recur
 	scan_sequences<VEC>(src, y, batch, dim, len);
 }
 
+#ifndef MB_RS_EMU
+/* The host side: under MB_RS_EMU the kernels above are compiled for the
+ * CPU and run by the SIMT emulator of tests/unit/ssm_scan_emu.h
+ * (tests/unit/test_recurrent_scan_emu.cpp), which launches them itself. */
+
 /* The persistent grid: at most every resident block (warp), as few as
  * give each the same number of sequences (16384 sequences on 132 SMs of
  * 32 warps: 4096 warps of 4, not 4224 of 3 or 4, whose last round would
@@ -447,6 +452,8 @@ extern "C" MB_DECLARE_LAUNCH(mb_recurrent_scan_fused_launch)
 	return MB_DISPATCH_DTYPE(dtype, fused_dispatch, (cudaStream_t)stream, axis, in, out);
 }
 
+#endif
+
 /* ---- fallback: the RG-LRU as a compiled framework runs it ------------------ */
 
 /* Two launches, as torch.compile makes of the RG-LRU written with an
@@ -514,6 +521,7 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_recurrent_scan_fb_gate_ker
 	}
 }
 
+#ifndef MB_RS_EMU
 /* Workspace: a (fp32) and the normalised input (dtype). */
 static mb_ws_slot ws_a, ws_nx;
 
@@ -577,3 +585,4 @@ extern "C" MB_DECLARE_LAUNCH(mb_recurrent_scan_fallback_launch)
 {
 	return MB_DISPATCH_DTYPE(dtype, fallback_dispatch, (cudaStream_t)stream, axis, in, out);
 }
+#endif

@@ -119,9 +119,27 @@ __device__ __forceinline__ void load_token(mb_packed<T, VEC> (&xs)[N][VPT], cons
  * value not yet read. */
 __device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
 {
+#ifdef MB_MHC_EMU
+	memcpy(smem, gmem, 16);
+#else
 	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(smem)),
 		"l"(gmem)
 		: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+#ifndef MB_MHC_EMU
+	asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_async_wait_all()
+{
+#ifndef MB_MHC_EMU
+	asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
 }
 
 /* Thread k's vectors k + THREADS * kk of every stream of token t into the
@@ -137,19 +155,19 @@ __device__ __forceinline__ void stage_vectors(uint4 *stage, const T *__restrict_
 			cp_async16(&stage[(j * VPT + kk) * THREADS + threadIdx.x], base + (int64_t)j * width);
 	}
 	if (kk == VPT - 1)
-		asm volatile("cp.async.commit_group;" ::: "memory");
+		cp_async_commit();
 }
 
 template <int THREADS, typename T, int N, int VEC, int VPT>
 __device__ __forceinline__ void take_token(mb_packed<T, VEC> (&xs)[N][VPT], const uint4 *stage, int width)
 {
 	const int nvec = width / VEC;
-	asm volatile("cp.async.wait_group 0;" ::: "memory");
+	cp_async_wait_all();
 #pragma unroll
 	for (int j = 0; j < N; j++) {
 #pragma unroll
 		for (int k = 0; k < VPT; k++) {
-			if (threadIdx.x + k * THREADS < nvec)
+			if ((int)threadIdx.x + k * THREADS < nvec)
 				xs[j][k].w = stage[(j * VPT + k) * THREADS + threadIdx.x];
 			else
 				xs[j][k] = mb_packed<T, VEC>{};
@@ -245,9 +263,13 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
  * while its block waits: its latency is the fused kernel's serial part. */
 __device__ __forceinline__ float rcp_approx(float x)
 {
+#ifdef MB_MHC_EMU
+	return 1.0f / x;
+#else
 	float y;
 	asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
 	return y;
+#endif
 }
 
 /* Row i of m to sum 1: the sum in order, then the reciprocal times each
@@ -352,10 +374,14 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
 	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters, int64_t tokens)
 {
 	constexpr bool STAGED = stage_bytes<T, N, VEC, VPT>() > 0;
+#ifdef MB_MHC_EMU
+	uint4 *stage = reinterpret_cast<uint4 *>(dyn_smem());
+#else
 	extern __shared__ uint4 stage[];
+#endif
 	__shared__ float red[MHC_FUSED_THREADS / MB_WARP_THREADS][N * N];
 	__shared__ float s_shared[N * N];
-	mb_packed<T, VEC> xs[N][VPT], xn[STAGED ? 1 : N][STAGED ? 1 : VPT];
+	mb_packed<T, VEC> xs[N][VPT], xn[STAGED ? 1 : N][STAGED ? 1 : VPT] = {};
 	int64_t t = blockIdx.x;
 
 	if (t >= tokens)
@@ -404,6 +430,11 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
 		}
 	}
 }
+
+#ifndef MB_MHC_EMU
+/* The host side: under MB_MHC_EMU the kernels above are compiled for the
+ * CPU and run by the SIMT emulator of tests/unit/ssm_scan_emu.h
+ * (tests/unit/test_mhc_sinkhorn_emu.cpp), which launches them itself. */
 
 /* The kernels read P through L1: the largest L1 carveout, set once per
  * kernel on its first call (outside any capture: the harness warms up
@@ -460,6 +491,8 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
 		(T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I], axis[AX_T]);
 	return (int)cudaGetLastError();
 }
+
+#endif
 
 /* ---- fallback ---------------------------------------------------------------- */
 
@@ -562,6 +595,7 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_mhc_sinkhorn_fb_mix_kernel
 	}
 }
 
+#ifndef MB_MHC_EMU
 static mb_ws_slot ws_m;
 
 template <typename T, int N, int VEC, int VPT>
@@ -674,3 +708,4 @@ extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fallback_launch)
 {
 	return MB_DISPATCH_DTYPE(dtype, fallback_dispatch, (cudaStream_t)stream, axis, in, out);
 }
+#endif

@@ -176,8 +176,9 @@ void mb_oracle_recurrent_scan(const int64_t *axis, const float *const *in, doubl
  *  - systematic: the same relative error at every step of a channel,
  *    a function of x that does not average out. The fused kernel folds
  *    log2 e into each gate's constants (rounded: up to 4.5u of e, r and
- *    i); sqrt(c16) and the polynomials' residuals add <= 1.5u. In the
- *    increments a bias adds up S-fold: <= 5u S E|W| = 5u * 87 * 0.8 = 350u;
+ *    i); k = 2^-32/sqrt(c16) and the polynomials' residuals add <= 1.5u.
+ *    In the increments a bias adds up S-fold: <= 5u S E|W| = 5u * 87 *
+ *    0.8 = 350u;
  *    in 1 - a it is the same relative bias of the state's mean: <= 8u of
  *    |h| <= 20, 160u. 510u in all.
  *    The decay's 3.5u over its count hold both: 6 * 2 * 3.5u/sqrt(3) * 212

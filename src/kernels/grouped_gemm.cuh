@@ -176,6 +176,21 @@ template <int BN> __device__ __forceinline__ int gg_b_offset(int k, int chunk)
 	return k * BN + ((chunk ^ (k & 7)) * GG_CHUNK);
 }
 
+/* The output row of sorted row r and the factor its results take: GEMM2's
+ * (GG_EPI_WEIGHTED) the row of its (token, k) pair and the pair's routing
+ * weight, the others r itself and 1. */
+template <int EPI, typename T>
+__device__ __forceinline__ int64_t gg_out_row(const gg_params<T> &p, int64_t r, float *scale)
+{
+	if (EPI != GG_EPI_WEIGHTED) {
+		*scale = 1.0f;
+		return r;
+	}
+	const int32_t pr = __ldg(p.pair + r);
+	*scale = __ldg(p.weight + pr);
+	return pr;
+}
+
 /* Two fp32 values rounded to the storage type, lo at the lower address. */
 template <typename T> __device__ __forceinline__ uint32_t gg_pack2(float lo, float hi);
 
@@ -355,13 +370,8 @@ __global__ void __launch_bounds__(GG_THREADS, 1) moe_ffn_grouped_gemm_kernel(con
 					gg_store_swiglu<T>(p, r, col0, warp_n, lane, acc[mi], half);
 					continue;
 				}
-				int64_t out_row = r;
-				float scale = 1.0f;
-				if (EPI == GG_EPI_WEIGHTED) {
-					const int32_t pr = __ldg(p.pair + r);
-					out_row = pr;
-					scale = __ldg(p.weight + pr);
-				}
+				float scale;
+				const int64_t out_row = gg_out_row<EPI>(p, r, &scale);
 				T *dst = p.out + out_row * p.n + col0 + warp_n * GG_WARP_N + (lane & 3) * 2;
 #pragma unroll
 				for (int ni = 0; ni < GG_NI; ni++) {

@@ -37,9 +37,9 @@
  * generic-proxy writes that wgmma reads through the async proxy. Each
  * producer thread therefore waits for its own copies (cp.async.wait_group,
  * GW_GATHER_LAG stages behind the newest, so that that many stay in
- * flight), fences them into the async proxy (fence.proxy.async) and only
- * then arrives on the stage's full barrier, whose count is the 128
- * producers; thread 0 also posts the stage's B bytes (mbarrier.expect_tx)
+ * flight, and all of them at a tile's end), fences them into the async
+ * proxy (fence.proxy.async) and only then arrives on the stage's full
+ * barrier, whose count is the 128 producers; thread 0 also posts the stage's B bytes (mbarrier.expect_tx)
  * before it issues B's tensor copies. Without gathering, thread 0 alone
  * produces: arrive.expect_tx for A and B, then the copies.
  *
@@ -86,19 +86,14 @@ static_assert(GW_GATHER_ROWS * GW_GATHER_ROW_STEP == GW_BM, "the producers cover
 static_assert(GW_BK % GW_MMA_K == 0 && GW_BK / GW_MMA_K == 4, "four k16 steps a stage");
 static_assert(GW_SMEM_BYTES <= 227 * 1024, "a block's shared memory on sm_90");
 
-/* The kernel's parameters: gg_params' fields and the tensor maps (B: [groups
- * * KD, N]; A: [rows, KD], used when the rows are not gathered). */
+/* The kernel's parameters: the tensor maps (B: [groups * KD, N]; A: [rows,
+ * KD], used when the rows are not gathered) and the GEMM's (g.b is read
+ * through tmap_b only; g.tile_counter, the next tile to take, is 0 at
+ * launch: the sort scan zeroes it). */
 template <typename T> struct gw_params {
 	CUtensorMap tmap_b;
 	CUtensorMap tmap_a;
-	const T *a;                /* GATHER: x [tokens, KD] */
-	const int32_t *pair;
-	const int64_t *group_off;
-	const int32_t *tile_off;
-	const float *weight;
-	T *out;
-	int *tile_counter;         /* the next tile to take: 0 at launch (the sort scan sets it) */
-	int k_top, groups, n, kd;
+	gg_params<T> g;
 };
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -290,40 +285,49 @@ template <typename T>
 __device__ __forceinline__ void gw_load_b(const gw_params<T> &p, const gw_smem &sm, uint32_t s, const gw_tile &t,
 	int k0)
 {
-	const int row = t.group * p.kd + k0;
+	const int row = t.group * p.g.kd + k0;
 	for (int j = 0; j < t.width / GW_BOX_N; j++)
 		gw_tma_load_2d(sm.b_stage(s) + j * GW_B_BOX_BYTES, &p.tmap_b, t.col0 + j * GW_BOX_N, row, sm.full_bar(s));
 }
 
 /* GEMM1's producer: all 128 threads gather A rows, thread 0 also takes the
- * tiles from the counter (handing each to the others through a shared
- * slot), brings B and writes each stage's tile for the consumers; after
- * the last tile, a stage holding GW_TILE_DONE ends the consumers. */
+ * tiles from the counter (one tile ahead, so that the atomic's latency
+ * hides behind the current tile, handing each to the others through a
+ * shared slot), brings B and writes each stage's tile for the consumers.
+ * A thread arrives for a stage GW_GATHER_LAG stages after issuing it, and
+ * for a tile's last stages once its copies have landed at the tile's end,
+ * so that the consumers finish a tile while the next one is being looked
+ * up. After the last tile, a stage holding GW_TILE_DONE ends the
+ * consumers. */
 template <typename T> __device__ __forceinline__ void gw_produce_gather(const gw_params<T> &p, const gw_smem &sm)
 {
 	const int tid = threadIdx.x; /* 0 .. GW_PRODUCERS-1 */
 	const int chunk = gw_gather_chunk(tid);
-	const int total = gw_total_tiles(p.tile_off, p.groups);
-	const int k_tiles = p.kd / GW_BK;
+	const int total = gw_total_tiles(p.g.tile_off, p.g.groups);
+	const int k_tiles = p.g.kd / GW_BK;
+	int upcoming = tid == 0 ? atomicAdd(p.g.tile_counter, 1) : 0;
 	uint32_t it = 0;
 
 	for (uint32_t taken = 0;; taken++) {
-		/* slots alternate, so thread 0 refills one only after every
-		 * producer has passed the barrier after its last read */
+		/* the slots alternate: thread 0 refills one only after every
+		 * producer has passed the barrier that follows its last read */
 		if (tid == 0)
-			gw_st_shared(sm.next_tile(taken), atomicAdd(p.tile_counter, 1));
+			gw_st_shared(sm.next_tile(taken), upcoming);
 		gw_producer_sync();
 		const int tile = gw_ld_shared(sm.next_tile(taken));
 		if (tile >= total)
 			break;
-		const gw_tile t = gw_tile_at(p.tile_off, p.group_off, p.groups, p.n, tile);
+		if (tid == 0)
+			upcoming = atomicAdd(p.g.tile_counter, 1);
+		const gw_tile t = gw_tile_at(p.g.tile_off, p.g.group_off, p.g.groups, p.g.n, tile);
 		/* this thread's rows: their tokens, -1 past the group's end */
 		int32_t tok[GW_GATHER_ROWS];
 #pragma unroll
 		for (int i = 0; i < GW_GATHER_ROWS; i++) {
 			const int64_t r = t.row0 + gw_gather_row(tid, i);
-			tok[i] = r < t.row_end ? __ldg(p.pair + r) / p.k_top : -1;
+			tok[i] = r < t.row_end ? __ldg(p.g.pair + r) / p.g.k_top : -1;
 		}
+		const uint32_t first = it;
 		for (int kt = 0; kt < k_tiles; kt++, it++) {
 			const uint32_t s = gw_stage(it);
 			gw_mbar_wait(sm.empty_bar(s), gw_round_parity(it) ^ 1u);
@@ -336,12 +340,12 @@ template <typename T> __device__ __forceinline__ void gw_produce_gather(const gw
 #pragma unroll
 			for (int i = 0; i < GW_GATHER_ROWS; i++) {
 				const int row = gw_gather_row(tid, i);
-				const T *src = p.a + (tok[i] < 0 ? 0 : (int64_t)tok[i] * p.kd + k_off);
+				const T *src = p.g.a + (tok[i] < 0 ? 0 : (int64_t)tok[i] * p.g.kd + k_off);
 				gg_cp_async16(sm.a_stage(s) + gw_a_offset(row, chunk * GW_CHUNK_ELEMS), src,
 					tok[i] < 0 ? 0 : GW_CHUNK_BYTES);
 			}
 			gg_cp_async_commit();
-			if (it >= GW_GATHER_LAG) {
+			if (it - first >= GW_GATHER_LAG) {
 				/* stage it - LAG has landed for this thread: into the async
 				 * proxy, then count this thread's part of it */
 				gg_cp_async_wait<GW_GATHER_LAG>();
@@ -349,33 +353,35 @@ template <typename T> __device__ __forceinline__ void gw_produce_gather(const gw
 				gw_mbar_arrive(sm.full_bar(gw_stage(it - GW_GATHER_LAG)));
 			}
 		}
+		gg_cp_async_wait<0>();
+		gw_fence_proxy_async();
+		for (uint32_t j = it - first > GW_GATHER_LAG ? it - GW_GATHER_LAG : first; j < it; j++)
+			gw_mbar_arrive(sm.full_bar(gw_stage(j)));
 	}
-	/* the end mark, then the stages still owed their arrivals */
+	/* the end mark */
 	const uint32_t s = gw_stage(it);
 	gw_mbar_wait(sm.empty_bar(s), gw_round_parity(it) ^ 1u);
 	if (tid == 0)
 		gw_st_shared(sm.stage_tile(s), GW_TILE_DONE);
 	gw_mbar_arrive(sm.full_bar(s));
-	gg_cp_async_wait<0>();
-	gw_fence_proxy_async();
-	for (uint32_t j = it > GW_GATHER_LAG ? it - GW_GATHER_LAG : 0; j < it; j++)
-		gw_mbar_arrive(sm.full_bar(gw_stage(j)));
 }
 
-/* GEMM2's producer: one thread takes the tiles and brings A's [GW_BM][GW_BK]
- * box (rows past the list's end are zero-filled by the copy) and B's boxes
- * per stage, then the end mark. */
+/* GEMM2's producer: one thread takes the tiles (one ahead) and brings A's
+ * [GW_BM][GW_BK] box (rows past the list's end are zero-filled by the
+ * copy) and B's boxes per stage, then the end mark. */
 template <typename T> __device__ __forceinline__ void gw_produce_tma(const gw_params<T> &p, const gw_smem &sm)
 {
-	const int total = gw_total_tiles(p.tile_off, p.groups);
-	const int k_tiles = p.kd / GW_BK;
+	const int total = gw_total_tiles(p.g.tile_off, p.g.groups);
+	const int k_tiles = p.g.kd / GW_BK;
+	int upcoming = atomicAdd(p.g.tile_counter, 1);
 	uint32_t it = 0;
 
 	for (;;) {
-		const int tile = atomicAdd(p.tile_counter, 1);
+		const int tile = upcoming;
 		if (tile >= total)
 			break;
-		const gw_tile t = gw_tile_at(p.tile_off, p.group_off, p.groups, p.n, tile);
+		upcoming = atomicAdd(p.g.tile_counter, 1);
+		const gw_tile t = gw_tile_at(p.g.tile_off, p.g.group_off, p.g.groups, p.g.n, tile);
 		for (int kt = 0; kt < k_tiles; kt++, it++) {
 			const uint32_t s = gw_stage(it);
 			gw_mbar_wait(sm.empty_bar(s), gw_round_parity(it) ^ 1u);
@@ -443,7 +449,7 @@ __device__ __forceinline__ void gw_epilogue(const gw_params<T> &p, const gw_tile
 		if (r >= t.row_end)
 			continue;
 		if (EPI == GG_EPI_SWIGLU) {
-			T *dst = p.out + r * (p.n / 2);
+			T *dst = p.g.out + r * (p.g.n / 2);
 #pragma unroll
 			for (int j = 0; j < GW_ACC_REGS / 8; j++) {
 				if (2 * j < blocks) {
@@ -454,14 +460,9 @@ __device__ __forceinline__ void gw_epilogue(const gw_params<T> &p, const gw_tile
 			}
 			continue;
 		}
-		int64_t out_row = r;
-		float scale = 1.0f;
-		if (EPI == GG_EPI_WEIGHTED) {
-			const int32_t pr = __ldg(p.pair + r);
-			out_row = pr;
-			scale = __ldg(p.weight + pr);
-		}
-		T *dst = p.out + out_row * p.n + t.col0;
+		float scale;
+		const int64_t out_row = gg_out_row<EPI>(p.g, r, &scale);
+		T *dst = p.g.out + out_row * p.g.n + t.col0;
 #pragma unroll
 		for (int j = 0; j < GW_ACC_REGS / 4; j++) {
 			if (j < blocks) {
@@ -484,7 +485,7 @@ __device__ __forceinline__ void gw_epilogue(const gw_params<T> &p, const gw_tile
  * move on before this warpgroup frees the stage), until GW_TILE_DONE. */
 template <typename T, int EPI> __device__ __forceinline__ void gw_consume(const gw_params<T> &p, const gw_smem &sm, int wg)
 {
-	const int k_tiles = p.kd / GW_BK;
+	const int k_tiles = p.g.kd / GW_BK;
 	uint32_t it = 0;
 	float d[GW_ACC_REGS];
 
@@ -493,7 +494,7 @@ template <typename T, int EPI> __device__ __forceinline__ void gw_consume(const 
 		const int tile = gw_ld_shared(sm.stage_tile(gw_stage(it)));
 		if (tile == GW_TILE_DONE)
 			break;
-		const gw_tile t = gw_tile_at(p.tile_off, p.group_off, p.groups, p.n, tile);
+		const gw_tile t = gw_tile_at(p.g.tile_off, p.g.group_off, p.g.groups, p.g.n, tile);
 		if (t.width == GW_BN)
 			gw_mainloop<T, GW_BN>(d, sm, wg, k_tiles, it);
 		else

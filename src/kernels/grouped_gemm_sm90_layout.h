@@ -84,7 +84,8 @@
 /* The pipeline (grouped_gemm_sm90.cuh): a stage's full barrier counts the
  * gathering producers (or the one TMA thread), its empty barrier lane 0 of
  * each consumer warp; a gathering thread arrives GW_GATHER_LAG stages
- * behind the newest it issued, so that many stay in flight. The lag must
+ * behind the newest it issued, so that many stay in flight (and for the
+ * rest of a tile's stages at its end). The lag must
  * stay under GW_STAGES - 1: the producer's iteration it waits for stage it
  * - GW_STAGES to be freed, which the consumers do one iteration late
  * (after issuing it - GW_STAGES + 1, whose data the producer counts only

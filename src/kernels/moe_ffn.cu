@@ -643,27 +643,17 @@ static int moe_gemm_wgmma(cudaStream_t stream, const gg_params<T> &p, int64_t a_
 	static int sms;
 	auto kernel = moe_ffn_grouped_gemm_wgmma_kernel<T, GATHER, EPI>;
 	int rc = moe_kernel_prepare((const void *)kernel, GW_SMEM_BYTES, &ready, &sms);
-	gw_params<T> g;
+	gw_params<T> w;
 
 	if (rc != 0)
 		return rc;
-	memset(&g, 0, sizeof(g));
-	g.a = p.a;
-	g.pair = p.pair;
-	g.group_off = p.group_off;
-	g.tile_off = p.tile_off;
-	g.tile_counter = p.tile_counter;
-	g.weight = p.weight;
-	g.out = p.out;
-	g.k_top = p.k_top;
-	g.groups = p.groups;
-	g.n = p.n;
-	g.kd = p.kd;
-	if ((rc = gw_tmap_2d<T>(&g.tmap_b, p.b, (int64_t)p.groups * p.kd, p.n, GW_BK)) != 0)
+	memset(&w, 0, sizeof(w));
+	w.g = p;
+	if ((rc = gw_tmap_2d<T>(&w.tmap_b, p.b, (int64_t)p.groups * p.kd, p.n, GW_BK)) != 0)
 		return rc;
-	if (!GATHER && (rc = gw_tmap_2d<T>(&g.tmap_a, p.a, a_rows, p.kd, GW_A_BOX_ROWS)) != 0)
+	if (!GATHER && (rc = gw_tmap_2d<T>(&w.tmap_a, p.a, a_rows, p.kd, GW_A_BOX_ROWS)) != 0)
 		return rc;
-	kernel<<<moe_persistent_grid(max_tiles, sms), GW_THREADS, GW_SMEM_BYTES, stream>>>(g);
+	kernel<<<moe_persistent_grid(max_tiles, sms), GW_THREADS, GW_SMEM_BYTES, stream>>>(w);
 	return (int)cudaGetLastError();
 }
 

@@ -567,7 +567,8 @@ static void op_push(op_list *l, int kind, uint32_t stage, uint32_t it, uint32_t 
 static void build_ops(op_list *prod, op_list *cons, bool gather, int tiles, const int *width, int k_tiles)
 {
 	uint32_t it = 0;
-	for (int t = 0; t < tiles; t++)
+	for (int t = 0; t < tiles; t++) {
+		const uint32_t first = it;
 		for (int kt = 0; kt < k_tiles; kt++, it++) {
 			const uint32_t s = gw_stage(it);
 			op_push(prod, OP_WAIT_EMPTY, s, it, gw_round_parity(it) ^ 1u);
@@ -577,7 +578,7 @@ static void build_ops(op_list *prod, op_list *cons, bool gather, int tiles, cons
 				op_push(prod, OP_TMA_B, s, it, B_BYTES(width[t]));
 				op_push(prod, OP_GATHER, s, it, 0);
 				op_push(prod, OP_COMMIT, s, it, 0);
-				if (it >= GW_GATHER_LAG) {
+				if (it - first >= GW_GATHER_LAG) {
 					op_push(prod, OP_WAIT_GROUP, 0, it, GW_GATHER_LAG);
 					op_push(prod, OP_ARRIVE_FULL, gw_stage(it - GW_GATHER_LAG), it - GW_GATHER_LAG,
 						GW_PRODUCERS);
@@ -588,15 +589,17 @@ static void build_ops(op_list *prod, op_list *cons, bool gather, int tiles, cons
 				op_push(prod, OP_TMA_B, s, it, B_BYTES(width[t]));
 			}
 		}
-	/* the end mark, then (gathering) the arrivals still owed */
+		if (gather) {
+			/* the tile's last stages, once they have landed */
+			op_push(prod, OP_WAIT_GROUP, 0, it, 0);
+			for (uint32_t j = it - first > GW_GATHER_LAG ? it - GW_GATHER_LAG : first; j < it; j++)
+				op_push(prod, OP_ARRIVE_FULL, gw_stage(j), j, GW_PRODUCERS);
+		}
+	}
+	/* the end mark */
 	op_push(prod, OP_WAIT_EMPTY, gw_stage(it), it, gw_round_parity(it) ^ 1u);
 	op_push(prod, OP_WRITE_TILE, gw_stage(it), it, (uint32_t)GW_TILE_DONE);
 	op_push(prod, OP_ARRIVE_FULL, gw_stage(it), it, gather ? GW_PRODUCERS : 1);
-	if (gather) {
-		op_push(prod, OP_WAIT_GROUP, 0, it, 0);
-		for (uint32_t j = it > GW_GATHER_LAG ? it - GW_GATHER_LAG : 0; j < it; j++)
-			op_push(prod, OP_ARRIVE_FULL, gw_stage(j), j, GW_PRODUCERS);
-	}
 	for (int wg = 0; wg < 2; wg++) {
 		uint32_t ci = 0;
 		for (int t = 0; t < tiles; t++) {

@@ -206,6 +206,20 @@ template <> __device__ __forceinline__ uint32_t gg_pack2<__half>(float lo, float
 	return *reinterpret_cast<uint32_t *>(&v);
 }
 
+/* Two neighbouring results of one row through the relu^2 (GEMM1) or the
+ * routing-weight (GEMM2) epilogue, rounded to T and packed. */
+template <typename T, int EPI> __device__ __forceinline__ uint32_t gg_epi_pair(float v0, float v1, float scale)
+{
+	if (EPI == GG_EPI_RELU2) {
+		v0 = v0 > 0.0f ? v0 * v0 : 0.0f;
+		v1 = v1 > 0.0f ? v1 * v1 : 0.0f;
+	} else {
+		v0 *= scale;
+		v1 *= scale;
+	}
+	return gg_pack2<T>(v0, v1);
+}
+
 /* silu(g) = g / (1 + exp(-g)), the reference's expression operation for
  * operation: expf (not __expf) and a correctly rounded division whatever
  * -prec-div says. 1 + exp(-g) >= 1, so nothing cancels; g < -88 gives
@@ -374,17 +388,9 @@ __global__ void __launch_bounds__(GG_THREADS, 1) moe_ffn_grouped_gemm_kernel(con
 				const int64_t out_row = gg_out_row<EPI>(p, r, &scale);
 				T *dst = p.out + out_row * p.n + col0 + warp_n * GG_WARP_N + (lane & 3) * 2;
 #pragma unroll
-				for (int ni = 0; ni < GG_NI; ni++) {
-					float v0 = acc[mi][ni][half * 2], v1 = acc[mi][ni][half * 2 + 1];
-					if (EPI == GG_EPI_RELU2) {
-						v0 = v0 > 0.0f ? v0 * v0 : 0.0f;
-						v1 = v1 > 0.0f ? v1 * v1 : 0.0f;
-					} else {
-						v0 *= scale;
-						v1 *= scale;
-					}
-					*reinterpret_cast<uint32_t *>(dst + ni * 8) = gg_pack2<T>(v0, v1);
-				}
+				for (int ni = 0; ni < GG_NI; ni++)
+					*reinterpret_cast<uint32_t *>(dst + ni * 8) =
+						gg_epi_pair<T, EPI>(acc[mi][ni][half * 2], acc[mi][ni][half * 2 + 1], scale);
 			}
 		}
 		/* every warp is done with shared memory before the next tile's

@@ -464,19 +464,10 @@ __device__ __forceinline__ void gw_epilogue(const gw_params<T> &p, const gw_tile
 		const int64_t out_row = gg_out_row<EPI>(p.g, r, &scale);
 		T *dst = p.g.out + out_row * p.g.n + t.col0;
 #pragma unroll
-		for (int j = 0; j < GW_ACC_REGS / 4; j++) {
-			if (j < blocks) {
-				float v0 = d[gw_acc_reg(j, half, 0)], v1 = d[gw_acc_reg(j, half, 1)];
-				if (EPI == GG_EPI_RELU2) {
-					v0 = v0 > 0.0f ? v0 * v0 : 0.0f;
-					v1 = v1 > 0.0f ? v1 * v1 : 0.0f;
-				} else {
-					v0 *= scale;
-					v1 *= scale;
-				}
-				*reinterpret_cast<uint32_t *>(dst + gw_acc_col(lane, gw_acc_reg(j, half, 0))) = gg_pack2<T>(v0, v1);
-			}
-		}
+		for (int j = 0; j < GW_ACC_REGS / 4; j++)
+			if (j < blocks)
+				*reinterpret_cast<uint32_t *>(dst + gw_acc_col(lane, gw_acc_reg(j, half, 0))) =
+					gg_epi_pair<T, EPI>(d[gw_acc_reg(j, half, 0)], d[gw_acc_reg(j, half, 1)], scale);
 	}
 }
 

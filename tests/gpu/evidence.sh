@@ -41,12 +41,21 @@
 #             of suites/nam56r.toml in bf16 (ceilings measured in the same
 #             run), their verdicts and targets (heavy_targets.py);
 #             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
-#             narrows the rows, HEAVY_DTYPES=bf16,fp32 adds fp32.
+#             narrows the rows, HEAVY_DTYPES widens the dtypes (bf16,fp16).
 #   heavy-ncu ncu's speed of light, occupancy, launch statistics, compute
 #             workload and warp states of each heavy row's fused kernel at
 #             its largest shape (two launches), with the instructions
 #             executed in all and on the XU (MUFU) pipe and the pipes'
-#             use; HEAVY_ROWS narrows the rows here too.
+#             use; HEAVY_ROWS narrows the rows here too, NCU_ROWS further;
+#             the MoE rows' grouped GEMM kernels' rates against the heavy
+#             phase's GEMM ceiling (moe_gemm_rate.py; run heavy first in
+#             the same call).
+#   moe-smoke the MoE rows at smoke shapes (bf16, fp16): every variant with
+#             the grouped GEMM the device picks (the wgmma kernel on an
+#             H100 or H200), the fused variant again on the mma.sync
+#             kernel (MEGABENCH_MOE_GEMM=mma), the kernel each case ran;
+#             then compute-sanitizer memcheck and racecheck over the fused
+#             variant (hot mode).
 #   shard     (two or more GPUs) suites/nam56r.toml in bf16 without lanes
 #             and without linear_cross_entropy (SHARD_EXCLUDE; its host
 #             reference takes minutes) on one GPU, then on all of them
@@ -168,9 +177,10 @@ for phase in "${@:-checks}"; do
 		ncu_metrics=smsp__inst_executed.sum,sm__inst_executed_pipe_xu.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
 		ncu_metrics+=,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active
 		ncu_metrics+=,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
-		for k in moe_ffn:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused recurrent_scan:recurrent_scan_fused \
-			mhc_sinkhorn:mhc_sinkhorn_fused; do
+		for k in moe_ffn:moe_ffn_grouped_gemm moe_ffn_swiglu:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused \
+			recurrent_scan:recurrent_scan_fused mhc_sinkhorn:mhc_sinkhorn_fused; do
 			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",${k%%:*},"* ]] || continue
+			[ -z "${NCU_ROWS:-}" ] || [[ ",$NCU_ROWS," == *",${k%%:*},"* ]] || continue
 			MEGABENCH_SKIP_CEILINGS=1 step "ncu-${k%%:*}" 120 ncu --clock-control none --section SpeedOfLight \
 				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
 				--section ComputeWorkloadAnalysis --section WarpStateStats --metrics "$ncu_metrics" -k "regex:${k#*:}" -c 2 \
@@ -179,6 +189,34 @@ for phase in "${@:-checks}"; do
 				--set timing.min_time_s=0 --set timing.warmup=0 -o "$out/ncu-${k%%:*}.json"
 			grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|inst_executed|issue_active|Stall|Warp Cycles" \
 				"$out/ncu-${k%%:*}.txt" | tail -n 24
+		done
+		moe_logs=()
+		for f in "$out"/ncu-moe_ffn.txt "$out"/ncu-moe_ffn_swiglu.txt; do
+			[ -f "$f" ] && moe_logs+=("$f")
+		done
+		if [ ${#moe_logs[@]} -gt 0 ] && [ -f "$out/heavy.json" ]; then
+			python3 tests/gpu/moe_gemm_rate.py "$out/heavy.json" "${moe_logs[@]}" | tee "$out/moe-gemm-rate.txt"
+		fi
+		;;
+	moe-smoke)
+		rows=moe_ffn,moe_ffn_swiglu
+		MEGABENCH_SKIP_CEILINGS=1 step moe-smoke 200 "$mb" run suites/smoke.toml --backend cuda --rows "$rows" \
+			-o "$out/moe-smoke.json"
+		MEGABENCH_SKIP_CEILINGS=1 step moe-smoke-mma 200 env MEGABENCH_MOE_GEMM=mma "$mb" run suites/smoke.toml \
+			--backend cuda --rows "$rows" \
+			--variants fused -o "$out/moe-smoke-mma.json"
+		for r in moe-smoke moe-smoke-mma; do
+			python3 -c "import json,sys; r=json.load(open(sys.argv[1])); [print(sys.argv[2], c['status'], (c.get('correctness') or {}).get('passed'), c['id'], ' '.join(k['name'].split('(')[0] for k in c.get('kernels') or [] if 'grouped_gemm' in k['name'])) for c in r['cases']]" "$out/$r.json" "$r"
+		done
+		if ! grep -q ' 0 failed' "$out/moe-smoke.log"; then
+			echo "== moe-smoke: a case did not pass; the sanitizers are skipped"
+			continue
+		fi
+		for tool in memcheck racecheck; do
+			MEGABENCH_SKIP_CEILINGS=1 step "moe-$tool" "${SANITIZER_LIMIT_S:-300}" compute-sanitizer --tool "$tool" \
+				--target-processes all --error-exitcode 9 "$mb" run suites/smoke.toml --backend cuda --rows "$rows" \
+				--variants fused --modes hot -o "$out/moe-$tool.json"
+			grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/moe-$tool.log" | sort | uniq -c
 		done
 		;;
 	shard)

@@ -42,7 +42,7 @@ static const char *fit(char *buf, int width, double v)
 
 static void header(FILE *out, const json_t *receipt, const json_t *coll)
 {
-	char safe[4 * TEXT_LEN], safe2[4 * TEXT_LEN], safe3[4 * TEXT_LEN];
+	char safe[4 * TEXT_LEN], safe2[4 * TEXT_LEN], safe3[4 * TEXT_LEN], units[TEXT_LEN];
 	const char *nvls = mb_text_get(coll, "nvls_enable");
 	const json_t *r;
 	size_t i;
@@ -64,7 +64,11 @@ static void header(FILE *out, const json_t *receipt, const json_t *coll)
 		"# of nccl: busbw over the best of NCCL's own all-to-all at that size\n#\n");
 	fprintf(out, "#" ROW_FMT "\n", "T", "size", "count", "type", "variant", "time", "algbw", "busbw", "#wrong",
 		"of nccl");
-	fprintf(out, "#" ROW_FMT "\n", "(tokens)", "(B)", "(rows)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "");
+	snprintf(units, sizeof(units), "#" ROW_FMT, "(tokens)", "(B)", "(rows)", "", "", "(us)", "(GB/s)", "(GB/s)", "",
+		"");
+	for (size_t n = strlen(units); n > 0 && units[n - 1] == ' '; n--)
+		units[n - 1] = '\0';
+	fprintf(out, "%s\n", units);
 }
 
 /* One case's line. */

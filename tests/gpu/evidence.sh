@@ -217,7 +217,7 @@ for phase in "${@:-checks}"; do
 		python3 - "$out"/alltoall-old-check.json "$out/alltoall-check.json" <<'PY'
 import json, os, sys
 runs = [json.load(open(p)) for p in sys.argv[1:] if os.path.exists(p)]
-print("%-62s" % "case" + "".join("%28s" % os.path.basename(p) for p in sys.argv[1:] if os.path.exists(p)))
+print("%-72s" % "case" + "".join("  %-36s" % os.path.basename(p) for p in sys.argv[1:] if os.path.exists(p)))
 for c in runs[-1]["cases"]:
     cells = []
     for r in runs:
@@ -226,7 +226,7 @@ for c in runs[-1]["cases"]:
         cells.append("%s %s %7.3f ms %6.1f GB/s" % ((d or {}).get("status", "-"), "exact" if d and
             d["correctness"] and d["correctness"]["passed"] else "WRONG", t.get("median_ns", 0) / 1e6,
             coll.get("busbw_gbps") or 0))
-    print("%-62s" % c["id"][:62] + "".join("%28s" % x for x in cells))
+    print("%-72s" % c["id"] + "".join("  %-36s" % x for x in cells))
 PY
 		step alltoall-sweep 240 "$mb" alltoall --gpus all -b 1K -e 32K -f 2 --samples 50 -o "$out/alltoall-sweep.json"
 		grep -E "^#|^ " "$out/alltoall-sweep.log"

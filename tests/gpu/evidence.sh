@@ -52,8 +52,9 @@
 #   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384 with
 #             --check (every row checked), with the bundle of an older
 #             revision (OLD_BUNDLE, when there) and this one, back to back,
-#             the cases side by side; timed twice and the two receipts
-#             diffed; then a sweep (-b 1K -e 32K -f 2) and its table.
+#             the cases side by side and diffed (--force: the old receipts
+#             record no topology); timed twice and the two receipts diffed;
+#             then a sweep (-b 1K -e 32K -f 2) and its table.
 #   smoke     every row of suites/smoke.toml on the GPU.
 #   sass      16-byte load and store counts of every fused kernel.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
@@ -228,6 +229,12 @@ for c in runs[-1]["cases"]:
             coll.get("busbw_gbps") or 0))
     print("%-72s" % c["id"] + "".join("  %-36s" % x for x in cells))
 PY
+		if [ -f "$out/alltoall-old-check.json" ]; then
+			# the old receipts have no topology: diff refuses them without --force
+			"$mb" diff --force "$out/alltoall-old-check.json" "$out/alltoall-check.json" >"$out/alltoall-old-diff.txt" 2>&1
+			echo "== diff --force old -> new (checked runs): exit $?"
+			head -n 12 "$out/alltoall-old-diff.txt"
+		fi
 		step alltoall-sweep 240 "$mb" alltoall --gpus all -b 1K -e 32K -f 2 --samples 50 -o "$out/alltoall-sweep.json"
 		grep -E "^#|^ " "$out/alltoall-sweep.log"
 		;;

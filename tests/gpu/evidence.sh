@@ -61,8 +61,12 @@
 #             reference takes minutes) on one GPU, then on all of them
 #             (--gpus all), validate and diff the two; then the sharded run
 #             again with gpu1's worker killed (kill -9) after its first case.
-#   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384: with
-#             --check (every row checked) and timed.
+#   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384 with
+#             --check (every row checked), with the bundle of an older
+#             revision (OLD_BUNDLE, when there) and this one, back to back,
+#             the cases side by side and diffed (--force: the old receipts
+#             record no topology); timed twice and the two receipts diffed;
+#             then a sweep (-b 1K -e 32K -f 2) and its table.
 #   smoke     every row of suites/smoke.toml on the GPU (ROWS narrows the
 #             rows, here and in the sanitizer phases).
 #   sass      16-byte load and store counts of every fused kernel, and
@@ -245,9 +249,44 @@ for phase in "${@:-checks}"; do
 		python3 -c "import json,sys,collections; r=json.load(open(sys.argv[1])); print(collections.Counter((c.get('gpu'), c['status']) for c in r['cases']))" "$out/shard-kill.json"
 		;;
 	alltoall)
-		step alltoall-check 240 "$mb" alltoall --gpus all -T 4096,16384 --check --samples 20 -o "$out/alltoall-check.json"
-		step alltoall 240 "$mb" alltoall --gpus all -T 4096,16384 --samples 100 -o "$out/alltoall.json"
-		"$mb" validate "$out/alltoall-check.json" "$out/alltoall.json"
+		a2a=(alltoall --gpus all -T 4096,16384)
+		if [ -x "$old_bundle/bin/megabench" ]; then
+			(
+				# shellcheck disable=SC1091
+				source "$old_bundle/env.sh"
+				step alltoall-old-check 240 "$old_bundle/bin/megabench" "${a2a[@]}" --check --samples 20 \
+					-o "$out/alltoall-old-check.json"
+			)
+		fi
+		step alltoall-check 240 "$mb" "${a2a[@]}" --check --samples 20 -o "$out/alltoall-check.json"
+		step alltoall 240 "$mb" "${a2a[@]}" --samples 100 -o "$out/alltoall.json"
+		step alltoall-again 240 "$mb" "${a2a[@]}" --samples 100 -o "$out/alltoall-again.json"
+		"$mb" validate "$out"/alltoall*.json
+		"$mb" diff "$out/alltoall.json" "$out/alltoall-again.json" >"$out/alltoall-diff.txt" 2>&1
+		echo "== diff alltoall -> alltoall-again: exit $?"
+		head -n 12 "$out/alltoall-diff.txt"
+		python3 - "$out"/alltoall-old-check.json "$out/alltoall-check.json" <<'PY'
+import json, os, sys
+runs = [json.load(open(p)) for p in sys.argv[1:] if os.path.exists(p)]
+print("%-72s" % "case" + "".join("  %-36s" % os.path.basename(p) for p in sys.argv[1:] if os.path.exists(p)))
+for c in runs[-1]["cases"]:
+    cells = []
+    for r in runs:
+        d = next((x for x in r["cases"] if x["id"] == c["id"]), None)
+        t, coll = (d or {}).get("timing") or {}, (d or {}).get("collective") or {}
+        cells.append("%s %s %7.3f ms %6.1f GB/s" % ((d or {}).get("status", "-"), "exact" if d and
+            d["correctness"] and d["correctness"]["passed"] else "WRONG", t.get("median_ns", 0) / 1e6,
+            coll.get("busbw_gbps") or 0))
+    print("%-72s" % c["id"] + "".join("  %-36s" % x for x in cells))
+PY
+		if [ -f "$out/alltoall-old-check.json" ]; then
+			# the old receipts have no topology: diff refuses them without --force
+			"$mb" diff --force "$out/alltoall-old-check.json" "$out/alltoall-check.json" >"$out/alltoall-old-diff.txt" 2>&1
+			echo "== diff --force old -> new (checked runs): exit $?"
+			head -n 12 "$out/alltoall-old-diff.txt"
+		fi
+		step alltoall-sweep 240 "$mb" alltoall --gpus all -b 1K -e 32K -f 2 --samples 50 -o "$out/alltoall-sweep.json"
+		grep -E "^#|^ " "$out/alltoall-sweep.log"
 		;;
 	smoke)
 		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda ${ROWS:+--rows "$ROWS"} -o "$out/smoke-gpu.json"

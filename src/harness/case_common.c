@@ -671,7 +671,7 @@ json_t *mb_case_json_new(const mb_case_plan *plan, const char *backend)
 
 	for (int i = 0; i < plan->row->n_axes; i++)
 		json_object_set_new(shape, plan->row->axes[i], json_integer(plan->axis[i]));
-	json_object_set_new(mem, "peak_bytes", json_integer(0));
+	json_object_set_new(mem, "io_bytes", json_integer(0));
 	json_object_set_new(c, "id", json_string(plan->id));
 	json_object_set_new(c, "row", json_string(plan->row->name));
 	json_object_set_new(c, "block", json_string(block));

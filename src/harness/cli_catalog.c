@@ -13,8 +13,10 @@ static void catalog_usage(FILE *f)
 		"usage: megabench catalog [--format table|json] [--all]\n"
 		"\n"
 		"Lists every catalog row: block family (A attention, M state space, E expert,\n"
-		"R recurrent, X cross-cutting), status, variants (a '*' marks one built into\n"
-		"this binary), and the tolerance applied per dtype with its rationale.\n"
+		"R recurrent, X cross-cutting), status, what the fused kernel trades for\n"
+		"(time, memory or both: what its verdict weighs), variants (a '*' marks one\n"
+		"built into this binary), and the tolerance applied per dtype with its\n"
+		"rationale.\n"
 		"--all includes the test-only rows, which exist only in test builds\n"
 		"(megabench-test, or megabench built with -Dtest_rows=true); elsewhere it\n"
 		"lists the same rows as without it. JSON output follows\n"
@@ -57,8 +59,9 @@ static json_t *row_json(const mb_row *row)
 			"launches_per_call", v->launches_per_call, "kernels", kernels,
 			"library_kernels", v->library_kernels, "syncs_host", v->syncs_host));
 	}
-	json_t *out = json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o, s:i}", "name", row->name, "block", block,
-		"status", mb_row_status_name(row->status), "summary", row->summary, "axes", axes,
+	json_t *out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:o, s:i}", "name", row->name,
+		"block", block, "status", mb_row_status_name(row->status), "trades", mb_row_trades_name(row->trades),
+		"summary", row->summary, "axes", axes,
 		"reference", row->reference_name, "tolerances", tols, "variants", variants, "sources", sources,
 		"min_gpus", row->min_gpus > 1 ? row->min_gpus : 1);
 
@@ -71,8 +74,9 @@ static void print_table(const mb_row *const *rows, size_t n)
 {
 	for (size_t r = 0; r < n; r++) {
 		const mb_row *row = rows[r];
-		printf("%s  [%c] %s%s%s%s\n  %s\n  axes:", row->name, row->block, mb_row_status_name(row->status),
-			row->condition ? " (" : "", row->condition ? row->condition : "", row->condition ? ")" : "", row->summary);
+		printf("%s  [%c] %s%s%s%s, trades for %s\n  %s\n  axes:", row->name, row->block,
+			mb_row_status_name(row->status), row->condition ? " (" : "", row->condition ? row->condition : "",
+			row->condition ? ")" : "", mb_row_trades_name(row->trades), row->summary);
 		for (int i = 0; i < row->n_axes; i++)
 			printf(" %s", row->axes[i]);
 		if (row->min_gpus > 1)

@@ -225,10 +225,10 @@ static void cpu_report(mb_dev_case *dc, mb_dev_report *out)
 {
 	memset(out, 0, sizeof(*out));
 	for (int i = 0; i < dc->t.n_tensors; i++)
-		out->peak_bytes += (int64_t)(dc->t.elems[i] * sizeof(float));
+		out->io_bytes += (int64_t)(dc->t.elems[i] * sizeof(float));
 	out->sample_source = "monotonic";
-	out->extra_bytes = -1; /* the reference allocates on the host */
-	out->driver_extra_bytes = INT64_MIN;
+	out->scratch_bytes = -1; /* the reference allocates on the host */
+	out->driver_scratch_bytes = INT64_MIN;
 }
 
 static void cpu_close(mb_dev_case *dc)

@@ -566,14 +566,14 @@ static int cuda_read_rows(mb_dev_case *dc, int tensor, const int64_t *rows, int6
 static void cuda_report(mb_dev_case *dc, mb_dev_report *out)
 {
 	memset(out, 0, sizeof *out);
-	out->peak_bytes = (int64_t)(dc->total_bytes + B.flush_bytes + B.rows_cap + B.index_cap);
+	out->io_bytes = (int64_t)dc->total_bytes;
 	out->sample_source = B.cupti ? "cupti" : "events";
 	out->kernels = B.cupti ? mb_cupti_kernels_json(&dc->kernels) : NULL;
 	if (!B.cupti)
 		out->unobserved_why = B.cupti_why[0] ? B.cupti_why : "CUPTI unavailable";
 	out->clock_start_mhz = dc->clock_known ? dc->clock_start_mhz : 0;
-	out->extra_bytes = dc->mem == MEM_MEASURED ? (int64_t)mb_ws_tally_peak() : -1;
-	out->driver_extra_bytes = dc->mem == MEM_MEASURED ? dc->mem_driver_extra : INT64_MIN;
+	out->scratch_bytes = dc->mem == MEM_MEASURED ? (int64_t)mb_ws_tally_peak() : -1;
+	out->driver_scratch_bytes = dc->mem == MEM_MEASURED ? dc->mem_driver_extra : INT64_MIN;
 }
 
 static void cuda_close(mb_dev_case *dc)

@@ -155,14 +155,14 @@ json_t *mb_case_merge_repetitions(json_t *const *passes, size_t n)
 	for (size_t k = 0; k < n; k++) {
 		const json_t *t = json_object_get(passes[k], "timing");
 		const json_t *sig = json_object_get(passes[k], "signature");
-		json_int_t p = json_integer_value(json_object_get(json_object_get(passes[k], "memory"), "peak_bytes"));
+		json_int_t p = json_integer_value(json_object_get(json_object_get(passes[k], "memory"), "io_bytes"));
 		if (json_is_object(t))
 			timings[timed++] = (json_t *)t;
 		peak = p > peak ? p : peak;
 		if (json_is_object(sig) && !json_is_true(json_object_get(sig, "matches")))
 			json_object_set_new(json_object_get(c, "signature"), "matches", json_false());
 	}
-	json_object_set_new(json_object_get(c, "memory"), "peak_bytes", json_integer(peak));
+	json_object_set_new(json_object_get(c, "memory"), "io_bytes", json_integer(peak));
 	/* only passes that were timed make a timing; all of them must have been */
 	if (timed == n) {
 		json_t *t = merged_timing(timings, n);

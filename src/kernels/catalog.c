@@ -93,6 +93,13 @@ const char *mb_row_status_name(mb_row_status status)
 	return (unsigned)status < COUNT(names) ? names[status] : "?";
 }
 
+const char *mb_row_trades_name(mb_row_trades trades)
+{
+	static const char *const names[] = {"time", "memory", "both"};
+
+	return (unsigned)trades < COUNT(names) ? names[trades] : "?";
+}
+
 int mb_row_status_check(const mb_row *row, char *why, size_t why_len)
 {
 	bool conditional = row->status == MB_ROW_CONDITIONAL;

@@ -34,6 +34,15 @@ typedef enum mb_row_status {
 	MB_ROW_DROP
 } mb_row_status;
 
+/* What a row's fused kernel is for, which decides what its verdict weighs
+ * (src/receipts/verdict.h): time (the default), memory (it may be slower
+ * and still earn a conditional by what it saves), or both. */
+typedef enum mb_row_trades {
+	MB_TRADES_TIME,
+	MB_TRADES_MEMORY,
+	MB_TRADES_BOTH
+} mb_row_trades;
+
 typedef enum mb_variant_kind {
 	MB_VARIANT_FUSED,
 	MB_VARIANT_FALLBACK,
@@ -164,6 +173,7 @@ typedef struct mb_row {
 	 * in every lane step"); the gate checks the verdict names the same.
 	 * NULL for every other status. */
 	const char *condition;
+	mb_row_trades trades;
 	const char *summary;
 	/* GPUs one case needs; 0 or 1 for every row the case driver runs. A
 	 * row across GPUs (moe_alltoall) is run by `megabench alltoall`, and
@@ -217,6 +227,8 @@ const mb_variant *mb_row_find_variant(const mb_row *row, const char *name);
 int mb_row_axis_index(const mb_row *row, const char *axis);
 
 const char *mb_row_status_name(mb_row_status status);
+/* "time", "memory", "both". */
+const char *mb_row_trades_name(mb_row_trades trades);
 /* Whether the row's status and condition agree: a conditional row names a
  * condition, no other row does. 0, or -1 with `why` set. */
 int mb_row_status_check(const mb_row *row, char *why, size_t why_len);

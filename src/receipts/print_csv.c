@@ -79,9 +79,9 @@ static int csv_verdicts(FILE *out, const mb_verdict_set *set, const json_t *rece
 	(void)name;
 	(void)policy;
 	(void)err;
-	fprintf(out, "row,block,verdict,evidence,label,condition,families_won,saved_basis,saved_ns_per_step,"
-		"saved_ns_per_call,saved_mode,saved_dtype,saved_shape,largest_shape,speedup,model_speedup,model_basis,"
-		"reason\n");
+	fprintf(out, "row,block,status,status_agrees,status_note,verdict,evidence,label,condition,families_won,trades,"
+		"best_alternative,saved_basis,saved_ns_per_step,saved_ns_per_call,saved_mode,saved_dtype,saved_shape,"
+		"largest_shape,speedup,speedup_vs_fallback,model_speedup,model_basis,memory_saved_bytes,reason\n");
 	for (size_t i = 0; i < set->n_rows; i++) {
 		const mb_row_verdict *v = &set->rows[i];
 		const mb_verdict_pair *big = v->largest;
@@ -93,11 +93,16 @@ static int csv_verdicts(FILE *out, const mb_verdict_set *set, const json_t *rece
 			mb_verdict_shape_label(shape, sizeof(shape), big->fused);
 		field(out, v->row, false);
 		field(out, v->block, false);
+		field(out, v->status, false);
+		field(out, v->status_agrees ? "true" : "false", false);
+		field(out, v->status_note, false);
 		field(out, mb_verdict_kind_name(v->kind), false);
 		field(out, mb_verdict_evidence_name(v->evidence), false);
 		field(out, label, false);
 		field(out, v->kind == MB_VERDICT_CONDITIONAL ? v->condition : "", false);
 		field(out, v->families, false);
+		field(out, mb_verdict_trade_name(v->trade), false);
+		field(out, v->best_alt, false);
 		field(out, saved ? mb_verdict_saved_basis_name(v->saved_basis) : "", false);
 		number(out, v->saved_basis == MB_SAVED_PER_STEP ? v->saved_ns : NAN, false);
 		number(out, v->saved_basis == MB_SAVED_PER_CALL ? v->saved_ns : NAN, false);
@@ -106,9 +111,11 @@ static int csv_verdicts(FILE *out, const mb_verdict_set *set, const json_t *rece
 		field(out, saved ? v->saved_shape : "", false);
 		field(out, shape, false);
 		number(out, big ? big->speedup : NAN, false);
+		number(out, big ? big->speedup_fallback : NAN, false);
 		number(out, big && big->model_basis != MB_MODEL_NONE ? big->model_speedup : NAN, false);
 		field(out, big && big->model_basis != MB_MODEL_NONE ? mb_verdict_model_basis_name(big->model_basis) : "",
 			false);
+		number(out, v->memory_saved_bytes, false);
 		field(out, v->reason, true);
 	}
 	return 0;

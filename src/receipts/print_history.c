@@ -12,16 +12,24 @@
 
 #define LABEL_MAX 512
 
-static const char *status_of(const mb_history_group *g, const char *row, char *buf, size_t len)
+/* The row's status in the newest receipt, flagged (verdict.h) where the
+ * newest verdict disagrees with it. */
+static const char *status_of(const mb_history_group *g, const mb_history_row *r, char *buf, size_t len)
 {
 	const json_t *newest = g->g->revs[g->g->n - 1];
-	const char *cond = NULL, *st = mb_promotion_status(newest, row, &cond);
+	const mb_history_cell *v = r->cells[g->g->n - 1];
 
 	if (!mb_promotion_recorded(newest))
 		return "unknown (the receipt predates recorded status)";
-	if (!st)
+	if (!mb_promotion_status(newest, r->row, NULL))
 		return "unknown (not in the receipt's catalog)";
-	snprintf(buf, len, "%s%s%s%s", st, cond ? " (" : "", cond ? cond : "", cond ? ")" : "");
+	if (v) {
+		snprintf(buf, len, "%s", v->status);
+	} else {
+		const char *cond = NULL, *st = mb_promotion_status(newest, r->row, &cond);
+
+		snprintf(buf, len, "%s%s%s%s", st, cond ? " (" : "", cond ? cond : "", cond ? ")" : "");
+	}
 	return buf;
 }
 
@@ -68,16 +76,14 @@ static void md_group(FILE *out, const mb_history_group *hg)
 		fputs("| ", out);
 		mb_print_md_cell(out, r->row);
 		fputs(" | ", out);
-		mb_print_md_cell(out, status_of(hg, r->row, status, sizeof(status)));
+		mb_print_md_cell(out, status_of(hg, r, status, sizeof(status)));
 		fputs(" |", out);
 		for (size_t k = 0; k < g->n; k++) {
 			fputs(" ", out);
 			if (r->cells[k]) {
-				mb_verdict_label(text, sizeof(text), r->cells[k]);
-				mb_print_md_cell(out, text);
+				mb_print_md_cell(out, r->cells[k]->label);
 				fputs("; ", out);
-				mb_history_lane_text(text, sizeof(text), r->cells[k]);
-				mb_print_md_cell(out, text);
+				mb_print_md_cell(out, r->cells[k]->lane);
 			} else {
 				fputs("-", out);
 			}
@@ -115,7 +121,7 @@ static const char *decision_class(mb_history_decision d)
 	return d == MB_HISTORY_DEMOTE ? "demote" : d == MB_HISTORY_CONFIRMED ? "confirmed" : "watch";
 }
 
-static const char *mark_class(const mb_row_verdict *v)
+static const char *mark_class(const mb_history_cell *v)
 {
 	if (!v)
 		return "absent";
@@ -154,16 +160,14 @@ static void html_group(FILE *out, const mb_history_group *hg, size_t index)
 		fputs("<tr><td>", out);
 		mb_print_xml_escaped(out, r->row);
 		fputs("</td><td>", out);
-		mb_print_xml_escaped(out, status_of(hg, r->row, status, sizeof(status)));
+		mb_print_xml_escaped(out, status_of(hg, r, status, sizeof(status)));
 		fputs("</td>", out);
 		for (size_t k = 0; k < g->n; k++) {
 			fprintf(out, "<td class=\"%s\">", mark_class(r->cells[k]));
 			if (r->cells[k]) {
-				mb_verdict_label(text, sizeof(text), r->cells[k]);
-				mb_print_xml_escaped(out, text);
+				mb_print_xml_escaped(out, r->cells[k]->label);
 				fputs("<br><small>", out);
-				mb_history_lane_text(text, sizeof(text), r->cells[k]);
-				mb_print_xml_escaped(out, text);
+				mb_print_xml_escaped(out, r->cells[k]->lane);
 				fputs("</small>", out);
 			} else {
 				fputs("-", out);

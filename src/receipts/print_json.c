@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "receipts/printer.h"
+#include "receipts/text.h"
 
 #define JSON_FLAGS (JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))
 
@@ -63,8 +64,9 @@ static json_t *str_or_null(bool present, const char *s)
 	return present ? json_string(s) : json_null();
 }
 
-/* One fused/fallback pair: its class, measured and model speedups, and what
- * it saves per call. */
+/* One pair: the fused case against its best alternative, its class and
+ * outcome, measured and model speedups, the fallback's speedup, scratch
+ * memory on both sides, and what it saves per call. */
 static json_t *pair_json(const mb_verdict_pair *p)
 {
 	char shape[MB_VERDICT_SHAPE_MAX];
@@ -76,7 +78,15 @@ static json_t *pair_json(const mb_verdict_pair *p)
 		"dtype", json_string_value(json_object_get(p->fused, "dtype")),
 		"mode", json_string_value(json_object_get(p->fused, "mode")), "shape", shape,
 		"class", mb_cmp_class_name(p->cmp.cls));
+	json_object_set_new(o, "alternative", json_string(mb_text_get(p->alt, "variant")));
+	json_object_set_new(o, "outcome", json_string(mb_verdict_outcome_name(p->outcome)));
 	json_object_set_new(o, "speedup", num(p->speedup));
+	json_object_set_new(o, "fallback", p->fallback ? json_string(mb_text_get(p->fallback, "variant")) : json_null());
+	json_object_set_new(o, "speedup_vs_fallback", num(p->speedup_fallback));
+	json_object_set_new(o, "fused_scratch_bytes", p->fused_scratch_bytes >= 0 ? json_integer(p->fused_scratch_bytes)
+		: json_null());
+	json_object_set_new(o, "alternative_scratch_bytes", p->alt_scratch_bytes >= 0
+		? json_integer(p->alt_scratch_bytes) : json_null());
 	json_object_set_new(o, "model_speedup", model ? num(p->model_speedup) : json_null());
 	json_object_set_new(o, "model_basis", str_or_null(model, mb_verdict_model_basis_name(p->model_basis)));
 	json_object_set_new(o, "saved_ns_per_call", num(p->saved_ns_per_call));
@@ -104,6 +114,14 @@ static json_t *row_json(const mb_row_verdict *v)
 		"verdict", mb_verdict_kind_name(v->kind), "evidence", mb_verdict_evidence_name(v->evidence),
 		"label", label);
 	json_object_set_new(o, "condition", str_or_null(v->kind == MB_VERDICT_CONDITIONAL, v->condition));
+	json_object_set_new(o, "trades", json_string(mb_verdict_trade_name(v->trade)));
+	json_object_set_new(o, "best_alternative", str_or_null(v->best_alt[0], v->best_alt));
+	json_object_set_new(o, "memory_saved_bytes", num(v->memory_saved_bytes));
+	json_object_set_new(o, "memory_saved_fraction", num(v->memory_saved_fraction));
+	json_object_set_new(o, "status", str_or_null(v->status[0], v->status));
+	json_object_set_new(o, "status_condition", str_or_null(v->status_condition[0], v->status_condition));
+	json_object_set_new(o, "status_agrees", json_boolean(v->status_agrees));
+	json_object_set_new(o, "status_note", json_string(v->status_note));
 	json_object_set_new(o, "reason", json_string(v->reason));
 	json_object_set_new(o, "families_won", json_string(v->families));
 	json_object_set_new(o, "pairs", json_integer((json_int_t)v->n_pairs));

@@ -102,24 +102,42 @@ static void verdict_cell(FILE *out, const mb_row_verdict *v)
 	mb_print_md_cell(out, label);
 }
 
-/* The last four cells of a row verdict line: verdict, time saved (per step
- * or per call, "-" when none), speedup at the largest shape and why. The
- * diff's row section and the verdict table share them so that a row reads
- * the same in both. */
+/* The cells of a row verdict line from the verdict on: verdict, time saved
+ * (per step or per call, "-" when none), speedup against the best
+ * alternative at the largest shape, against the fallback there, memory
+ * against the best alternative, and why. The diff's row section and the
+ * verdict table share them so that a row reads the same in both. */
 static void verdict_cells(FILE *out, const mb_row_verdict *v)
 {
-	char saved[MB_VERDICT_TEXT_MAX], speedup[MB_VERDICT_TEXT_MAX];
+	char saved[MB_VERDICT_TEXT_MAX], speedup[MB_VERDICT_TEXT_MAX], fallback[MB_VERDICT_TEXT_MAX];
+	char memory[MB_VERDICT_TEXT_MAX];
 
 	mb_verdict_saved_text(saved, sizeof(saved), v);
 	mb_verdict_speedup_text(speedup, sizeof(speedup), v);
+	mb_verdict_fallback_text(fallback, sizeof(fallback), v);
+	mb_verdict_memory_text(memory, sizeof(memory), v);
 	verdict_cell(out, v);
 	fputs(" | ", out);
 	mb_print_md_cell(out, saved);
 	fputs(" | ", out);
 	mb_print_md_cell(out, speedup);
 	fputs(" | ", out);
+	mb_print_md_cell(out, fallback);
+	fputs(" | ", out);
+	mb_print_md_cell(out, memory);
+	fputs(" | ", out);
 	mb_print_md_cell(out, v->reason);
 	fputs(" |\n", out);
+}
+
+/* The row's catalog status, flagged where the verdict disagrees. */
+static void status_cell(FILE *out, const mb_row_verdict *v)
+{
+	char status[MB_VERDICT_TEXT_MAX * 2 + 32];
+
+	mb_verdict_status_text(status, sizeof(status), v);
+	mb_print_md_cell(out, status);
+	fputs(" | ", out);
 }
 
 static void rows_section(FILE *out, const mb_diff *d)
@@ -132,13 +150,13 @@ static void rows_section(FILE *out, const mb_diff *d)
 		any_pair |= h->rows[i].n_pairs > 0;
 	for (size_t i = 0; i < b->n_rows; i++)
 		any_pair |= b->rows[i].n_pairs > 0;
-	fputs("\n### Row verdicts (fused against fallback)\n\n", out);
+	fputs("\n### Row verdicts (fused against its best alternative)\n\n", out);
 	if (!any_pair) {
-		fputs("Not enough evidence for any row: no fused/fallback pair in either receipt.\n", out);
+		fputs("Not enough evidence for any row: no fused case with an alternative in either receipt.\n", out);
 		return;
 	}
-	fputs("| row | base | head | saved (head) | speedup at the largest shape (head) | why |\n"
-		"|---|---|---|---:|---|---|\n", out);
+	fputs("| row | status (head) | base | head | saved (head) | speedup at the largest shape (head) | "
+		"vs fallback | memory | why |\n|---|---|---|---|---:|---|---|---|---|\n", out);
 	/* the base verdicts by row, looked up once per head row */
 	base_rows = json_object();
 	for (size_t i = 0; base_rows && i < b->n_rows; i++)
@@ -154,6 +172,7 @@ static void rows_section(FILE *out, const mb_diff *d)
 		fputs("| ", out);
 		mb_print_md_cell(out, v->row);
 		fputs(" | ", out);
+		status_cell(out, v);
 		verdict_cell(out, in_base);
 		fputs(" | ", out);
 		verdict_cells(out, v);
@@ -291,14 +310,15 @@ static int md_verdicts(FILE *out, const mb_verdict_set *set, const json_t *recei
 		mb_print_md_cell(out, set->lanes_note);
 		fputs(".\n\n", out);
 	}
-	fputs("| row | block | verdict | saved | speedup at the largest shape | why |\n"
-		"|---|---|---|---:|---|---|\n", out);
+	fputs("| row | block | status | verdict | saved | speedup at the largest shape | vs fallback | memory | why |\n"
+		"|---|---|---|---|---:|---|---|---|---|\n", out);
 	for (size_t i = 0; i < set->n_rows; i++) {
 		fputs("| ", out);
 		mb_print_md_cell(out, set->rows[i].row);
 		fputs(" | ", out);
 		mb_print_md_cell(out, set->rows[i].block);
 		fputs(" | ", out);
+		status_cell(out, &set->rows[i]);
 		verdict_cells(out, &set->rows[i]);
 	}
 	mb_print_lanes(out, receipt, MB_PRINT_MARKDOWN);

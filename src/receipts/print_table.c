@@ -5,7 +5,9 @@
 
 #include "receipts/printer.h"
 
-#define COLS 7
+/* The widest table: the verdicts' (the diff has DIFF_COLS). */
+#define COLS 9
+#define DIFF_COLS 7
 #define CELL_MAX 320
 /* Escaping may make a text four times longer (\xNN). */
 #define ESCAPED_MAX (4 * MB_DIFF_TEXT_MAX)
@@ -58,13 +60,16 @@ static void diff_row_verdicts(FILE *out, const mb_diff *d)
 	for (size_t i = 0; i < d->head_verdicts.n_rows; i++) {
 		const mb_row_verdict *h = &d->head_verdicts.rows[i];
 		char base[MB_VERDICT_TEXT_MAX + 32], head[MB_VERDICT_TEXT_MAX + 32], saved[MB_VERDICT_TEXT_MAX];
-
+		char status[MB_VERDICT_TEXT_MAX * 2 + 32];
 		char e_row[CELL_MAX], e_base[sizeof(base) * 4], e_head[sizeof(head) * 4], e_reason[ESCAPED_MAX];
+		char e_status[sizeof(status) * 4];
 
 		mb_verdict_label(base, sizeof(base), mb_verdict_find(&d->base_verdicts, h->row));
 		mb_verdict_label(head, sizeof(head), h);
 		mb_verdict_saved_text(saved, sizeof(saved), h);
-		fprintf(out, "row %s: %s -> %s (%s%s%s)\n", mb_print_terminal_safe(e_row, sizeof(e_row), h->row),
+		mb_verdict_status_text(status, sizeof(status), h);
+		fprintf(out, "row %s [%s]: %s -> %s (%s%s%s)\n", mb_print_terminal_safe(e_row, sizeof(e_row), h->row),
+			mb_print_terminal_safe(e_status, sizeof(e_status), status),
 			mb_print_terminal_safe(e_base, sizeof(e_base), base), mb_print_terminal_safe(e_head, sizeof(e_head), head),
 			mb_print_terminal_safe(e_reason, sizeof(e_reason), h->reason),
 			h->saved_basis == MB_SAVED_NONE ? "" : "; saved ", h->saved_basis == MB_SAVED_NONE ? "" : saved);
@@ -74,7 +79,7 @@ static void diff_row_verdicts(FILE *out, const mb_diff *d)
 static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 {
 	char headline[MB_DIFF_TEXT_MAX], gate[MB_DIFF_TEXT_MAX];
-	table t = {.ncols = COLS};
+	table t = {.ncols = DIFF_COLS};
 	size_t *order = NULL;
 	int rc = 0;
 
@@ -96,7 +101,7 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 	}
 	mb_print_case_order(order, d);
 	{
-		const char *hdr[COLS] = {"case", "dtype", "base", "head", "change", "interval", "verdict"};
+		const char *hdr[DIFF_COLS] = {"case", "dtype", "base", "head", "change", "interval", "verdict"};
 
 		if ((rc = table_row(&t, hdr)))
 			goto nomem;
@@ -106,7 +111,7 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 		const json_t *c = mb_print_case_of(cd);
 		char name[2 * CELL_MAX], shape[CELL_MAX], base[32], head[32], change[64] = "-", ci[64] = "";
 		char verdict[MB_PRINT_VERDICT_MAX + 64];
-		const char *vals[COLS];
+		const char *vals[DIFF_COLS];
 
 		mb_print_shape(shape, sizeof(shape), c);
 		snprintf(name, sizeof(name), "%s/%s %s", json_string_value(json_object_get(c, "row")),
@@ -163,9 +168,10 @@ cleanup:
 static int table_verdicts(FILE *out, const mb_verdict_set *set, const json_t *receipt, const char *name,
 	const mb_policy *policy, mb_error *err)
 {
-	enum { VERDICT_COLS = 6 };
+	enum { VERDICT_COLS = COLS };
 	table t = {.ncols = VERDICT_COLS};
-	const char *hdr[VERDICT_COLS] = {"row", "block", "verdict", "saved", "speedup at the largest shape", "why"};
+	const char *hdr[VERDICT_COLS] = {"row", "block", "status", "verdict", "saved", "speedup at the largest shape",
+		"vs fallback", "memory", "why"};
 	int rc;
 	char e_rev[ESCAPED_MAX], e_dev[ESCAPED_MAX];
 
@@ -178,18 +184,25 @@ static int table_verdicts(FILE *out, const mb_verdict_set *set, const json_t *re
 		goto cleanup;
 	for (size_t i = 0; i < set->n_rows; i++) {
 		const mb_row_verdict *v = &set->rows[i];
-		char saved[CELL_MAX], verdict[CELL_MAX], speedup[CELL_MAX];
+		char saved[CELL_MAX], verdict[CELL_MAX], speedup[CELL_MAX], fallback[CELL_MAX], memory[CELL_MAX];
+		char status[CELL_MAX];
 		const char *vals[VERDICT_COLS];
 
 		mb_verdict_label(verdict, sizeof(verdict), v);
 		mb_verdict_saved_text(saved, sizeof(saved), v);
 		mb_verdict_speedup_text(speedup, sizeof(speedup), v);
+		mb_verdict_fallback_text(fallback, sizeof(fallback), v);
+		mb_verdict_memory_text(memory, sizeof(memory), v);
+		mb_verdict_status_text(status, sizeof(status), v);
 		vals[0] = v->row;
 		vals[1] = v->block;
-		vals[2] = verdict;
-		vals[3] = saved;
-		vals[4] = speedup;
-		vals[5] = v->reason;
+		vals[2] = status;
+		vals[3] = verdict;
+		vals[4] = saved;
+		vals[5] = speedup;
+		vals[6] = fallback;
+		vals[7] = memory;
+		vals[8] = v->reason;
 		if ((rc = table_row(&t, vals)))
 			goto cleanup;
 	}

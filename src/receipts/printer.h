@@ -56,13 +56,17 @@ typedef enum mb_print_format { MB_PRINT_TEXT, MB_PRINT_MARKDOWN, MB_PRINT_HTML }
  * saves per step (print_lanes.c). Nothing when the receipt has no lanes. */
 void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt);
 
+/* A receipt of cases across GPUs (megabench alltoall) as nccl-tests prints
+ * its all-to-all: the GPUs, one line per size and variant (T, size, count,
+ * type, variant, time, algbw, busbw, #wrong, busbw over NCCL's own), then
+ * "# Out of bounds values" and each variant's "# Avg bus bandwidth"
+ * (print_alltoall.c). */
+void mb_print_alltoall(FILE *out, const json_t *receipt);
+
 /* ---- helpers shared by the printers (print_common.c) ---- */
 
 /* "12.34 us", "1.234 ms", "950 ns"; "-" for NaN. */
 void mb_print_duration(char *buf, size_t len, double ns);
-/* A row verdict's time saved per step with the dtype and mode it was
- * summed over ("12.3 ms (bf16, cold)"), or "-" when unknown. */
-void mb_print_saved(char *buf, size_t len, const struct mb_row_verdict *v);
 /* "+3.1%" from a ratio; "-" for NaN. */
 void mb_print_change(char *buf, size_t len, double ratio);
 /* Short name of a receipt's revision: describe, else commit[0..12], else name. */

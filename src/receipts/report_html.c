@@ -1136,21 +1136,29 @@ static void verdict_table(FILE *out, const group *g)
 	bool mixed = rows_mixed(g);
 
 	fputs("<div class=\"wrap\"><table class=\"verdicts\" id=\"verdicts\"><tr><th>row</th><th>block</th>"
-		"<th>verdict</th><th>families won</th><th>saved</th><th>speedup at the largest shape</th><th>why</th>", out);
+		"<th>status</th><th>verdict</th><th>families won</th><th>saved</th><th>speedup at the largest shape</th>"
+		"<th>vs fallback</th><th>memory</th><th>why</th>", out);
 	fputs(mixed ? "<th>from revision</th></tr>\n" : "</tr>\n", out);
 	/* data-label: on a narrow screen each row becomes a block of labelled
 	 * lines (see the CSS) instead of a table wider than the window */
 	for (size_t i = 0; i < g->n_rows; i++) {
 		const mb_row_verdict *v = g->rows[i].v;
 		char label[MB_VERDICT_TEXT_MAX + 32], saved[MB_VERDICT_TEXT_MAX], speedup[MB_VERDICT_TEXT_MAX];
+		char fallback[MB_VERDICT_TEXT_MAX], memory[MB_VERDICT_TEXT_MAX], status[MB_VERDICT_TEXT_MAX * 2 + 32];
 
 		mb_verdict_label(label, sizeof(label), v);
 		mb_verdict_saved_text(saved, sizeof(saved), v);
 		mb_verdict_speedup_text(speedup, sizeof(speedup), v);
+		mb_verdict_fallback_text(fallback, sizeof(fallback), v);
+		mb_verdict_memory_text(memory, sizeof(memory), v);
+		mb_verdict_status_text(status, sizeof(status), v);
 		fprintf(out, "<tr class=\"%s\"><td data-label=\"row\">", verdict_class(v->kind));
 		esc(out, v->row);
 		fputs("</td><td data-label=\"block\">", out);
 		esc(out, v->block);
+		fputs(v->status_agrees ? "</td><td data-label=\"status\">" : "</td><td data-label=\"status\" class=\"disagree\">",
+			out);
+		esc_wrap(out, status);
 		fputs("</td><td data-label=\"verdict\">", out);
 		esc(out, label);
 		fputs("</td><td data-label=\"families won\">", out);
@@ -1159,6 +1167,10 @@ static void verdict_table(FILE *out, const group *g)
 		esc_wrap(out, saved);
 		fputs("</td><td data-label=\"speedup\">", out);
 		esc_wrap(out, speedup);
+		fputs("</td><td data-label=\"vs fallback\">", out);
+		esc_wrap(out, fallback);
+		fputs("</td><td data-label=\"memory\">", out);
+		esc_wrap(out, memory);
 		fputs("</td><td data-label=\"why\">", out);
 		esc_wrap(out, v->reason);
 		if (mixed) {
@@ -1440,6 +1452,7 @@ static void css(FILE *out)
 		"th{background:#f6f8fa}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\n"
 		"table.cases{font-size:12px}table.cases td.num{white-space:nowrap}\n"
 		".keep{background:#dafbe1}.conditional{background:#fff8c5}.drop{background:#ffebe9}"
+		"td.disagree{font-weight:600;color:#9a6700}"
 		".ambiguous{background:#eaeef2}.nee{color:#57606a}\n"
 		".badge{font-size:12px;font-weight:normal;padding:1px 6px;border-radius:10px;border:1px solid #d0d7de}\n"
 		".meta{color:#57606a;font-size:13px;margin:4px 0}"

@@ -1,5 +1,6 @@
 #include "receipts/text.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,4 +23,22 @@ void mb_text_appendf(char *buf, size_t len, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(buf + used, len - used, fmt, ap);
 	va_end(ap);
+}
+
+void mb_text_bytes(char *buf, size_t len, double bytes)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double x = fabs(bytes);
+	size_t u = 0;
+
+	if (isnan(bytes)) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	while (x >= 1024.0 && u + 1 < sizeof(units) / sizeof(units[0])) {
+		x /= 1024.0;
+		u++;
+	}
+	/* three significant digits, whole bytes below a KiB */
+	snprintf(buf, len, "%.*f %s", u == 0 || x >= 100.0 ? 0 : x >= 10.0 ? 1 : 2, x, units[u]);
 }

@@ -17,4 +17,8 @@ const char *mb_text_get(const json_t *obj, const char *key);
  * full buffer is left as it is. */
 void mb_text_appendf(char *buf, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* "3.94 GiB", "101 MiB", "512 B" of |bytes| (the caller says which way);
+ * "-" for NaN. */
+void mb_text_bytes(char *buf, size_t len, double bytes);
+
 #endif

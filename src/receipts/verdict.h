@@ -1,53 +1,68 @@
-/* Catalog verdicts within one receipt: each row's fused variant against its
- * fallback at the same shape, dtype and mode (a "pair"), then one word per
- * row (src/README.md, Verdicts). A pair wins when the fused side is FASTER
- * (rank test p < alpha and a shift above the minimum effect, compare.h).
+/* Catalog verdicts within one receipt (src/README.md, "Verdicts", has the
+ * vocabulary and the rules in prose; this header is their contract).
  *
- *   keep         correct everywhere, fallback present and correct, and a
- *                significant win on every pair (every mode, dtype and
- *                shape), and in every lane step that holds the row the
- *                row on its fallback significantly slower (run-level
- *                evidence, MB_EVIDENCE_LANES). A row in no lane keeps
- *                MB_EVIDENCE_ISOLATED and is shown as
- *                "keep (isolated evidence only)" by every printer: table,
- *                Markdown, CSV and HTML print that label; JSON writes
- *                "verdict": "keep", "evidence": "isolated" and the label
- *                in "label".
- *   conditional  significant wins on some pairs, no loss; the other pairs
- *                SAME or the fused case has no fallback. `condition` names
- *                what the win depends on, the simplest of: one mode
- *                ("wins in cold mode only"), dtypes ("wins in bf16 and
- *                fp16, not fp32"), families ("wins on family x only") or a
- *                threshold on one shape axis ("wins at T >= 32768"); when
- *                none of them separates the wins from the rest, the
- *                winning cases are listed.
- *   drop         no pair wins significantly, a loss on any pair, or a wrong
- *                answer from either variant;
- *   ambiguous    some pair too noisy to say;
- *   not enough evidence  no fused/fallback pair to compare (a CPU receipt
+ * A pair is one shape of a row in one dtype and mode: the fused case
+ * against its best alternative, the fastest case of the same work whose
+ * variant is a fallback or a vendor library (correct, timed, not skipped).
+ * The fallback case of the same work is kept beside it, so that printers
+ * show both speedups. A pair's outcome:
+ *
+ *   win (time)    the fused case is FASTER than the best alternative (rank
+ *                 test p < alpha and a shift above the minimum effect,
+ *                 compare.h);
+ *   win (memory)  not faster, but the fused variant needs at least
+ *                 MB_VERDICT_MEMORY_MIN_FRACTION less scratch memory than
+ *                 the best alternative, and at least
+ *                 MB_VERDICT_MEMORY_MIN_BYTES less, and the row trades for
+ *                 memory (its descriptor says "memory" or "both"; receipts
+ *                 made before rows declared it count as "both");
+ *   same, loss, noisy  SAME, SLOWER, AMBIGUOUS otherwise.
+ *
+ * Then one word per row:
+ *
+ *   keep         correct everywhere, a fallback present and correct, a time
+ *                win on every pair, and run-level evidence: in every lane
+ *                step that holds the row, the step with the row alone on
+ *                its best alternative is significantly slower
+ *                (MB_EVIDENCE_LANES). A row in no lane is "keep (isolated
+ *                evidence only)"; one whose lane steps show no loss but not
+ *                every win is "keep on isolated evidence; lanes
+ *                inconclusive" (MB_EVIDENCE_LANES_INCONCLUSIVE).
+ *   conditional  wins on some pairs, or wins memory at the cost of time:
+ *                `condition` always says where the kernel wins as a
+ *                selector a user can act on ("wins at T >= 16384, bf16"),
+ *                the simplest conjunction of modes, dtypes, families and
+ *                one threshold on a shape axis that separates the wins from
+ *                the rest, and/or the resource it saves ("saves 3.94 GiB
+ *                (98%) of scratch at 1.35x the time of materialized"). A
+ *                row that wins every isolated pair but loses in some lane
+ *                step is conditional on the lane modes where it wins, or
+ *                drop where it wins in none.
+ *   drop         no win on any pair (the verdict names the alternative that
+ *                beats it and where), or a wrong answer from the fused
+ *                variant or the fallback.
+ *   ambiguous    no win, no loss, some pair too noisy to say.
+ *   not enough evidence  no fused case with an alternative (a CPU receipt
  *                has only reference variants).
  *
- * Time saved (keep and conditional only; none for the others). One mode and
- * one dtype, picked whatever their order in the receipt: the first of cold,
- * hot, graph with a pair, then the first of bf16, fp16, fp32 in it. A pair
- * saves fallback median - fused median per call when it wins significantly,
- * zero otherwise.
+ * Time saved (keep and conditional only). One mode and one dtype: the first
+ * of cold, hot, graph and then of bf16, fp16, fp32 in which the row has a
+ * winning pair (else any pair). A pair saves alternative median - fused
+ * median per call when it wins on time, zero otherwise.
  *   per step  sum of weight x saved per call over the pairs whose suite
- *             family gave `weight` explicitly (the weight is the family's
- *             calls per training step); pairs with the default weight are
- *             alternative shapes, not parts of one step, and are counted in
- *             saved_unweighted instead.
+ *             family gave `weight` explicitly (calls per training step);
+ *             other pairs are counted in saved_unweighted.
  *   per call  no pair has an explicit weight: the largest saving per call,
  *             with its shape.
- * Stop-gap: receipts do not yet say whether a weight was given; a case with
- * "weight_source" uses it ("suite" = explicit), otherwise weight != 1 is
- * taken as explicit and 1 as the default.
+ * Receipts without "weight_source" take any weight but 1 as explicit.
  *
- * Model speedup of a pair: fallback bytes over fused bytes (throughput
- * read_bytes + write_bytes when both sides have them, else bytes); when the
- * read/write bytes are present and equal, the fallback's launches over the
- * fused variant's. Old receipts (bytes only) counted the same bytes for both
- * variants, so equal bytes there give no model ("model n/a").
+ * Model speedup of a pair: alternative bytes over fused bytes (throughput
+ * read_bytes + write_bytes when both have them, else bytes); when those are
+ * equal, the alternative's launches over the fused variant's. Old receipts
+ * (bytes only) counted the same bytes for every variant: "model n/a".
+ *
+ * Status: each row's catalog status as built (the receipt's "catalog") is
+ * carried beside its verdict, with whether the two agree (status_note).
  *
  * A set owns its rows; the receipt it was computed from must outlive it
  * (pairs borrow its cases).
@@ -58,6 +73,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "receipts/error.h"
 #include "receipts/compare.h"
@@ -65,6 +81,13 @@
 
 #define MB_VERDICT_TEXT_MAX 512
 #define MB_VERDICT_SHAPE_MAX 256
+#define MB_VERDICT_NAME_MAX 64
+/* A memory win: the fused variant's scratch at most (1 - this) of the
+ * alternative's ... */
+#define MB_VERDICT_MEMORY_MIN_FRACTION 0.5
+/* ... and this much less in absolute terms: a row whose alternative holds a
+ * few MiB saves nothing a training step would notice. */
+#define MB_VERDICT_MEMORY_MIN_BYTES (64ll << 20)
 
 typedef enum mb_verdict_kind {
 	MB_VERDICT_KEEP,
@@ -74,13 +97,21 @@ typedef enum mb_verdict_kind {
 	MB_VERDICT_NOT_ENOUGH_EVIDENCE
 } mb_verdict_kind;
 
-/* What a verdict rests on: a row that runs in a lane of the receipt has
- * run-level evidence (see lane_evidence in verdict.c). */
+/* What a verdict rests on. */
 typedef enum mb_verdict_evidence {
-	MB_EVIDENCE_NONE,      /* no fused/fallback pair */
-	MB_EVIDENCE_ISOLATED,  /* isolated cases only */
-	MB_EVIDENCE_LANES      /* run-level lanes agree with the cases */
+	MB_EVIDENCE_NONE,               /* no fused case with an alternative */
+	MB_EVIDENCE_ISOLATED,           /* isolated cases only: no lane holds the row */
+	MB_EVIDENCE_LANES,              /* every lane step holding the row agrees */
+	MB_EVIDENCE_LANES_INCONCLUSIVE  /* lanes hold the row; no loss, not every step a win */
 } mb_verdict_evidence;
+
+/* What the fused kernel is for (the row descriptor's `trades`). */
+typedef enum mb_verdict_trade {
+	MB_TRADE_UNDECLARED,  /* a receipt made before rows declared it: time or memory */
+	MB_TRADE_TIME,
+	MB_TRADE_MEMORY,
+	MB_TRADE_BOTH
+} mb_verdict_trade;
 
 /* How the time saved is expressed (see the header comment). */
 typedef enum mb_saved_basis {
@@ -96,25 +127,46 @@ typedef enum mb_model_basis {
 	MB_MODEL_LAUNCHES
 } mb_model_basis;
 
+typedef enum mb_pair_outcome {
+	MB_PAIR_WIN_TIME,
+	MB_PAIR_WIN_MEMORY,
+	MB_PAIR_SAME,
+	MB_PAIR_LOSS,
+	MB_PAIR_NOISY
+} mb_pair_outcome;
+
 /* "keep", "conditional", "drop", "ambiguous", "not enough evidence". */
 const char *mb_verdict_kind_name(mb_verdict_kind kind);
-/* "none", "isolated", "lanes". */
+/* "none", "isolated", "lanes", "lanes inconclusive". */
 const char *mb_verdict_evidence_name(mb_verdict_evidence evidence);
+/* "undeclared", "time", "memory", "both". */
+const char *mb_verdict_trade_name(mb_verdict_trade trade);
 /* "per step", "per call", "none". */
 const char *mb_verdict_saved_basis_name(mb_saved_basis basis);
 /* "bytes", "launches", "none". */
 const char *mb_verdict_model_basis_name(mb_model_basis basis);
+/* "win (time)", "win (memory)", "same", "loss", "noisy". */
+const char *mb_verdict_outcome_name(mb_pair_outcome outcome);
 
-/* One shape of a row in one dtype and mode: fused against fallback (base =
- * fallback). */
+/* The scratch memory a case's variant needed beyond its inputs and outputs,
+ * measured (memory.scratch_bytes; memory.extra_bytes in receipts before
+ * schema version 2); -1 where the receipt has none. */
+int64_t mb_verdict_scratch_bytes(const json_t *kase);
+
+/* One shape of a row in one dtype and mode (see the header comment). */
 typedef struct mb_verdict_pair {
 	const json_t *fused;     /* borrowed from the receipt */
-	const json_t *fallback;
+	const json_t *alt;       /* the best alternative: the base of cmp */
+	const json_t *fallback;  /* the fallback case of the same work, or NULL; may be alt */
 	mb_comparison cmp;       /* FASTER = the fused variant wins */
-	double speedup;          /* fallback median / fused median; NaN without both */
-	double model_speedup;    /* NaN when model_basis is MB_MODEL_NONE */
+	mb_pair_outcome outcome;
+	double speedup;          /* alt median / fused median; NaN without both */
+	double speedup_fallback; /* fallback median / fused median; NaN without a fallback */
+	double model_speedup;    /* against alt; NaN when model_basis is MB_MODEL_NONE */
 	mb_model_basis model_basis;
-	double saved_ns_per_call; /* fallback - fused median when FASTER, else 0; NaN without medians */
+	double saved_ns_per_call; /* alt - fused median on a time win, else 0; NaN without medians */
+	int64_t fused_scratch_bytes; /* -1: not measured */
+	int64_t alt_scratch_bytes;
 	double weight;           /* the fused case's calls per step */
 	bool weight_explicit;    /* the suite gave it (or the stop-gap says so) */
 } mb_verdict_pair;
@@ -124,11 +176,22 @@ typedef struct mb_row_verdict {
 	char block[2];
 	mb_verdict_kind kind;
 	mb_verdict_evidence evidence;
+	mb_verdict_trade trade;
 	char reason[MB_VERDICT_TEXT_MAX];
-	char condition[MB_VERDICT_TEXT_MAX]; /* conditional: what the win depends on; "" otherwise */
+	char condition[MB_VERDICT_TEXT_MAX]; /* conditional: where it wins, what it saves; "" otherwise */
 	char families[MB_VERDICT_TEXT_MAX];  /* families every pair of which won */
+	/* The alternative that was best most often, and a summary of what the
+	 * fused kernel does against it ("1.14x slower than cublas_grouped at
+	 * nam56r_moe/T=4096,..."). */
+	char best_alt[MB_VERDICT_NAME_MAX];
 	mb_verdict_pair *pairs;
 	size_t n_pairs;
+	size_t n_outcome[MB_PAIR_NOISY + 1];
+	/* Memory, at the largest pair: what the fused variant saves against
+	 * the best alternative (negative: costs), and the fraction of the
+	 * alternative's scratch. NaN where either side was not measured. */
+	double memory_saved_bytes;
+	double memory_saved_fraction;
 	/* time saved, in saved_mode and saved_dtype */
 	mb_saved_basis saved_basis;
 	double saved_ns;                     /* per step: the sum; per call: the largest */
@@ -136,20 +199,25 @@ typedef struct mb_row_verdict {
 	char saved_dtype[8];
 	char saved_shape[MB_VERDICT_SHAPE_MAX]; /* per call: the shape of the largest */
 	size_t saved_unweighted;             /* per step: pairs left out, no explicit weight */
-	/* Legacy, for mb_print_saved (print_common.c) until it goes: true and
-	 * equal to saved_ns only when saved_basis is MB_SAVED_PER_STEP. */
-	bool saved_known;
-	double saved_ns_per_step;
 	/* The pair at the row's largest shape in saved_mode and saved_dtype (the
-	 * most fallback bytes), or NULL; borrowed from `pairs`. */
+	 * most alternative bytes), or NULL; borrowed from `pairs`. */
 	const mb_verdict_pair *largest;
-	/* Run-level evidence (evidence == MB_EVIDENCE_LANES): does the step of
-	 * every lane and mode that holds the row get significantly slower with
-	 * the row on its fallback, and by how much per step at most. */
-	bool lane_win;
+	/* Run-level evidence: the lane steps that hold the row, the row alone
+	 * on its best alternative against all fused. */
+	size_t lane_steps, lane_wins, lane_losses;
+	bool lane_win;                       /* lane_steps > 0 and every one a win */
 	double lane_saved_ns;                /* the largest significant delta per step */
 	double lane_saved_fraction;          /* of that lane's fused step */
 	char lane_text[MB_VERDICT_TEXT_MAX]; /* one line per lane and mode, "; "-joined */
+	char lane_won[MB_VERDICT_TEXT_MAX];  /* the lane steps it wins: "nam56r (graph), dense (graph)" */
+	/* The row's catalog status as built, from the receipt ("" when the
+	 * receipt predates it), its condition, and whether the verdict agrees:
+	 * status_note says how ("agrees", "demote?", "promotion to keep
+	 * supported", ...). */
+	char status[16];
+	char status_condition[MB_VERDICT_TEXT_MAX];
+	bool status_agrees;
+	char status_note[MB_VERDICT_TEXT_MAX];
 } mb_row_verdict;
 
 typedef struct mb_verdict_set {
@@ -176,16 +244,28 @@ void mb_verdict_shape_label(char *buf, size_t len, const json_t *kase);
 
 /* ---- the words every printer shows, so that they say the same ---- */
 
-/* The verdict as shown: "keep (isolated evidence only)", "conditional (wins
- * at T >= 32768)", "drop", ...; "-" for NULL. */
+/* The verdict as shown: "keep", "keep (isolated evidence only)", "keep on
+ * isolated evidence; lanes inconclusive", "conditional (wins at T >=
+ * 32768)", "drop", ...; "-" for NULL. */
 void mb_verdict_label(char *buf, size_t len, const mb_row_verdict *v);
 /* "32.08 us per step (bf16, hot)", "up to 1.234 ms per call (bf16, cold, at
  * dense_mlp_14336/R=32768,C=14336)", or "-" when there is no saving. */
 void mb_verdict_saved_text(char *buf, size_t len, const mb_row_verdict *v);
-/* "9.61x (model n/a) at dense_attention/T=32768,Hq=32,Hk=8,D=128 (bf16,
- * cold)", "-" without a largest pair. */
+/* Against the best alternative at the largest shape: "1.96x vs fallback
+ * (model 2.00x) at dense_mlp_14336/R=32768,C=14336 (bf16, cold)"; "-"
+ * without a largest pair. */
 void mb_verdict_speedup_text(char *buf, size_t len, const mb_row_verdict *v);
+/* Against the fallback at the same shape: "1.18x vs standard", or "-" where
+ * the best alternative is the fallback or there is none. */
+void mb_verdict_fallback_text(char *buf, size_t len, const mb_row_verdict *v);
+/* "saves 3.94 GiB (98%)", "costs 12.0 MiB more (+4%)", "same", or "-" where
+ * not measured; against the best alternative at the largest shape. */
+void mb_verdict_memory_text(char *buf, size_t len, const mb_row_verdict *v);
 /* "model 1.60x", "model 4.00x (launches)" or "model n/a". */
 void mb_verdict_model_text(char *buf, size_t len, const mb_verdict_pair *p);
+/* "experimental", "conditional (wins at T >= 32768)", or "-" when the
+ * receipt has no status; where the verdict disagrees, " ! " and what to do:
+ * "experimental ! demote to drop?". */
+void mb_verdict_status_text(char *buf, size_t len, const mb_row_verdict *v);
 
 #endif

@@ -843,6 +843,8 @@ const mb_row mb_row_linear_cross_entropy = {
 	.block = 'X',
 	.status = MB_ROW_EXPERIMENTAL,
 	.condition = NULL,
+	/* never materialising [T,V] is the point; it may cost time */
+	.trades = MB_TRADES_MEMORY,
 	.summary = "cross-entropy over z = h W^T, forward and backward: loss = lse(z) - z[y] per token, "
 		"dh = G W and dW = G^T h with G = softmax(z) - onehot(y) (gradients of the summed loss); "
 		"in h [T,H], W [V,H], labels [T,1]; out loss [T,1], dh [T,H], dW [V,H] (the fp32 main grad)",

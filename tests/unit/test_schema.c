@@ -499,7 +499,7 @@ static const doc_case receipt_cases[] = {
 	{ "settings/modes", "[\"cold\",\"cold\"]", "/settings/modes", "uniqueItems", "items 0 and 1 are equal" },
 	{ "goodput/goodput_fraction", "1.5", "/goodput/goodput_fraction", "maximum", NULL },
 	{ "cases/0/shape/tokens", "0", "/cases/0/shape/tokens", "minimum", NULL },
-	{ "schema_version", "2", "/schema_version", "const", "expected 1, got 2" },
+	{ "schema_version", "3", "/schema_version", "enum", "value 3 is not one of [1,2]" },
 	{ "started_at", "\"2026-01-02 03:04:05\"", "/started_at", "pattern", NULL },
 	{ "host/cpu_count", "2.0", NULL, NULL, NULL },
 	{ "cases/0/timing/samples_ns/1", "-3", "/cases/0/timing/samples_ns/1", "minimum", NULL },

@@ -20,6 +20,12 @@ def median_ms(c):
     return v / 1e6 if isinstance(v, (int, float)) else None
 
 
+def scratch(mem, key="scratch_bytes"):
+    """memory.scratch_bytes (driver_scratch_bytes), extra_bytes in receipts before it"""
+    v = mem.get(key)
+    return v if v is not None else mem.get(key.replace("scratch", "extra"))
+
+
 def shape_key(c):
     return ",".join(f"{k}={v}" for k, v in sorted(c["shape"].items()))
 
@@ -38,8 +44,8 @@ def main():
         mem = c.get("memory") or {}
         corr = c.get("correctness") or {}
         ms = median_ms(c)
-        extra = mem.get("extra_bytes")
-        drv = mem.get("driver_extra_bytes")
+        extra = scratch(mem)
+        drv = scratch(mem, "driver_scratch_bytes")
         over = corr.get("over_tolerance")
         print(f"{c['id'][:78]:<78} {c['status']:<8} {ms if ms is not None else float('nan'):9.3f} "
               f"{str(tp.get('ceiling')):>8} {tp.get('fraction_of_ceiling') or float('nan'):6.3f} "
@@ -91,10 +97,10 @@ def main():
             # (25): time <= 1.0x, memory <= 1/32, under 90.5 ms at the
             # largest shape
             m = ms("materialized")
-            me = ((vs.get("materialized") or {}).get("memory") or {}).get("extra_bytes")
+            me = scratch((vs.get("materialized") or {}).get("memory") or {})
             for fused in ("vocab_chunked", "token_chunked"):
                 f = ms(fused)
-                fe = ((vs.get(fused) or {}).get("memory") or {}).get("extra_bytes")
+                fe = scratch((vs.get(fused) or {}).get("memory") or {})
                 if f and m:
                     print(f"  linear_cross_entropy {shape}: {fused} {f:.3f} ms, /materialized time {f / m:.3f} "
                           f"(target <= 1.0), extra memory {fe}/{me} = "

@@ -3,11 +3,15 @@
  * themselves are in shard_run.c. */
 #include "harness/shard.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/case_common.h"
+#include "harness/lane.h"
 #include "harness/repetitions.h"
+#include "receipts/receipt_group.h"
+#include "receipts/text.h"
 
 /* What a case costs besides its calls: a child's messages, the group's
  * poisoning and comparison, the case object. */
@@ -19,6 +23,15 @@
 #define CPU_BYTES_PER_S 5e9
 /* The two checked calls of every case (first and last check). */
 #define CHECKED_CALLS 2
+/* The host's pace at a case's host work, for spreading the unexplained
+ * wall time of a receipt without per-case wall times: the fp32 reference
+ * on a few cores, and input rows made, poisoned, read back and compared.
+ * Only their ratio matters (a weight, not a time). */
+#define HOST_FLOPS_PER_S 1e11
+#define HOST_BYTES_PER_S 1e9
+#define NS_PER_S 1e9
+/* Loads within this fraction of the bound meet it (floating-point sums). */
+#define BOUND_SLACK 1e-9
 
 double mb_shard_case_cost_s(const mb_case_plan *c, const mb_settings *s, const char *backend)
 {
@@ -36,6 +49,318 @@ double mb_shard_case_cost_s(const mb_case_plan *c, const mb_settings *s, const c
 		sampling_s = s->timeout_s;
 	return CASE_FIXED_S + (s->warmup + CHECKED_CALLS) * call_s + sampling_s;
 }
+
+/* ---- the costs ----------------------------------------------------------- */
+
+void mb_shard_costs_free(mb_shard_costs *c)
+{
+	if (!c)
+		return;
+	free(c->case_s);
+	free(c->source);
+	json_decref(c->receipts);
+	json_decref(c->notes);
+	memset(c, 0, sizeof(*c));
+}
+
+static int costs_alloc(mb_shard_costs *out, const mb_plan *plan, mb_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	out->n_cases = plan->n_cases;
+	out->case_s = calloc(plan->n_cases + 1, sizeof(*out->case_s));
+	out->source = calloc(plan->n_cases + 1, sizeof(*out->source));
+	out->receipts = json_array();
+	out->model_scale = 1.0;
+	if (!out->case_s || !out->source || !out->receipts) {
+		mb_shard_costs_free(out);
+		return mb_error_set(err, MB_ENOMEM, "--gpus", "out of memory costing %zu cases", plan->n_cases);
+	}
+	return 0;
+}
+
+/* The suite's lanes and their budgets: the cost of a lane no receipt
+ * timed. Lanes run on the cuda backend only. */
+static int lanes_of(mb_lane_spec **out, size_t *n, const mb_suite *suite, const char *backend, mb_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	if (strcmp(backend, "cuda") != 0)
+		return 0;
+	return mb_lanes_from_suite(out, n, suite, err);
+}
+
+int mb_shard_costs_model(mb_shard_costs *out, const mb_plan *plan, const mb_suite *suite, const char *backend,
+	mb_error *err)
+{
+	mb_lane_spec *lanes = NULL;
+	size_t n_lanes = 0;
+	int rc = costs_alloc(out, plan, err);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < plan->n_cases; i++)
+		out->case_s[i] = mb_shard_case_cost_s(&plan->cases[i], &suite->settings, backend);
+	out->counts[MB_SHARD_COST_MODEL] = plan->n_cases;
+	if ((rc = lanes_of(&lanes, &n_lanes, suite, backend, err))) {
+		mb_shard_costs_free(out);
+		return rc;
+	}
+	for (size_t k = 0; k < n_lanes; k++)
+		out->lanes_s += lanes[k].budget_s;
+	out->n_lanes = n_lanes;
+	free(lanes);
+	return 0;
+}
+
+/* A receipt case's host work by the model (a weight): its row's
+ * reference FLOPs and bytes at its shape and dtype, as the catalog built
+ * here has them; a case of a row or shape it cannot take weighs the fixed
+ * cost alone. */
+static double host_weight(const json_t *c)
+{
+	const mb_row *row = mb_catalog_find(mb_text_get(c, "row"));
+	const json_t *shape = json_object_get(c, "shape");
+	int64_t axis[MB_MAX_AXES] = {0};
+	char why[128];
+	mb_dtype dtype;
+
+	if (!row || mb_dtype_parse(mb_text_get(c, "dtype"), &dtype))
+		return CASE_FIXED_S;
+	for (int k = 0; k < row->n_axes; k++) {
+		json_int_t v = json_integer_value(json_object_get(shape, row->axes[k]));
+		if (v < 1)
+			return CASE_FIXED_S;
+		axis[k] = v;
+	}
+	if (row->check_shape && row->check_shape(axis, why, sizeof(why)))
+		return CASE_FIXED_S;
+	return CASE_FIXED_S + (double)row->flops(axis) / HOST_FLOPS_PER_S
+		+ (double)row->bytes(axis, dtype) / HOST_BYTES_PER_S;
+}
+
+/* What a case of a receipt without wall_ns measured of itself: its
+ * sampling, and its warm-up and checked calls at its median. */
+static double own_ns(const json_t *c)
+{
+	const json_t *t = json_object_get(c, "timing");
+	double median = json_number_value(json_object_get(t, "median_ns"));
+	json_int_t warmup = json_integer_value(json_object_get(t, "warmup_calls"));
+
+	return (double)json_integer_value(json_object_get(t, "sampling_ns")) + (double)(warmup + CHECKED_CALLS) * median;
+}
+
+/* The share of a receipt's wall time that its cases without wall_ns do
+ * not explain themselves (see shard.h), and their weights' sum. */
+static void unexplained(double *out_ns, double *out_weight, const json_t *r)
+{
+	const json_t *goodput = json_object_get(r, "goodput"), *c, *lane;
+	double rest = (double)json_integer_value(json_object_get(goodput, "wall_ns"))
+		- (double)json_integer_value(json_object_get(json_object_get(goodput, "badput_ns"), "ceilings"));
+	size_t i;
+
+	*out_weight = 0;
+	json_array_foreach(json_object_get(r, "cases"), i, c) {
+		if (json_is_integer(json_object_get(c, "wall_ns"))) {
+			rest -= (double)json_integer_value(json_object_get(c, "wall_ns"));
+		} else {
+			rest -= own_ns(c);
+			*out_weight += host_weight(c);
+		}
+	}
+	json_array_foreach(json_object_get(r, "lanes"), i, lane)
+		rest -= json_is_number(json_object_get(lane, "wall_ns")) ? json_number_value(json_object_get(lane, "wall_ns"))
+			: json_number_value(json_object_get(lane, "budget_s")) * NS_PER_S;
+	*out_ns = rest > 0 ? rest : 0;
+}
+
+/* Passes each case of the receipt ran (--repetitions). */
+static double passes_of(const json_t *r)
+{
+	json_int_t reps = json_integer_value(json_object_get(json_object_get(r, "settings"), "repetitions"));
+
+	return reps > 1 ? (double)reps : 1.0;
+}
+
+/* Index the plan's case ids: id -> plan index. */
+static json_t *plan_index(const mb_plan *plan)
+{
+	json_t *ids = json_object();
+
+	for (size_t i = 0; ids && i < plan->n_cases; i++)
+		if (!json_object_get(ids, plan->cases[i].id) && json_object_set_new(ids, plan->cases[i].id, json_integer((json_int_t)i))) {
+			json_decref(ids);
+			return NULL;
+		}
+	return ids;
+}
+
+/* Every case of the plan that receipt `r` has, costed from it (later
+ * receipts overwrite earlier ones); given[i] records which receipt. */
+static void learn_receipt(mb_shard_costs *out, int *given, int which, const json_t *r, const json_t *ids)
+{
+	double rest_ns, weight, passes = passes_of(r);
+	const json_t *c;
+	size_t i;
+
+	unexplained(&rest_ns, &weight, r);
+	json_array_foreach(json_object_get(r, "cases"), i, c) {
+		const json_t *at = json_object_get(ids, mb_text_get(c, "id"));
+		const json_t *wall = json_object_get(c, "wall_ns");
+		size_t k;
+
+		if (!at)
+			continue;
+		k = (size_t)json_integer_value(at);
+		if (json_is_integer(wall)) {
+			out->case_s[k] = (double)json_integer_value(wall) / NS_PER_S / passes;
+			out->source[k] = MB_SHARD_COST_MEASURED;
+		} else {
+			double share = weight > 0 ? rest_ns * host_weight(c) / weight : 0;
+			out->case_s[k] = (own_ns(c) + share) / NS_PER_S / passes;
+			out->source[k] = MB_SHARD_COST_ESTIMATED;
+		}
+		given[k] = which;
+	}
+}
+
+/* Each lane's cost: the newest receipt's wall time of a lane of its name,
+ * else its budget. */
+static void learn_lanes(mb_shard_costs *out, const mb_lane_spec *lanes, size_t n_lanes, json_t *const *receipts,
+	const size_t *order, size_t n, int *lane_given)
+{
+	for (size_t l = 0; l < n_lanes; l++) {
+		double cost = lanes[l].budget_s;
+
+		lane_given[l] = -1;
+		for (size_t o = 0; o < n; o++) {
+			const json_t *lane;
+			size_t j;
+
+			json_array_foreach(json_object_get(receipts[order[o]], "lanes"), j, lane)
+				if (!strcmp(mb_text_get(lane, "name"), lanes[l].name)
+					&& json_is_number(json_object_get(lane, "wall_ns"))) {
+					cost = json_number_value(json_object_get(lane, "wall_ns")) / NS_PER_S;
+					lane_given[l] = (int)order[o];
+				}
+		}
+		out->lanes_s += cost;
+		out->lanes_measured += lane_given[l] >= 0;
+	}
+	out->n_lanes = n_lanes;
+}
+
+/* The bytes model, scaled to the measured cases' pace, for the rest. */
+static void model_the_rest(mb_shard_costs *out, const mb_plan *plan, const mb_settings *s, const char *backend)
+{
+	double measured = 0, modeled = 0;
+
+	for (size_t i = 0; i < plan->n_cases; i++)
+		if (out->source[i] != MB_SHARD_COST_MODEL) {
+			measured += out->case_s[i];
+			modeled += mb_shard_case_cost_s(&plan->cases[i], s, backend);
+		}
+	out->model_scale = measured > 0 && modeled > 0 ? measured / modeled : 1.0;
+	for (size_t i = 0; i < plan->n_cases; i++) {
+		if (out->source[i] == MB_SHARD_COST_MODEL)
+			out->case_s[i] = out->model_scale * mb_shard_case_cost_s(&plan->cases[i], s, backend);
+		out->counts[out->source[i]]++;
+	}
+}
+
+int mb_shard_costs_learn(mb_shard_costs *out, const mb_plan *plan, const mb_suite *suite, const char *backend,
+	json_t *const *receipts, const char *const *names, size_t n, mb_error *err)
+{
+	size_t *order = NULL, *gave = NULL;
+	int *given = NULL, *lane_given = NULL;
+	mb_lane_spec *lanes = NULL;
+	size_t n_lanes = 0;
+	json_t *ids = NULL;
+	int rc;
+
+	if ((rc = costs_alloc(out, plan, err)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(mb_text_get(receipts[i], "backend"), backend)) {
+			rc = mb_error_set(err, MB_EINVAL, names[i], "backend: a receipt of the %s backend, whose times say "
+				"nothing of a %s run's", mb_text_get(receipts[i], "backend"), backend);
+			goto cleanup;
+		}
+	if ((rc = lanes_of(&lanes, &n_lanes, suite, backend, err)))
+		goto cleanup;
+	order = calloc(n + 1, sizeof(*order));
+	gave = calloc(n + 1, sizeof(*gave));
+	given = malloc((plan->n_cases + 1) * sizeof(*given));
+	lane_given = calloc(n_lanes + 1, sizeof(*lane_given));
+	ids = plan_index(plan);
+	if (!order || !gave || !given || !lane_given || !ids) {
+		rc = mb_error_set(err, MB_ENOMEM, "--costs", "out of memory learning from %zu receipts", n);
+		goto cleanup;
+	}
+	for (size_t i = 0; i < plan->n_cases; i++)
+		given[i] = -1;
+	/* oldest first: a newer receipt's figure replaces an older one's */
+	mb_receipt_order(order, receipts, n);
+	for (size_t o = 0; o < n; o++)
+		learn_receipt(out, given, (int)order[o], receipts[order[o]], ids);
+	learn_lanes(out, lanes, n_lanes, receipts, order, n, lane_given);
+	model_the_rest(out, plan, &suite->settings, backend);
+	for (size_t i = 0; i < plan->n_cases; i++)
+		if (given[i] >= 0)
+			gave[given[i]]++;
+	/* the receipts that gave a case or a lane, oldest first */
+	for (size_t o = 0; o < n; o++) {
+		size_t k = order[o];
+		bool lanes_from = false;
+
+		for (size_t l = 0; l < n_lanes; l++)
+			lanes_from |= lane_given[l] == (int)k;
+		if ((gave[k] || lanes_from) && json_array_append_new(out->receipts, json_pack("{s:s, s:s, s:I}", "path",
+			names[k], "run_id", mb_text_get(receipts[k], "run_id"), "cases", (json_int_t)gave[k]))) {
+			rc = mb_error_set(err, MB_ENOMEM, "--costs", "out of memory");
+			goto cleanup;
+		}
+	}
+cleanup:
+	if (rc)
+		mb_shard_costs_free(out);
+	free(order);
+	free(gave);
+	free(given);
+	free(lane_given);
+	free(lanes);
+	json_decref(ids);
+	return rc;
+}
+
+void mb_shard_costs_describe(char *buf, size_t len, const mb_shard_costs *c)
+{
+	size_t learned = c->counts[MB_SHARD_COST_MEASURED] + c->counts[MB_SHARD_COST_ESTIMATED];
+	size_t n_receipts = json_array_size(c->receipts), shown = 0, i;
+	const json_t *r;
+
+	buf[0] = '\0';
+	if (learned == 0 && c->lanes_measured == 0) {
+		mb_text_appendf(buf, len, "the bytes model (no receipt to learn from): %zu cases", c->n_cases);
+	} else {
+		mb_text_appendf(buf, len, "learned from %zu receipt%s (", n_receipts, n_receipts == 1 ? "" : "s");
+		json_array_foreach(c->receipts, i, r) {
+			/* newest last: name the newest few */
+			if (i + 3 < n_receipts)
+				continue;
+			mb_text_appendf(buf, len, "%s%s", shown++ ? ", " : "", mb_text_get(r, "path"));
+		}
+		mb_text_appendf(buf, len, "%s): %zu cases measured (wall_ns), %zu estimated from receipts without it, "
+			"%zu by the bytes model", n_receipts > shown ? ", ..." : "", c->counts[MB_SHARD_COST_MEASURED],
+			c->counts[MB_SHARD_COST_ESTIMATED], c->counts[MB_SHARD_COST_MODEL]);
+		if (c->counts[MB_SHARD_COST_MODEL])
+			mb_text_appendf(buf, len, " scaled to them (x%.3g)", c->model_scale);
+	}
+	if (c->n_lanes)
+		mb_text_appendf(buf, len, "; %zu lane%s %.1f s (%zu timed, the rest by budget_s)", c->n_lanes,
+			c->n_lanes == 1 ? "" : "s", c->lanes_s, c->lanes_measured);
+}
+
+/* ---- the deal ------------------------------------------------------------ */
 
 typedef struct lpt_item {
 	double cost;
@@ -80,49 +405,304 @@ void mb_shard_lpt(int *out_bin, double *out_load, const double *cost, size_t n, 
 	free(items);
 }
 
-int mb_shard_assign(mb_shard_row **out, size_t *out_n, double *out_load, const mb_plan *plan,
-	const mb_settings *s, const char *backend, int n_slots, mb_error *err)
+/* What a unit of the deal is: a whole row, one shape group, one case. */
+enum { UNIT_ROW, UNIT_GROUP, UNIT_CASE };
+
+typedef struct unit {
+	size_t begin, end;
+	double cost;
+	int level;
+} unit;
+
+/* The same shape group: row, dtype, family and shape (case_driver.c). */
+static bool same_group(const mb_case_plan *a, const mb_case_plan *b)
 {
-	mb_shard_row *rows = NULL;
+	return a->row == b->row && a->dtype == b->dtype && !strcmp(a->family, b->family)
+		&& !memcmp(a->axis, b->axis, sizeof(a->axis));
+}
+
+static double span_cost(const mb_shard_costs *costs, size_t begin, size_t end)
+{
+	double sum = 0;
+
+	for (size_t i = begin; i < end; i++)
+		sum += costs->case_s[i];
+	return sum;
+}
+
+/* The runs [begin, end) units[at] splits into: its shape groups (a row
+ * of several), else its cases. Calls `each` on each; returns how many. */
+static size_t pieces(const unit *u, const mb_plan *plan, bool *by_group)
+{
+	size_t count = 0;
+
+	*by_group = u->level == UNIT_ROW && !same_group(&plan->cases[u->begin], &plan->cases[u->end - 1]);
+	for (size_t i = u->begin; i < u->end; count++) {
+		size_t j = i + 1;
+
+		while (*by_group && j < u->end && same_group(&plan->cases[i], &plan->cases[j]))
+			j++;
+		i = j;
+	}
+	return count;
+}
+
+/* Replace units[at] (of n, with room for its pieces) by its pieces, in
+ * plan order; returns the new count. */
+static size_t split_unit(unit *units, size_t n, size_t at, const mb_plan *plan, const mb_shard_costs *costs)
+{
+	unit u = units[at];
+	bool by_group;
+	size_t count = pieces(&u, plan, &by_group), k = 0;
+
+	memmove(&units[at + count], &units[at + 1], (n - at - 1) * sizeof(*units));
+	for (size_t i = u.begin; i < u.end; k++) {
+		size_t j = i + 1;
+
+		while (by_group && j < u.end && same_group(&plan->cases[i], &plan->cases[j]))
+			j++;
+		units[at + k] = (unit){i, j, span_cost(costs, i, j), by_group ? UNIT_GROUP : UNIT_CASE};
+		i = j;
+	}
+	return n - 1 + count;
+}
+
+/* Which unit of the most loaded bin to split: its costliest row of
+ * several groups, else its costliest unit of several cases; n when none. */
+static size_t unit_to_split(const unit *units, size_t n, const int *bin, int most, const mb_plan *plan)
+{
+	size_t pick = n;
+
+	for (int pass = 0; pass < 2 && pick == n; pass++)
+		for (size_t i = 0; i < n; i++) {
+			bool by_group, fits = bin[i] == most && units[i].end - units[i].begin > 1;
+
+			if (fits && pass == 0)
+				fits = pieces(&units[i], plan, &by_group) > 1 && by_group;
+			if (fits && (pick == n || units[i].cost > units[pick].cost))
+				pick = i;
+		}
+	return pick;
+}
+
+/* Deal the units (and the lanes, as item n) by LPT into bin[] and load[];
+ * the lanes' slot into *lanes_slot. Returns the most loaded slot. */
+static int deal(int *bin, double *load, int *lanes_slot, double *cost, const unit *units, size_t n,
+	const mb_shard_costs *costs, int n_slots)
+{
+	bool lanes = costs->n_lanes > 0;
+	int most = 0, least = 0;
+
+	for (size_t i = 0; i < n; i++)
+		cost[i] = units[i].cost;
+	if (lanes)
+		cost[n] = costs->lanes_s;
+	mb_shard_lpt(bin, load, cost, n + lanes, n_slots);
+	for (int b = 1; b < n_slots; b++) {
+		most = load[b] > load[most] ? b : most;
+		least = load[b] < load[least] ? b : least;
+	}
+	/* without lanes to deal (the cpu backend skips them) the slot that
+	 * ends first takes them, should it be asked to */
+	*lanes_slot = lanes ? bin[n] : least;
+	return most;
+}
+
+/* The parts: adjacent units of one row on one slot are one part; a row
+ * is split when its parts are on more than one slot. Returns their count
+ * (at most n) and the split rows' in *n_split. */
+static size_t make_parts(mb_shard_row *out, size_t *n_split, const unit *units, size_t n, const int *bin,
+	const mb_plan *plan)
+{
+	size_t m = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		mb_shard_row *last = m > 0 ? &out[m - 1] : NULL;
+
+		/* a row is a maximal run of one row's cases, so adjacent units
+		 * of the same row are pieces of one row */
+		if (last && last->slot == bin[i] && plan->cases[last->begin].row == plan->cases[units[i].begin].row) {
+			last->end = units[i].end;
+			last->cost_s += units[i].cost;
+		} else {
+			out[m++] = (mb_shard_row){units[i].begin, units[i].end, units[i].cost, bin[i], false};
+		}
+	}
+	*n_split = 0;
+	for (size_t a = 0, b; a < m; a = b) {
+		bool split = false;
+
+		for (b = a + 1; b < m && plan->cases[out[b].begin].row == plan->cases[out[a].begin].row; b++)
+			split = true;
+		for (size_t k = a; k < b; k++)
+			out[k].split = split;
+		*n_split += split;
+	}
+	return m;
+}
+
+int mb_shard_assign(mb_shard_row **out, size_t *out_n, mb_shard_deal_info *info, const mb_plan *plan,
+	const mb_shard_costs *costs, int n_slots, mb_error *err)
+{
+	size_t cap = plan->n_cases + 2, n = 0;
+	unit *units = NULL;
 	double *cost = NULL;
-	int *slot = NULL;
-	size_t n = 0;
+	int *bin = NULL, most;
+	mb_shard_row *parts = NULL;
 	int rc = 0;
 
 	*out = NULL;
 	*out_n = 0;
+	memset(info, 0, sizeof(*info));
 	if (n_slots < 1 || n_slots > MB_SHARD_MAX_GPUS)
 		return mb_error_set(err, MB_EINVAL, "--gpus", "%d GPUs: between 1 and %d can share a run", n_slots,
 			MB_SHARD_MAX_GPUS);
-	rows = calloc(plan->n_cases + 1, sizeof(*rows));
-	cost = calloc(plan->n_cases + 1, sizeof(*cost));
-	slot = calloc(plan->n_cases + 1, sizeof(*slot));
-	if (!rows || !cost || !slot) {
+	if (costs->n_cases != plan->n_cases)
+		return mb_error_set(err, MB_EINVAL, "--gpus", "costs for %zu cases, the plan has %zu", costs->n_cases,
+			plan->n_cases);
+	units = calloc(cap, sizeof(*units));
+	cost = calloc(cap, sizeof(*cost));
+	bin = calloc(cap, sizeof(*bin));
+	parts = calloc(cap, sizeof(*parts));
+	if (!units || !cost || !bin || !parts) {
 		rc = mb_error_set(err, MB_ENOMEM, "--gpus", "out of memory dealing %zu cases", plan->n_cases);
 		goto cleanup;
 	}
 	/* the rows as the runner forks them: runs of cases of one row */
-	for (size_t begin = 0; begin < plan->n_cases; n++) {
-		size_t end = begin;
-
-		rows[n].begin = begin;
-		while (end < plan->n_cases && plan->cases[end].row == plan->cases[begin].row)
-			rows[n].cost_s += mb_shard_case_cost_s(&plan->cases[end++], s, backend);
-		rows[n].end = end;
-		cost[n] = rows[n].cost_s;
-		begin = end;
+	for (size_t begin = 0, end; begin < plan->n_cases; begin = end) {
+		for (end = begin + 1; end < plan->n_cases && plan->cases[end].row == plan->cases[begin].row; end++)
+			;
+		units[n++] = (unit){begin, end, span_cost(costs, begin, end), UNIT_ROW};
 	}
-	mb_shard_lpt(slot, out_load, cost, n, n_slots);
-	for (size_t i = 0; i < n; i++)
-		rows[i].slot = slot[i];
-	*out = rows;
-	*out_n = n;
-	rows = NULL;
+	for (size_t i = 0; i < plan->n_cases; i++)
+		info->largest_case_s = fmax(info->largest_case_s, costs->case_s[i]);
+	info->total_s = span_cost(costs, 0, plan->n_cases) + (costs->n_lanes > 0 ? costs->lanes_s : 0);
+	info->bound_s = info->total_s / n_slots + info->largest_case_s;
+	if (costs->n_lanes > 0 && costs->lanes_s > info->bound_s)
+		info->bound_s = costs->lanes_s;
+	/* split until the most loaded slot meets the bound: it does once every
+	 * unit on it is one case (Graham), so this ends */
+	for (;;) {
+		size_t at;
+
+		most = deal(bin, info->load_s, &info->lanes_slot, cost, units, n, costs, n_slots);
+		if (info->load_s[most] <= info->bound_s * (1 + BOUND_SLACK))
+			break;
+		if ((at = unit_to_split(units, n, bin, most, plan)) == n)
+			break;
+		n = split_unit(units, n, at, plan, costs);
+	}
+	*out_n = make_parts(parts, &info->n_split, units, n, bin, plan);
+	*out = parts;
+	parts = NULL;
 cleanup:
-	free(rows);
+	free(units);
 	free(cost);
-	free(slot);
+	free(bin);
+	free(parts);
 	return rc;
+}
+
+/* The parts of one row are adjacent (a row is a maximal run of its
+ * cases): the first and the end of the run parts[at] is in. */
+static void row_run(size_t *first, size_t *end, const mb_shard_row *parts, size_t n, size_t at, const mb_plan *plan)
+{
+	const mb_row *row = plan->cases[parts[at].begin].row;
+
+	*first = at;
+	*end = at + 1;
+	while (*first > 0 && plan->cases[parts[*first - 1].begin].row == row)
+		(*first)--;
+	while (*end < n && plan->cases[parts[*end].begin].row == row)
+		(*end)++;
+}
+
+json_t *mb_shard_slot_rows(const mb_shard_row *parts, size_t n, const mb_plan *plan, int slot)
+{
+	json_t *rows = json_array(), *last = NULL;
+	size_t last_first = n;
+
+	for (size_t i = 0; rows && i < n; i++) {
+		json_int_t cases = (json_int_t)(parts[i].end - parts[i].begin);
+		size_t first, end;
+
+		if (parts[i].slot != slot)
+			continue;
+		row_run(&first, &end, parts, n, i, plan);
+		if (last && first == last_first) {
+			json_object_set_new(last, "cases", json_integer(json_integer_value(json_object_get(last, "cases")) + cases));
+			continue;
+		}
+		last = json_pack("{s:s, s:I, s:I}", "row", plan->cases[parts[i].begin].row->name, "cases", cases, "of",
+			(json_int_t)(parts[end - 1].end - parts[first].begin));
+		last_first = first;
+		if (!last || json_array_append_new(rows, last)) {
+			json_decref(rows);
+			return NULL;
+		}
+	}
+	return rows;
+}
+
+void mb_shard_slot_text(char *buf, size_t len, const json_t *rows)
+{
+	const json_t *r;
+	size_t i;
+
+	buf[0] = '\0';
+	json_array_foreach(rows, i, r) {
+		json_int_t cases = json_integer_value(json_object_get(r, "cases"));
+		json_int_t of = json_integer_value(json_object_get(r, "of"));
+
+		mb_text_appendf(buf, len, "%s%s (%lld", i ? ", " : "", mb_text_get(r, "row"), (long long)cases);
+		if (of != cases)
+			mb_text_appendf(buf, len, " of %lld", (long long)of);
+		mb_text_appendf(buf, len, ")");
+	}
+}
+
+double mb_shard_balance(const mb_shard_deal_info *d, int n_slots)
+{
+	double sum = 0, most = 0;
+
+	for (int k = 0; k < n_slots; k++) {
+		sum += d->load_s[k];
+		most = fmax(most, d->load_s[k]);
+	}
+	return sum > 0 ? most * n_slots / sum : 1.0;
+}
+
+void mb_shard_deal_describe(char *buf, size_t len, const mb_shard_deal_info *d, int n_slots)
+{
+	double most = 0, mean = d->total_s / n_slots;
+
+	for (int k = 0; k < n_slots; k++)
+		most = fmax(most, d->load_s[k]);
+	buf[0] = '\0';
+	mb_text_appendf(buf, len, "the most loaded GPU about %.1f s, %.3f x the mean (%.1f s); the bound %.1f s (", most,
+		mb_shard_balance(d, n_slots), mean, d->bound_s);
+	if (d->bound_s > mean + d->largest_case_s)
+		mb_text_appendf(buf, len, "the lanes, which one GPU runs)");
+	else
+		mb_text_appendf(buf, len, "the mean plus the largest case, %.1f s)", d->largest_case_s);
+}
+
+json_t *mb_shard_plan_json(const mb_shard_costs *c, const mb_shard_deal_info *d, const mb_shard_row *parts,
+	size_t n, const mb_plan *plan, int n_slots)
+{
+	bool learned = c->counts[MB_SHARD_COST_MEASURED] + c->counts[MB_SHARD_COST_ESTIMATED] + c->lanes_measured > 0;
+	json_t *split = json_array();
+
+	for (size_t i = 0; split && i < n; i++)
+		if (parts[i].split && (i == 0 || plan->cases[parts[i - 1].begin].row != plan->cases[parts[i].begin].row))
+			json_array_append_new(split, json_string(plan->cases[parts[i].begin].row->name));
+	return json_pack("{s:s, s:O, s:{s:I, s:I, s:I}, s:f, s:f, s:f, s:f, s:f, s:f, s:o}",
+		"cost_model", learned ? "learned" : "bytes", "receipts", c->receipts,
+		"cases", "measured", (json_int_t)c->counts[MB_SHARD_COST_MEASURED], "estimated",
+		(json_int_t)c->counts[MB_SHARD_COST_ESTIMATED], "modeled", (json_int_t)c->counts[MB_SHARD_COST_MODEL],
+		"model_scale", c->model_scale, "lanes_s", c->n_lanes ? c->lanes_s : 0.0, "total_s", d->total_s,
+		"largest_case_s", d->largest_case_s, "bound_s", d->bound_s, "balance", mb_shard_balance(d, n_slots),
+		"split_rows", split);
 }
 
 int mb_shard_merge(json_t **out, size_t *out_counts, const mb_shard_merge_in *in, mb_error *err)

@@ -18,6 +18,7 @@
 #include "harness/cuda_topology.h"
 #include "harness/hostinfo.h"
 #include "harness/isolate.h"
+#include "receipts/text.h"
 
 #define VISIBLE_ENV "CUDA_VISIBLE_DEVICES"
 /* A worker sees one GPU: CUDA's device 0. */
@@ -196,9 +197,11 @@ typedef struct worker {
 typedef struct shard_state {
 	const mb_shard_options *so;
 	const mb_run_options *o;
-	mb_shard_row *rows;
+	mb_shard_row *rows;         /* the parts of the plan, each to a slot */
 	size_t n_rows;
-	double load[MB_SHARD_MAX_GPUS];
+	mb_shard_deal_info deal;
+	mb_shard_costs model;       /* the bytes model's, when no costs were given */
+	const mb_shard_costs *costs;
 	int *slot_of_case;
 	json_t *passes;             /* per plan case: its finished passes */
 	json_t *notices, *gpus, *topology, *prov, *host;
@@ -326,20 +329,60 @@ static int simulated_gpus(shard_state *st, mb_error *err)
 	return 0;
 }
 
+/* ---- the deal ---------------------------------------------------------------- */
+
+/* The plan's parts to the GPUs, by the costs given or the bytes model. */
+static int deal_plan(shard_state *st, mb_error *err)
+{
+	const mb_run_options *o = st->o;
+	int rc;
+
+	st->costs = st->so->costs;
+	if (!st->costs) {
+		if ((rc = mb_shard_costs_model(&st->model, o->plan, o->suite, o->backend->name, err)))
+			return rc;
+		st->costs = &st->model;
+	}
+	if ((rc = mb_shard_assign(&st->rows, &st->n_rows, &st->deal, o->plan, st->costs, st->so->n_gpus, err)))
+		return rc;
+	for (size_t r = 0; r < st->n_rows; r++)
+		for (size_t i = st->rows[r].begin; i < st->rows[r].end; i++)
+			st->slot_of_case[i] = st->rows[r].slot;
+	/* the lanes (a minute or two, after the rows) were dealt with them */
+	st->lanes_slot = st->deal.lanes_slot;
+	return 0;
+}
+
+/* Which costs the deal used, what it split and how even it came out. */
+static void deal_notices(shard_state *st)
+{
+	json_t *plan = mb_shard_plan_json(st->costs, &st->deal, st->rows, st->n_rows, st->o->plan, st->so->n_gpus);
+	char text[MB_SHARD_TEXT_BYTES], split[TEXT_BYTES] = "";
+	const json_t *v;
+	size_t i;
+
+	json_array_foreach(st->costs->notes, i, v)
+		notice(st, "%s", json_string_value(v));
+	mb_shard_costs_describe(text, sizeof(text), st->costs);
+	notice(st, "cost model: %s", text);
+	json_array_foreach(json_object_get(plan, "split_rows"), i, v)
+		mb_text_appendf(split, sizeof(split), "%s%s", i ? ", " : "", json_string_value(v));
+	if (split[0])
+		notice(st, "split across GPUs, so that no row holds up the run alone: %s", split);
+	mb_shard_deal_describe(text, sizeof(text), &st->deal, st->so->n_gpus);
+	notice(st, "balance: %s", text);
+	json_decref(plan);
+}
+
 /* ---- starting the workers ---------------------------------------------------- */
 
-/* "rope_qk, relu2" */
+/* "rope_qk (24), linear_cross_entropy (8 of 16)" */
 static void row_names(char *buf, size_t len, const shard_state *st, int slot)
 {
-	size_t used = 0;
+	json_t *rows = mb_shard_slot_rows(st->rows, st->n_rows, st->o->plan, slot);
 
-	buf[0] = '\0';
-	for (size_t r = 0; r < st->n_rows && used + 1 < len; r++) {
-		if (st->rows[r].slot != slot)
-			continue;
-		int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", st->o->plan->cases[st->rows[r].begin].row->name);
-		used += n > 0 ? (size_t)n : 0;
-	}
+	mb_shard_slot_text(buf, len, rows);
+	json_decref(rows);
 }
 
 static size_t slot_cases(const shard_state *st, int slot)
@@ -362,7 +405,8 @@ static void start_workers(shard_state *st)
 		mb_error err;
 
 		mb_error_clear(&err);
-		if (n == 0) {
+		/* a GPU may be dealt the lanes alone */
+		if (n == 0 && !(job.lanes && st->costs->n_lanes > 0)) {
 			snprintf(w->ended, sizeof(w->ended), "not started: no rows were left for it");
 			continue;
 		}
@@ -376,8 +420,9 @@ static void start_workers(shard_state *st)
 		w->pid = w->child.pid;
 		w->start_ns = mb_now_ns();
 		row_names(names, sizeof(names), st, k);
-		notice(st, "gpu%d (%s): worker pid %ld runs %zu cases (%s), about %.1f s by the cost model",
-			gpu_index(st, k), gpu_name(st, k), (long)w->child.pid, n, names, st->load[k]);
+		notice(st, "gpu%d (%s): worker pid %ld runs %zu cases (%s)%s, about %.1f s by the cost model",
+			gpu_index(st, k), gpu_name(st, k), (long)w->child.pid, n, names,
+			k == st->lanes_slot && st->costs->n_lanes ? " and the lanes" : "", st->deal.load_s[k]);
 	}
 }
 
@@ -650,14 +695,24 @@ static json_t *shards_json(const shard_state *st, const size_t *counts)
 	for (int k = 0; k < st->so->n_gpus; k++) {
 		const worker *w = &st->w[k];
 		const json_t *ceilings = json_object_get(w->receipt, "ceilings");
-		json_t *rows = json_array();
+		json_t *dealt = mb_shard_slot_rows(st->rows, st->n_rows, st->o->plan, k), *row;
+		json_t *rows = json_array(), *split = json_array();
+		size_t i;
 
-		for (size_t r = 0; r < st->n_rows; r++)
-			if (st->rows[r].slot == k)
-				json_array_append_new(rows, json_string(st->o->plan->cases[st->rows[r].begin].row->name));
+		json_array_foreach(dealt, i, row) {
+			json_array_append(rows, json_object_get(row, "row"));
+			if (json_integer_value(json_object_get(row, "cases")) != json_integer_value(json_object_get(row, "of")))
+				json_array_append(split, row);
+		}
+		json_decref(dealt);
 		json_t *shard = json_pack("{s:i, s:o, s:f, s:I, s:I, s:s}", "gpu", k, "rows", rows, "estimated_s",
-			st->load[k], "cases", (json_int_t)counts[k], "wall_ns", (json_int_t)w->wall_ns, "ended", w->ended);
+			st->deal.load_s[k], "cases", (json_int_t)counts[k], "wall_ns", (json_int_t)w->wall_ns, "ended", w->ended);
 
+		if (json_array_size(split))
+			json_object_set(shard, "split_rows", split);
+		json_decref(split);
+		if (k == st->lanes_slot && st->costs->n_lanes)
+			json_object_set_new(shard, "lanes", json_true());
 		if (json_is_object(ceilings))
 			json_object_set(shard, "ceilings", (json_t *)ceilings);
 		json_array_append_new(shards, shard);
@@ -737,6 +792,8 @@ static int finish(shard_state *st, json_t **out, const char *started, int64_t wa
 		json_object_set(*out, "gpus", st->gpus);
 		json_object_set(*out, "topology", st->topology);
 		json_object_set_new(*out, "shards", shards_json(st, counts));
+		json_object_set_new(*out, "shard_plan", mb_shard_plan_json(st->costs, &st->deal, st->rows, st->n_rows,
+			st->o->plan, st->so->n_gpus));
 		if (rc && err)
 			*err = outcome;
 	} else {
@@ -781,21 +838,14 @@ int mb_shard_run(json_t **out, const mb_shard_options *so, mb_error *err)
 		notice(&st, "%s", checkout_text);
 	if ((rc = so->simulated ? simulated_gpus(&st, err) : probe_topology(&st, err)))
 		goto cleanup;
-	if ((rc = mb_shard_assign(&st.rows, &st.n_rows, st.load, o->plan, &o->suite->settings, o->backend->name,
-		so->n_gpus, err)))
+	if ((rc = deal_plan(&st, err)))
 		goto cleanup;
-	for (size_t r = 0; r < st.n_rows; r++)
-		for (size_t i = st.rows[r].begin; i < st.rows[r].end; i++)
-			st.slot_of_case[i] = st.rows[r].slot;
-	/* the lanes (minutes, after the rows) go to the GPU that ends first */
-	for (int k = 1; k < so->n_gpus; k++)
-		if (st.load[k] < st.load[st.lanes_slot])
-			st.lanes_slot = k;
 	if (o->progress && o->progress->begin)
 		o->progress->begin(o->progress->ctx, o->plan->n_cases * (size_t)reps, o->backend->name);
-	notice(&st, "%d GPU%s, topology %s (source: %s): %zu rows dealt longest first to the least loaded",
+	notice(&st, "%d GPU%s, topology %s (source: %s): the rows dealt longest first to the least loaded",
 		so->n_gpus, so->n_gpus == 1 ? "" : "s", json_string_value(json_object_get(st.topology, "class")),
-		json_string_value(json_object_get(st.topology, "source")), st.n_rows);
+		json_string_value(json_object_get(st.topology, "source")));
+	deal_notices(&st);
 	start_workers(&st);
 	rc = wait_workers(&st, err);
 	for (int k = 0; k < so->n_gpus; k++)
@@ -807,6 +857,7 @@ cleanup:
 	for (int k = 0; k < so->n_gpus && k < MB_SHARD_MAX_GPUS; k++)
 		json_decref(st.w[k].receipt);
 	free(st.rows);
+	mb_shard_costs_free(&st.model);
 	free(st.slot_of_case);
 	json_decref(st.passes);
 	json_decref(st.notices);

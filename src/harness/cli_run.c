@@ -517,9 +517,9 @@ static int print_shards(const mb_plan *plan, const mb_shard_costs *costs, const 
 			cases += rows[r].slot == k ? rows[r].end - rows[r].begin : 0;
 		mb_shard_slot_text(text, sizeof(text), dealt);
 		json_decref(dealt);
-		printf("gpu%d: about %.1f s: %s%s%s; %zu cases\n", pool->devices[k], deal.load_s[k],
-			k == deal.lanes_slot && costs->n_lanes ? "the lanes" : "",
-			k == deal.lanes_slot && costs->n_lanes && text[0] ? ", " : "", text, cases);
+		bool lanes = k == deal.lanes_slot && costs->n_lanes;
+		printf("gpu%d: about %.1f s: %s%s%s; %zu cases\n", pool->devices[k], deal.load_s[k], lanes ? "the lanes" : "",
+			lanes && text[0] ? ", " : "", text[0] || lanes ? text : "nothing", cases);
 	}
 	shard_plan = mb_shard_plan_json(costs, &deal, rows, n, plan, pool->n);
 	json_array_foreach(json_object_get(shard_plan, "split_rows"), i, v)

@@ -122,6 +122,18 @@ static int from_store(found *f, const char *dir, const char *suite, const char *
 	return rc;
 }
 
+/* Whether the receipt read from `path` gave the costs a figure. */
+static bool gave(const mb_shard_costs *c, const char *path)
+{
+	const json_t *r;
+	size_t i;
+
+	json_array_foreach(c->receipts, i, r)
+		if (!strcmp(mb_text_get(r, "path"), path))
+			return true;
+	return false;
+}
+
 int mb_shard_costs_load(mb_shard_costs *out, const mb_plan *plan, const mb_suite *suite, const char *backend,
 	const char *const *from, size_t n_from, const char *store, mb_error *err)
 {
@@ -147,6 +159,9 @@ int mb_shard_costs_load(mb_shard_costs *out, const mb_plan *plan, const mb_suite
 	if (rc == 0)
 		rc = f->n ? mb_shard_costs_learn(out, plan, suite, backend, f->receipts, (const char *const *)f->names, f->n,
 			err) : mb_shard_costs_model(out, plan, suite, backend, err);
+	for (size_t i = 0; rc == 0 && i < f->n; i++)
+		if (!gave(out, f->names[i]))
+			note(f, "%s: no case or lane of this plan to learn from", f->names[i]);
 	if (rc == 0 && json_array_size(f->notes)) {
 		out->notes = f->notes;
 		f->notes = NULL;

@@ -202,6 +202,40 @@ static void test_dominant_row(const mb_plan *plan, const mb_suite *suite, const 
 	mb_shard_costs_free(&c);
 }
 
+/* The lanes are one item of the deal, run after the rows of one GPU:
+ * longer than a fair share, they have a GPU to themselves and set the
+ * bound; shorter, they share one with rows. */
+static void test_lanes(const mb_plan *plan, const mb_suite *suite)
+{
+	mb_shard_costs c = model_costs(plan, suite);
+	double cases_s = 0;
+
+	for (size_t i = 0; i < plan->n_cases; i++)
+		cases_s += c.case_s[i];
+	c.n_lanes = 2;
+	for (int round = 0; round < 2; round++) {
+		mb_shard_row *parts = NULL;
+		mb_shard_deal_info d;
+		size_t n = 0, on_lanes = 0;
+		mb_error err;
+
+		c.lanes_s = round == 0 ? cases_s : cases_s / 8;
+		CHECK(mb_shard_assign(&parts, &n, &d, plan, &c, 4, &err) == 0);
+		for (size_t r = 0; r < n; r++)
+			on_lanes += parts[r].slot == d.lanes_slot;
+		CHECK(fabs(d.total_s - cases_s - c.lanes_s) < EPS * cases_s);
+		if (round == 0)
+			CHECK_MSG(on_lanes == 0 && fabs(d.load_s[d.lanes_slot] - c.lanes_s) < EPS && fabs(d.bound_s - c.lanes_s) < EPS,
+				"long lanes: %zu parts beside them, load %g, bound %g", on_lanes, d.load_s[d.lanes_slot], d.bound_s);
+		else
+			CHECK_MSG(on_lanes > 0 && d.load_s[d.lanes_slot] > c.lanes_s, "short lanes: %zu parts beside them", on_lanes);
+		for (int k = 0; k < 4; k++)
+			CHECK(d.load_s[k] <= d.bound_s * (1 + EPS));
+		free(parts);
+	}
+	mb_shard_costs_free(&c);
+}
+
 /* Random costs, spread over three orders of magnitude, on plans whose
  * groups hold several cases: the bound holds for every count of slots. */
 static void test_random_costs(const mb_plan *plan, const mb_suite *suite)
@@ -491,6 +525,7 @@ int main(void)
 		test_assign(plan, suite);
 		test_dominant_row(plan, suite, "mhc_sinkhorn");
 		test_dominant_row(plan, suite, "rope_qk");
+		test_lanes(plan, suite);
 		test_cost(plan, &suite->settings);
 		test_learn(plan, suite);
 		test_estimate(plan, suite);

@@ -1,17 +1,366 @@
-/* Finding the receipts a sharded run learns its costs from (`run --costs`,
- * or --save-to's store): files and folders read, receipts of another
- * backend or suite passed over; the learning itself is shard.c's. */
+/* What each case of a sharded run costs (shard.h): the bytes model, the
+ * costs learned from receipts, and finding those receipts (`run --costs`
+ * files and folders, --save-to's store). */
 #include "harness/shard.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "harness/lane.h"
 #include "receipts/receipt_group.h"
 #include "receipts/receipt_io.h"
 #include "receipts/text.h"
+
+/* What a case costs besides its calls: a child's messages, the group's
+ * poisoning and comparison, the case object. */
+#define CASE_FIXED_S 0.05
+/* Bytes per second a call of the row's bytes model moves: about half of
+ * an HBM3 GPU's peak (the fallbacks move more than the model), and what
+ * one core's fp32 reference moves on the cpu backend. */
+#define CUDA_BYTES_PER_S 2e12
+#define CPU_BYTES_PER_S 5e9
+/* The two checked calls of every case (first and last check). */
+#define CHECKED_CALLS 2
+/* The host's pace at a case's host work, for spreading the unexplained
+ * wall time of a receipt without per-case wall times: the fp32 reference
+ * on a few cores, and input rows made, poisoned, read back and compared.
+ * Only their ratio matters (a weight, not a time). */
+#define HOST_FLOPS_PER_S 1e11
+#define HOST_BYTES_PER_S 1e9
+#define NS_PER_S 1e9
+
+double mb_shard_case_cost_s(const mb_case_plan *c, const mb_settings *s, const char *backend)
+{
+	double bytes_per_s = strcmp(backend, "cpu") == 0 ? CPU_BYTES_PER_S : CUDA_BYTES_PER_S;
+	double call_s, sampling_s;
+
+	/* a row across GPUs is planned as skipped by `run` (catalog.h) */
+	if (c->row->min_gpus > 1)
+		return CASE_FIXED_S;
+	call_s = (double)c->row->bytes(c->axis, c->dtype) / bytes_per_s;
+	sampling_s = s->min_samples * call_s;
+	if (sampling_s < s->min_time_s)
+		sampling_s = s->min_time_s;
+	if (sampling_s > s->timeout_s)
+		sampling_s = s->timeout_s;
+	return CASE_FIXED_S + (s->warmup + CHECKED_CALLS) * call_s + sampling_s;
+}
+
+/* ---- the costs ----------------------------------------------------------- */
+
+void mb_shard_costs_free(mb_shard_costs *c)
+{
+	if (!c)
+		return;
+	free(c->case_s);
+	free(c->source);
+	json_decref(c->receipts);
+	json_decref(c->notes);
+	memset(c, 0, sizeof(*c));
+}
+
+static int costs_alloc(mb_shard_costs *out, const mb_plan *plan, mb_error *err)
+{
+	memset(out, 0, sizeof(*out));
+	out->n_cases = plan->n_cases;
+	out->case_s = calloc(plan->n_cases + 1, sizeof(*out->case_s));
+	out->source = calloc(plan->n_cases + 1, sizeof(*out->source));
+	out->receipts = json_array();
+	out->model_scale = 1.0;
+	if (!out->case_s || !out->source || !out->receipts) {
+		mb_shard_costs_free(out);
+		return mb_error_set(err, MB_ENOMEM, "--gpus", "out of memory costing %zu cases", plan->n_cases);
+	}
+	return 0;
+}
+
+/* The suite's lanes and their budgets: the cost of a lane no receipt
+ * timed. Lanes run on the cuda backend only. */
+static int lanes_of(mb_lane_spec **out, size_t *n, const mb_suite *suite, const char *backend, mb_error *err)
+{
+	*out = NULL;
+	*n = 0;
+	if (strcmp(backend, "cuda") != 0)
+		return 0;
+	return mb_lanes_from_suite(out, n, suite, err);
+}
+
+int mb_shard_costs_model(mb_shard_costs *out, const mb_plan *plan, const mb_suite *suite, const char *backend,
+	mb_error *err)
+{
+	mb_lane_spec *lanes = NULL;
+	size_t n_lanes = 0;
+	int rc = costs_alloc(out, plan, err);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < plan->n_cases; i++)
+		out->case_s[i] = mb_shard_case_cost_s(&plan->cases[i], &suite->settings, backend);
+	out->counts[MB_SHARD_COST_MODEL] = plan->n_cases;
+	if ((rc = lanes_of(&lanes, &n_lanes, suite, backend, err))) {
+		mb_shard_costs_free(out);
+		return rc;
+	}
+	for (size_t k = 0; k < n_lanes; k++)
+		out->lanes_s += lanes[k].budget_s;
+	out->n_lanes = n_lanes;
+	free(lanes);
+	return 0;
+}
+
+/* A receipt case's host work by the model (a weight): its row's
+ * reference FLOPs and bytes at its shape and dtype, as the catalog built
+ * here has them; a case of a row or shape it cannot take weighs the fixed
+ * cost alone. */
+static double host_weight(const json_t *c)
+{
+	const mb_row *row = mb_catalog_find(mb_text_get(c, "row"));
+	const json_t *shape = json_object_get(c, "shape");
+	int64_t axis[MB_MAX_AXES] = {0};
+	char why[128];
+	mb_dtype dtype;
+
+	if (!row || mb_dtype_parse(mb_text_get(c, "dtype"), &dtype))
+		return CASE_FIXED_S;
+	for (int k = 0; k < row->n_axes; k++) {
+		json_int_t v = json_integer_value(json_object_get(shape, row->axes[k]));
+		if (v < 1)
+			return CASE_FIXED_S;
+		axis[k] = v;
+	}
+	if (row->check_shape && row->check_shape(axis, why, sizeof(why)))
+		return CASE_FIXED_S;
+	return CASE_FIXED_S + (double)row->flops(axis) / HOST_FLOPS_PER_S
+		+ (double)row->bytes(axis, dtype) / HOST_BYTES_PER_S;
+}
+
+/* What a case of a receipt without wall_ns measured of itself: its
+ * sampling, and its warm-up and checked calls at its median. */
+static double own_ns(const json_t *c)
+{
+	const json_t *t = json_object_get(c, "timing");
+	double median = json_number_value(json_object_get(t, "median_ns"));
+	json_int_t warmup = json_integer_value(json_object_get(t, "warmup_calls"));
+
+	return (double)json_integer_value(json_object_get(t, "sampling_ns")) + (double)(warmup + CHECKED_CALLS) * median;
+}
+
+/* The share of a receipt's wall time that its cases without wall_ns do
+ * not explain themselves (see shard.h), and their weights' sum. */
+static void unexplained(double *out_ns, double *out_weight, const json_t *r)
+{
+	const json_t *goodput = json_object_get(r, "goodput"), *c, *lane;
+	double rest = (double)json_integer_value(json_object_get(goodput, "wall_ns"))
+		- (double)json_integer_value(json_object_get(json_object_get(goodput, "badput_ns"), "ceilings"));
+	size_t i;
+
+	*out_weight = 0;
+	json_array_foreach(json_object_get(r, "cases"), i, c) {
+		if (json_is_integer(json_object_get(c, "wall_ns"))) {
+			rest -= (double)json_integer_value(json_object_get(c, "wall_ns"));
+		} else {
+			rest -= own_ns(c);
+			*out_weight += host_weight(c);
+		}
+	}
+	json_array_foreach(json_object_get(r, "lanes"), i, lane)
+		rest -= json_is_number(json_object_get(lane, "wall_ns")) ? json_number_value(json_object_get(lane, "wall_ns"))
+			: json_number_value(json_object_get(lane, "budget_s")) * NS_PER_S;
+	*out_ns = rest > 0 ? rest : 0;
+}
+
+/* Passes each case of the receipt ran (--repetitions). */
+static double passes_of(const json_t *r)
+{
+	json_int_t reps = json_integer_value(json_object_get(json_object_get(r, "settings"), "repetitions"));
+
+	return reps > 1 ? (double)reps : 1.0;
+}
+
+/* Index the plan's case ids: id -> plan index. */
+static json_t *plan_index(const mb_plan *plan)
+{
+	json_t *ids = json_object();
+
+	for (size_t i = 0; ids && i < plan->n_cases; i++)
+		if (!json_object_get(ids, plan->cases[i].id) && json_object_set_new(ids, plan->cases[i].id, json_integer((json_int_t)i))) {
+			json_decref(ids);
+			return NULL;
+		}
+	return ids;
+}
+
+/* Every case of the plan that receipt `r` has, costed from it (later
+ * receipts overwrite earlier ones); given[i] records which receipt. */
+static void learn_receipt(mb_shard_costs *out, int *given, int which, const json_t *r, const json_t *ids)
+{
+	double rest_ns, weight, passes = passes_of(r);
+	const json_t *c;
+	size_t i;
+
+	unexplained(&rest_ns, &weight, r);
+	json_array_foreach(json_object_get(r, "cases"), i, c) {
+		const json_t *at = json_object_get(ids, mb_text_get(c, "id"));
+		const json_t *wall = json_object_get(c, "wall_ns");
+		size_t k;
+
+		if (!at)
+			continue;
+		k = (size_t)json_integer_value(at);
+		if (json_is_integer(wall)) {
+			out->case_s[k] = (double)json_integer_value(wall) / NS_PER_S / passes;
+			out->source[k] = MB_SHARD_COST_MEASURED;
+		} else {
+			double share = weight > 0 ? rest_ns * host_weight(c) / weight : 0;
+			out->case_s[k] = (own_ns(c) + share) / NS_PER_S / passes;
+			out->source[k] = MB_SHARD_COST_ESTIMATED;
+		}
+		given[k] = which;
+	}
+}
+
+/* Each lane's cost: the newest receipt's wall time of a lane of its name,
+ * else its budget. */
+static void learn_lanes(mb_shard_costs *out, const mb_lane_spec *lanes, size_t n_lanes, json_t *const *receipts,
+	const size_t *order, size_t n, int *lane_given)
+{
+	for (size_t l = 0; l < n_lanes; l++) {
+		double cost = lanes[l].budget_s;
+
+		lane_given[l] = -1;
+		for (size_t o = 0; o < n; o++) {
+			const json_t *lane;
+			size_t j;
+
+			json_array_foreach(json_object_get(receipts[order[o]], "lanes"), j, lane)
+				if (!strcmp(mb_text_get(lane, "name"), lanes[l].name)
+					&& json_is_number(json_object_get(lane, "wall_ns"))) {
+					cost = json_number_value(json_object_get(lane, "wall_ns")) / NS_PER_S;
+					lane_given[l] = (int)order[o];
+				}
+		}
+		out->lanes_s += cost;
+		out->lanes_measured += lane_given[l] >= 0;
+	}
+	out->n_lanes = n_lanes;
+}
+
+/* The bytes model, scaled to the measured cases' pace, for the rest. */
+static void model_the_rest(mb_shard_costs *out, const mb_plan *plan, const mb_settings *s, const char *backend)
+{
+	double measured = 0, modeled = 0;
+
+	for (size_t i = 0; i < plan->n_cases; i++)
+		if (out->source[i] != MB_SHARD_COST_MODEL) {
+			measured += out->case_s[i];
+			modeled += mb_shard_case_cost_s(&plan->cases[i], s, backend);
+		}
+	out->model_scale = measured > 0 && modeled > 0 ? measured / modeled : 1.0;
+	for (size_t i = 0; i < plan->n_cases; i++) {
+		if (out->source[i] == MB_SHARD_COST_MODEL)
+			out->case_s[i] = out->model_scale * mb_shard_case_cost_s(&plan->cases[i], s, backend);
+		out->counts[out->source[i]]++;
+	}
+}
+
+int mb_shard_costs_learn(mb_shard_costs *out, const mb_plan *plan, const mb_suite *suite, const char *backend,
+	json_t *const *receipts, const char *const *names, size_t n, mb_error *err)
+{
+	size_t *order = NULL, *gave = NULL;
+	int *given = NULL, *lane_given = NULL;
+	mb_lane_spec *lanes = NULL;
+	size_t n_lanes = 0;
+	json_t *ids = NULL;
+	int rc;
+
+	if ((rc = costs_alloc(out, plan, err)))
+		return rc;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(mb_text_get(receipts[i], "backend"), backend)) {
+			rc = mb_error_set(err, MB_EINVAL, names[i], "backend: a receipt of the %s backend, whose times say "
+				"nothing of a %s run's", mb_text_get(receipts[i], "backend"), backend);
+			goto cleanup;
+		}
+	if ((rc = lanes_of(&lanes, &n_lanes, suite, backend, err)))
+		goto cleanup;
+	order = calloc(n + 1, sizeof(*order));
+	gave = calloc(n + 1, sizeof(*gave));
+	given = malloc((plan->n_cases + 1) * sizeof(*given));
+	lane_given = calloc(n_lanes + 1, sizeof(*lane_given));
+	ids = plan_index(plan);
+	if (!order || !gave || !given || !lane_given || !ids) {
+		rc = mb_error_set(err, MB_ENOMEM, "--costs", "out of memory learning from %zu receipts", n);
+		goto cleanup;
+	}
+	for (size_t i = 0; i < plan->n_cases; i++)
+		given[i] = -1;
+	/* oldest first: a newer receipt's figure replaces an older one's */
+	mb_receipt_order(order, receipts, n);
+	for (size_t o = 0; o < n; o++)
+		learn_receipt(out, given, (int)order[o], receipts[order[o]], ids);
+	learn_lanes(out, lanes, n_lanes, receipts, order, n, lane_given);
+	model_the_rest(out, plan, &suite->settings, backend);
+	for (size_t i = 0; i < plan->n_cases; i++)
+		if (given[i] >= 0)
+			gave[given[i]]++;
+	/* the receipts that gave a case or a lane, oldest first */
+	for (size_t o = 0; o < n; o++) {
+		size_t k = order[o];
+		bool lanes_from = false;
+
+		for (size_t l = 0; l < n_lanes; l++)
+			lanes_from |= lane_given[l] == (int)k;
+		if ((gave[k] || lanes_from) && json_array_append_new(out->receipts, json_pack("{s:s, s:s, s:I}", "path",
+			names[k], "run_id", mb_text_get(receipts[k], "run_id"), "cases", (json_int_t)gave[k]))) {
+			rc = mb_error_set(err, MB_ENOMEM, "--costs", "out of memory");
+			goto cleanup;
+		}
+	}
+cleanup:
+	if (rc)
+		mb_shard_costs_free(out);
+	free(order);
+	free(gave);
+	free(given);
+	free(lane_given);
+	free(lanes);
+	json_decref(ids);
+	return rc;
+}
+
+void mb_shard_costs_describe(char *buf, size_t len, const mb_shard_costs *c)
+{
+	size_t learned = c->counts[MB_SHARD_COST_MEASURED] + c->counts[MB_SHARD_COST_ESTIMATED];
+	size_t n_receipts = json_array_size(c->receipts), shown = 0, i;
+	const json_t *r;
+
+	buf[0] = '\0';
+	if (learned == 0 && c->lanes_measured == 0) {
+		mb_text_appendf(buf, len, "the bytes model (no receipt to learn from): %zu cases", c->n_cases);
+	} else {
+		mb_text_appendf(buf, len, "learned from %zu receipt%s (", n_receipts, n_receipts == 1 ? "" : "s");
+		json_array_foreach(c->receipts, i, r) {
+			/* newest last: name the newest few */
+			if (i + 3 < n_receipts)
+				continue;
+			mb_text_appendf(buf, len, "%s%s", shown++ ? ", " : "", mb_text_get(r, "path"));
+		}
+		mb_text_appendf(buf, len, "%s): %zu cases measured (wall_ns), %zu estimated from receipts without it, "
+			"%zu by the bytes model", n_receipts > shown ? ", ..." : "", c->counts[MB_SHARD_COST_MEASURED],
+			c->counts[MB_SHARD_COST_ESTIMATED], c->counts[MB_SHARD_COST_MODEL]);
+		if (c->counts[MB_SHARD_COST_MODEL])
+			mb_text_appendf(buf, len, " scaled to them (x%.3g)", c->model_scale);
+	}
+	if (c->n_lanes)
+		mb_text_appendf(buf, len, "; %zu lane%s %.1f s (%zu timed, the rest by budget_s)", c->n_lanes,
+			c->n_lanes == 1 ? "" : "s", c->lanes_s, c->lanes_measured);
+}
+
+/* ---- the receipts to learn from -------------------------------------------- */
 
 #define NOTE_BYTES 1024
 /* How many of a store's newest receipts of the suite are tried before the

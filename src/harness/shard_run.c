@@ -184,6 +184,7 @@ typedef struct worker {
 	pid_t pid;
 	bool spawned, running;
 	bool reported;              /* it sent its last message */
+	bool ended_first;           /* it ended before the run was stopped: whatever it left is lost */
 	int64_t start_ns, wall_ns;
 	json_t *receipt;            /* its last message's receipt; NULL until then */
 	int rc;                     /* its mb_run's return */
@@ -517,6 +518,7 @@ static void end_worker(shard_state *st, int slot, bool kill_first)
 	worker *w = &st->w[slot];
 
 	mb_child_finish(&w->child, kill_first, w->ended, sizeof(w->ended));
+	w->ended_first = !st->stop_sent;
 	w->running = false;
 	w->wall_ns = mb_now_ns() - w->start_ns;
 	w->in_case = false;
@@ -601,15 +603,18 @@ static int wait_workers(shard_state *st, mb_error *err)
 
 /* What became of the slot's worker, when it did not finish its cases:
  * "gpu1 (NVIDIA H200): its worker (pid 4242) was killed by signal 9
- * (Killed)". False when it finished them all, or when the run was
- * interrupted (the unfinished cases are then left out). */
+ * (Killed)". False when it finished them all, or when the run's own stop
+ * ended it (an interrupted run leaves out what was not finished). A worker
+ * that died before the stop, killed or crashed, is lost whether or not the
+ * run was interrupted afterwards: its record must not depend on what
+ * happened to the others later. */
 static bool worker_lost(char *buf, size_t len, const shard_state *st, int slot)
 {
 	const worker *w = &st->w[slot];
 	int index = gpu_index(st, slot);
 	const char *name = gpu_name(st, slot);
 
-	if (st->stop_sent || slot_cases(st, slot) == 0)
+	if (slot_cases(st, slot) == 0 || (st->stop_sent && w->spawned && !w->ended_first))
 		return false;
 	if (!w->spawned)
 		snprintf(buf, len, "gpu%d (%s): its worker %s", index, name, w->ended);

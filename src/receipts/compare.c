@@ -37,6 +37,7 @@ const char *mb_cmp_why_name(mb_cmp_why why)
 	case MB_WHY_NOT_SIGNIFICANT: return "not significant";
 	case MB_WHY_WITHIN_NOISE: return "within the noise";
 	case MB_WHY_TAIL_CONFLICT: return "median and tail disagree";
+	case MB_WHY_NOT_JUDGED: return "timing not judged (cpu backend)";
 	case MB_WHY_COUNT: break;
 	}
 	return "";

@@ -63,6 +63,7 @@ typedef enum mb_cmp_why {
 	MB_WHY_NOT_SIGNIFICANT,
 	MB_WHY_WITHIN_NOISE,     /* significant, but within the noise or the between-run spread */
 	MB_WHY_TAIL_CONFLICT,    /* the median is faster, the tail slower */
+	MB_WHY_NOT_JUDGED,       /* timings of the cpu backend are not judged (diff.h) */
 	MB_WHY_COUNT
 } mb_cmp_why;
 

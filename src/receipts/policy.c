@@ -34,6 +34,8 @@ static const char *const finding_names[MB_FINDING_KIND_COUNT] = {
 	[MB_FINDING_UNSUPPORTED_PROMOTION] = "unsupported_promotion",
 	[MB_FINDING_MEMORY_REGRESSION] = "memory_regression",
 	[MB_FINDING_NO_BINARY_PROVENANCE] = "no_binary_provenance",
+	[MB_FINDING_WEIGHT_CHANGE] = "weight_change",
+	[MB_FINDING_VARIANT_KIND_CHANGE] = "variant_kind_change",
 };
 
 /* A new case is information, not a failure: adding shapes must not break CI.

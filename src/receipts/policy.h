@@ -54,6 +54,8 @@ typedef enum mb_finding_kind {
 	MB_FINDING_UNSUPPORTED_PROMOTION, /* a head status the head's evidence does not show (promotion.h) */
 	MB_FINDING_MEMORY_REGRESSION, /* more scratch memory than memory_max_growth allows */
 	MB_FINDING_NO_BINARY_PROVENANCE,  /* a receipt without its binary's source ids: statistics on every row */
+	MB_FINDING_WEIGHT_CHANGE,    /* a case's weight (calls per step) changed */
+	MB_FINDING_VARIANT_KIND_CHANGE, /* a variant's kind changed (fused, fallback, vendor, reference) */
 	MB_FINDING_KIND_COUNT
 } mb_finding_kind;
 

@@ -17,14 +17,14 @@
 static const char *status_of(const mb_history_group *g, const mb_history_row *r, char *buf, size_t len)
 {
 	const json_t *newest = g->g->revs[g->g->n - 1];
-	const mb_row_verdict *v = r->cells[g->g->n - 1];
+	const mb_history_cell *v = r->cells[g->g->n - 1];
 
 	if (!mb_promotion_recorded(newest))
 		return "unknown (the receipt predates recorded status)";
 	if (!mb_promotion_status(newest, r->row, NULL))
 		return "unknown (not in the receipt's catalog)";
 	if (v) {
-		mb_verdict_status_text(buf, len, v);
+		snprintf(buf, len, "%s", v->status);
 	} else {
 		const char *cond = NULL, *st = mb_promotion_status(newest, r->row, &cond);
 
@@ -81,11 +81,9 @@ static void md_group(FILE *out, const mb_history_group *hg)
 		for (size_t k = 0; k < g->n; k++) {
 			fputs(" ", out);
 			if (r->cells[k]) {
-				mb_verdict_label(text, sizeof(text), r->cells[k]);
-				mb_print_md_cell(out, text);
+				mb_print_md_cell(out, r->cells[k]->label);
 				fputs("; ", out);
-				mb_history_lane_text(text, sizeof(text), r->cells[k]);
-				mb_print_md_cell(out, text);
+				mb_print_md_cell(out, r->cells[k]->lane);
 			} else {
 				fputs("-", out);
 			}
@@ -123,7 +121,7 @@ static const char *decision_class(mb_history_decision d)
 	return d == MB_HISTORY_DEMOTE ? "demote" : d == MB_HISTORY_CONFIRMED ? "confirmed" : "watch";
 }
 
-static const char *mark_class(const mb_row_verdict *v)
+static const char *mark_class(const mb_history_cell *v)
 {
 	if (!v)
 		return "absent";
@@ -167,11 +165,9 @@ static void html_group(FILE *out, const mb_history_group *hg, size_t index)
 		for (size_t k = 0; k < g->n; k++) {
 			fprintf(out, "<td class=\"%s\">", mark_class(r->cells[k]));
 			if (r->cells[k]) {
-				mb_verdict_label(text, sizeof(text), r->cells[k]);
-				mb_print_xml_escaped(out, text);
+				mb_print_xml_escaped(out, r->cells[k]->label);
 				fputs("<br><small>", out);
-				mb_history_lane_text(text, sizeof(text), r->cells[k]);
-				mb_print_xml_escaped(out, text);
+				mb_print_xml_escaped(out, r->cells[k]->lane);
 				fputs("</small>", out);
 			} else {
 				fputs("-", out);

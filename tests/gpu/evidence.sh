@@ -41,9 +41,19 @@
 #             of suites/nam56r.toml in bf16 (ceilings measured in the same
 #             run), their verdicts and targets (heavy_targets.py);
 #             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
-#             narrows the rows.
+#             narrows the rows, HEAVY_DTYPES widens the dtypes (bf16,fp16).
 #   heavy-ncu ncu's speed of light, occupancy and launch statistics of each
-#             heavy row's fused kernel at its largest shape (two launches).
+#             heavy row's fused kernel at its largest shape (two launches);
+#             HEAVY_ROWS narrows the rows here too, NCU_ROWS further;
+#             the MoE rows' grouped GEMM kernels' rates against the heavy
+#             phase's GEMM ceiling (moe_gemm_rate.py; run heavy first in
+#             the same call).
+#   moe-smoke the MoE rows at smoke shapes (bf16, fp16): every variant with
+#             the grouped GEMM the device picks (the wgmma kernel on an
+#             H100 or H200), the fused variant again on the mma.sync
+#             kernel (MEGABENCH_MOE_GEMM=mma), the kernel each case ran;
+#             then compute-sanitizer memcheck and racecheck over the fused
+#             variant (hot mode).
 #   shard     (two or more GPUs) the whole of suites/nam56r.toml (every row,
 #             dtype and lane; SHARD_ARGS adds selection options, e.g.
 #             "--dtypes bf16 --set lanes=[]") on one GPU (or SHARD_ONE, a
@@ -57,7 +67,8 @@
 #             first case. SHARD_LIMIT_S bounds each run (default 540 s).
 #   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384: with
 #             --check (every row checked) and timed.
-#   smoke     every row of suites/smoke.toml on the GPU.
+#   smoke     every row of suites/smoke.toml on the GPU (ROWS narrows the
+#             rows, here and in the sanitizer phases).
 #   sass      16-byte load and store counts of every fused kernel.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
 # commit and source ids each binary was built from (the build embeds them);
@@ -142,7 +153,7 @@ for phase in "${@:-checks}"; do
 		;;
 	memcheck | racecheck | initcheck)
 		MEGABENCH_SKIP_CEILINGS=1 step "$phase" "${SANITIZER_LIMIT_S:-300}" compute-sanitizer --tool "$phase" --target-processes all \
-			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda -o "$out/$phase.json"
+			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda ${ROWS:+--rows "$ROWS"} -o "$out/$phase.json"
 		grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/$phase.log" | sort | uniq -c
 		;;
 	lanes)
@@ -161,18 +172,48 @@ for phase in "${@:-checks}"; do
 	heavy)
 		rows=${HEAVY_ROWS:-moe_ffn,moe_ffn_swiglu,linear_cross_entropy,ssm_scan,recurrent_scan,mhc_sinkhorn}
 		step heavy "${HEAVY_LIMIT_S:-540}" "$mb" run suites/nam56r.toml --backend cuda --rows "$rows" \
-			--dtypes bf16 --set 'lanes=[]' -o "$out/heavy.json"
+			--dtypes "${HEAVY_DTYPES:-bf16}" --set 'lanes=[]' -o "$out/heavy.json"
 		"$mb" verdict "$out/heavy.json" >"$out/heavy-verdict.txt" 2>&1
 		python3 tests/gpu/heavy_targets.py "$out/heavy.json" | tee "$out/heavy-targets.txt"
 		;;
 	heavy-ncu)
-		for k in moe_ffn:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused recurrent_scan:recurrent_scan_fused \
-			mhc_sinkhorn:mhc_sinkhorn_fused; do
+		for k in moe_ffn:moe_ffn_grouped_gemm moe_ffn_swiglu:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused \
+			recurrent_scan:recurrent_scan_fused mhc_sinkhorn:mhc_sinkhorn_fused; do
+			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",${k%%:*},"* ]] || continue
+			[ -z "${NCU_ROWS:-}" ] || [[ ",$NCU_ROWS," == *",${k%%:*},"* ]] || continue
 			MEGABENCH_SKIP_CEILINGS=1 step "ncu-${k%%:*}" 120 ncu --clock-control none --section SpeedOfLight \
 				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:${k#*:}" -c 2 \
 				--log-file "$out/ncu-${k%%:*}.txt" "$mb" run suites/nam56r.toml --backend cuda --rows "${k%%:*}" \
 				--variants fused --filter '[TL]=16384' --set 'lanes=[]' --set timing.min_samples=1 \
 				--set timing.min_time_s=0 --set timing.warmup=0 -o "$out/ncu-${k%%:*}.json"
+		done
+		moe_logs=()
+		for f in "$out"/ncu-moe_ffn.txt "$out"/ncu-moe_ffn_swiglu.txt; do
+			[ -f "$f" ] && moe_logs+=("$f")
+		done
+		if [ ${#moe_logs[@]} -gt 0 ] && [ -f "$out/heavy.json" ]; then
+			python3 tests/gpu/moe_gemm_rate.py "$out/heavy.json" "${moe_logs[@]}" | tee "$out/moe-gemm-rate.txt"
+		fi
+		;;
+	moe-smoke)
+		rows=moe_ffn,moe_ffn_swiglu
+		MEGABENCH_SKIP_CEILINGS=1 step moe-smoke 200 "$mb" run suites/smoke.toml --backend cuda --rows "$rows" \
+			-o "$out/moe-smoke.json"
+		MEGABENCH_SKIP_CEILINGS=1 step moe-smoke-mma 200 env MEGABENCH_MOE_GEMM=mma "$mb" run suites/smoke.toml \
+			--backend cuda --rows "$rows" \
+			--variants fused -o "$out/moe-smoke-mma.json"
+		for r in moe-smoke moe-smoke-mma; do
+			python3 -c "import json,sys; r=json.load(open(sys.argv[1])); [print(sys.argv[2], c['status'], (c.get('correctness') or {}).get('passed'), c['id'], ' '.join(k['name'].split('(')[0] for k in c.get('kernels') or [] if 'grouped_gemm' in k['name'])) for c in r['cases']]" "$out/$r.json" "$r"
+		done
+		if ! grep -q ' 0 failed' "$out/moe-smoke.log"; then
+			echo "== moe-smoke: a case did not pass; the sanitizers are skipped"
+			continue
+		fi
+		for tool in memcheck racecheck; do
+			MEGABENCH_SKIP_CEILINGS=1 step "moe-$tool" "${SANITIZER_LIMIT_S:-300}" compute-sanitizer --tool "$tool" \
+				--target-processes all --error-exitcode 9 "$mb" run suites/smoke.toml --backend cuda --rows "$rows" \
+				--variants fused --modes hot -o "$out/moe-$tool.json"
+			grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/moe-$tool.log" | sort | uniq -c
 		done
 		;;
 	shard)
@@ -214,7 +255,7 @@ for phase in "${@:-checks}"; do
 		"$mb" validate "$out/alltoall-check.json" "$out/alltoall.json"
 		;;
 	smoke)
-		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda -o "$out/smoke-gpu.json"
+		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda ${ROWS:+--rows "$ROWS"} -o "$out/smoke-gpu.json"
 		grep -E "passed|FAIL|crashed|timeout|skipped" "$out/smoke-gpu.log" | tail -n 15
 		;;
 	sass)

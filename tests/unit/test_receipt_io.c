@@ -315,9 +315,22 @@ static void test_read_file(void)
 	CHECK_MSG(strcmp(err.where, path) == 0 && strcmp(err.text, "larger than 15 bytes, the limit for a test file; "
 		"is this the right file?") == 0, "%s: %s", err.where, err.text);
 	CHECK(text == NULL);
-	/* a device has no size to trust: reading stops at the cap */
+	/* a device has no size to trust: refused unread, as is a FIFO, whose
+	 * open must not wait for a writer */
 	CHECK(mb_read_file(&text, &len, "/dev/zero", cap, "a test file", &err) == MB_EIO);
+	CHECK_MSG(strcmp(err.text, "a character device, not a regular file: refused unread") == 0, "%s", err.text);
 	CHECK(text == NULL);
+	in_root(path, "fifo.json");
+	CHECK(mkfifo(path, 0600) == 0);
+	CHECK(mb_read_file(&text, &len, path, cap, "a test file", &err) == MB_EIO);
+	CHECK_MSG(strcmp(err.text, "a FIFO, not a regular file: refused unread") == 0, "%s", err.text);
+	CHECK(text == NULL);
+	unlink(path);
+	/* a file of size 0 that is not empty (as /proc's are) is read whole */
+	CHECK(mb_read_file(&text, &len, "/proc/self/status", 1 << 20, "a test file", &err) == 0);
+	CHECK(text && len > 0 && strlen(text) == len);
+	free(text);
+	text = NULL;
 	CHECK(mb_read_file(&text, &len, in_root(path, "none.json"), cap, "a test file", &err) == MB_ENOTFOUND);
 	CHECK(strstr(err.text, "No such file") != NULL);
 }

@@ -483,6 +483,23 @@ static bool gave(const mb_shard_costs *c, const char *path)
 	return false;
 }
 
+/* Why a receipt gave no figure: it has no case of the plan, or newer
+ * receipts have each of those it has. */
+static void unused_note(found *f, const json_t *r, const char *path, const mb_plan *plan)
+{
+	json_t *ids = plan_index(plan);
+	const json_t *c;
+	size_t i, n = 0;
+
+	json_array_foreach(json_object_get(r, "cases"), i, c)
+		n += json_object_get(ids, mb_text_get(c, "id")) != NULL;
+	json_decref(ids);
+	if (n)
+		note(f, "%s: a newer receipt has each of its %zu cases of this plan", path, n);
+	else
+		note(f, "%s: no case or lane of this plan to learn from", path);
+}
+
 int mb_shard_costs_load(mb_shard_costs *out, const mb_plan *plan, const mb_suite *suite, const char *backend,
 	const char *const *from, size_t n_from, const char *store, mb_error *err)
 {
@@ -510,7 +527,7 @@ int mb_shard_costs_load(mb_shard_costs *out, const mb_plan *plan, const mb_suite
 			err) : mb_shard_costs_model(out, plan, suite, backend, err);
 	for (size_t i = 0; rc == 0 && i < f->n; i++)
 		if (!gave(out, f->names[i]))
-			note(f, "%s: no case or lane of this plan to learn from", f->names[i]);
+			unused_note(f, f->receipts[i], f->names[i], plan);
 	if (rc == 0 && json_array_size(f->notes)) {
 		out->notes = f->notes;
 		f->notes = NULL;

@@ -62,9 +62,10 @@
 #             case's wall_ns), validate and diff the two case by case, and
 #             shard_balance.py: both wall times, their ratio, and per GPU the
 #             deal's prediction against the worker's wall time; then, unless
-#             SHARD_KILL=0, a sharded run of the bf16 cases (no lanes) with
-#             the same costs and gpu1's worker killed (kill -9) after its
-#             first case. SHARD_LIMIT_S bounds each run (default 540 s).
+#             SHARD_KILL=0, a sharded run of the bf16 cases (no lanes;
+#             SHARD_KILL_ARGS replaces that selection) with the same costs
+#             and gpu1's worker killed (kill -9) after its first case.
+#             SHARD_LIMIT_S bounds each run (default 540 s).
 #   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384: with
 #             --check (every row checked) and timed.
 #   smoke     every row of suites/smoke.toml on the GPU (ROWS narrows the
@@ -234,8 +235,9 @@ for phase in "${@:-checks}"; do
 		python3 tests/gpu/shard_balance.py "$one" "$out/shard-all.json" | tee "$out/shard-balance.txt"
 		[ "${SHARD_KILL:-1}" = 0 ] && continue
 		# a worker killed mid-run: its unfinished cases crashed, the rest kept
-		"$mb" run suites/nam56r.toml --backend cuda --dtypes bf16 --set 'lanes=[]' --gpus all --costs "$one" \
-			-o "$out/shard-kill.json" >"$out/shard-kill.out" 2>"$out/shard-kill.err" &
+		# shellcheck disable=SC2086
+		"$mb" run suites/nam56r.toml --backend cuda ${SHARD_KILL_ARGS:---dtypes bf16 --set lanes=[]} --gpus all \
+			--costs "$one" -o "$out/shard-kill.json" >"$out/shard-kill.out" 2>"$out/shard-kill.err" &
 		run_pid=$!
 		victim=
 		for _ in $(seq 600); do

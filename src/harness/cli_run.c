@@ -501,7 +501,7 @@ static int gpu_pool_of(gpu_pool *out, const run_args *a, const mb_backend *backe
  * rows split over GPUs and the balance. */
 static int print_shards(const mb_plan *plan, const mb_shard_costs *costs, const gpu_pool *pool, mb_error *err)
 {
-	char text[MB_SHARD_TEXT_BYTES];
+	char text[MB_SHARD_TEXT_BYTES], lanes[MB_SHARD_TEXT_BYTES];
 	mb_shard_deal_info deal;
 	mb_shard_row *rows = NULL;
 	json_t *shard_plan = NULL, *v;
@@ -522,9 +522,9 @@ static int print_shards(const mb_plan *plan, const mb_shard_costs *costs, const 
 			cases += rows[r].slot == k ? rows[r].end - rows[r].begin : 0;
 		mb_shard_slot_text(text, sizeof(text), dealt);
 		json_decref(dealt);
-		bool lanes = k == deal.lanes_slot && costs->n_lanes;
-		printf("gpu%d: about %.1f s: %s%s%s; %zu cases\n", pool->devices[k], deal.load_s[k], lanes ? "the lanes" : "",
-			lanes && text[0] ? ", " : "", text[0] || lanes ? text : "nothing", cases);
+		mb_shard_slot_lanes_text(lanes, sizeof(lanes), costs, &deal, k);
+		printf("gpu%d: about %.1f s: %s%s%s; %zu cases\n", pool->devices[k], deal.load_s[k], lanes,
+			lanes[0] && text[0] ? ", " : "", text[0] || lanes[0] ? text : "nothing", cases);
 	}
 	shard_plan = mb_shard_plan_json(costs, &deal, rows, n, plan, pool->n);
 	json_array_foreach(json_object_get(shard_plan, "split_rows"), i, v)

@@ -251,6 +251,9 @@ static int run_lanes(run_state *st, mb_error *err)
 		json_t *msg = NULL;
 		char how[128];
 
+		/* a sharded run deals each lane to one worker */
+		if (st->opts->lanes_run && !st->opts->lanes_run[i])
+			continue;
 		notice(st, "lane %s (%s): running", specs[i].name, specs[i].pattern);
 		if ((rc = mb_child_spawn(&child, lane_main, &job, err)))
 			break;

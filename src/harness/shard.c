@@ -115,7 +115,11 @@ static size_t split_unit(unit *units, size_t n, size_t at, const mb_plan *plan, 
 
 		while (by_group && j < u.end && same_group(&plan->cases[i], &plan->cases[j]))
 			j++;
-		units[at + k] = (unit){i, j, span_cost(costs, i, j), by_group ? UNIT_GROUP : UNIT_CASE};
+		/* a piece that does not start its row may need a row child of
+		 * its own, on another GPU */
+		bool starts_row = i == 0 || plan->cases[i - 1].row != plan->cases[i].row;
+		units[at + k] = (unit){i, j, span_cost(costs, i, j) + (starts_row ? 0 : costs->row_start_s),
+			by_group ? UNIT_GROUP : UNIT_CASE};
 		i = j;
 	}
 	return n - 1 + count;
@@ -139,26 +143,28 @@ static size_t unit_to_split(const unit *units, size_t n, const int *bin, int mos
 	return pick;
 }
 
-/* Deal the units (and the lanes, as item n) by LPT into bin[] and load[];
- * the lanes' slot into *lanes_slot. Returns the most loaded slot. */
-static int deal(int *bin, double *load, int *lanes_slot, double *cost, const unit *units, size_t n,
+/* Deal the units (and the lanes, as items n, n + 1, ...) by LPT into
+ * bin[] and d->load_s, the lanes' slots into d. Returns the most loaded
+ * slot. */
+static int deal(int *bin, mb_shard_deal_info *d, double *cost, const unit *units, size_t n,
 	const mb_shard_costs *costs, int n_slots)
 {
-	bool lanes = costs->n_lanes > 0;
 	int most = 0, least = 0;
 
 	for (size_t i = 0; i < n; i++)
 		cost[i] = units[i].cost;
-	if (lanes)
-		cost[n] = costs->lanes_s;
-	mb_shard_lpt(bin, load, cost, n + lanes, n_slots);
+	for (size_t l = 0; l < costs->n_lanes; l++)
+		cost[n + l] = costs->lane_s[l];
+	mb_shard_lpt(bin, d->load_s, cost, n + costs->n_lanes, n_slots);
 	for (int b = 1; b < n_slots; b++) {
-		most = load[b] > load[most] ? b : most;
-		least = load[b] < load[least] ? b : least;
+		most = d->load_s[b] > d->load_s[most] ? b : most;
+		least = d->load_s[b] < d->load_s[least] ? b : least;
 	}
+	for (size_t l = 0; l < costs->n_lanes; l++)
+		d->lane_slot[l] = bin[n + l];
 	/* without lanes to deal (the cpu backend skips them) the slot that
-	 * ends first takes them, should it be asked to */
-	*lanes_slot = lanes ? bin[n] : least;
+	 * ends first is told about them */
+	d->lanes_slot = costs->n_lanes ? d->lane_slot[0] : least;
 	return most;
 }
 
@@ -198,7 +204,7 @@ static size_t make_parts(mb_shard_row *out, size_t *n_split, const unit *units, 
 int mb_shard_assign(mb_shard_row **out, size_t *out_n, mb_shard_deal_info *info, const mb_plan *plan,
 	const mb_shard_costs *costs, int n_slots, mb_error *err)
 {
-	size_t cap = plan->n_cases + 2, n = 0;
+	size_t cap = plan->n_cases + MB_SHARD_MAX_LANES + 2, n = 0;
 	unit *units = NULL;
 	double *cost = NULL;
 	int *bin = NULL, most;
@@ -211,9 +217,9 @@ int mb_shard_assign(mb_shard_row **out, size_t *out_n, mb_shard_deal_info *info,
 	if (n_slots < 1 || n_slots > MB_SHARD_MAX_GPUS)
 		return mb_error_set(err, MB_EINVAL, "--gpus", "%d GPUs: between 1 and %d can share a run", n_slots,
 			MB_SHARD_MAX_GPUS);
-	if (costs->n_cases != plan->n_cases)
-		return mb_error_set(err, MB_EINVAL, "--gpus", "costs for %zu cases, the plan has %zu", costs->n_cases,
-			plan->n_cases);
+	if (costs->n_cases != plan->n_cases || costs->n_lanes > MB_SHARD_MAX_LANES)
+		return mb_error_set(err, MB_EINVAL, "--gpus", "costs for %zu cases and %zu lanes, the plan has %zu cases",
+			costs->n_cases, costs->n_lanes, plan->n_cases);
 	units = calloc(cap, sizeof(*units));
 	cost = calloc(cap, sizeof(*cost));
 	bin = calloc(cap, sizeof(*bin));
@@ -228,18 +234,22 @@ int mb_shard_assign(mb_shard_row **out, size_t *out_n, mb_shard_deal_info *info,
 			;
 		units[n++] = (unit){begin, end, span_cost(costs, begin, end), UNIT_ROW};
 	}
+	/* one case, with the child a split part of its row may need */
 	for (size_t i = 0; i < plan->n_cases; i++)
-		info->largest_case_s = fmax(info->largest_case_s, costs->case_s[i]);
-	info->total_s = span_cost(costs, 0, plan->n_cases) + (costs->n_lanes > 0 ? costs->lanes_s : 0);
-	info->bound_s = info->total_s / n_slots + info->largest_case_s;
-	if (costs->n_lanes > 0 && costs->lanes_s > info->bound_s)
-		info->bound_s = costs->lanes_s;
+		info->largest_case_s = fmax(info->largest_case_s, costs->case_s[i] + costs->row_start_s);
 	/* split until the most loaded slot meets the bound: it does once every
-	 * unit on it is one case (Graham), so this ends */
+	 * unit on it is one case (Graham), unless lanes crowd it; it ends
+	 * either way, since every split makes a unit more */
 	for (;;) {
 		size_t at;
 
-		most = deal(bin, info->load_s, &info->lanes_slot, cost, units, n, costs, n_slots);
+		most = deal(bin, info, cost, units, n, costs, n_slots);
+		info->total_s = costs->lanes_s;
+		for (size_t i = 0; i < n; i++)
+			info->total_s += units[i].cost;
+		info->bound_s = info->total_s / n_slots + info->largest_case_s;
+		for (size_t l = 0; l < costs->n_lanes; l++)
+			info->bound_s = fmax(info->bound_s, costs->lane_s[l]);
 		if (info->load_s[most] <= info->bound_s * (1 + BOUND_SLACK))
 			break;
 		if ((at = unit_to_split(units, n, bin, most, plan)) == n)
@@ -315,6 +325,30 @@ void mb_shard_slot_text(char *buf, size_t len, const json_t *rows)
 	}
 }
 
+void mb_shard_slot_lanes_text(char *buf, size_t len, const mb_shard_costs *c, const mb_shard_deal_info *d, int slot)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (size_t l = 0; l < c->n_lanes; l++)
+		n += d->lane_slot[l] == slot;
+	for (size_t l = 0, k = 0; l < c->n_lanes; l++)
+		if (d->lane_slot[l] == slot)
+			mb_text_appendf(buf, len, "%s%s", k++ ? ", " : n == 1 ? "lane " : "lanes ", c->lane_name[l]);
+}
+
+json_t *mb_shard_slot_lanes(const mb_shard_costs *c, const mb_shard_deal_info *d, int slot)
+{
+	json_t *names = json_array();
+
+	for (size_t l = 0; names && l < c->n_lanes; l++)
+		if (d->lane_slot[l] == slot && json_array_append_new(names, json_string(c->lane_name[l]))) {
+			json_decref(names);
+			return NULL;
+		}
+	return names;
+}
+
 double mb_shard_balance(const mb_shard_deal_info *d, int n_slots)
 {
 	double sum = 0, most = 0;
@@ -336,7 +370,7 @@ void mb_shard_deal_describe(char *buf, size_t len, const mb_shard_deal_info *d, 
 	mb_text_appendf(buf, len, "the most loaded GPU about %.1f s, %.3f x the mean (%.1f s); the bound %.1f s (", most,
 		mb_shard_balance(d, n_slots), mean, d->bound_s);
 	if (d->bound_s > mean + d->largest_case_s)
-		mb_text_appendf(buf, len, "the lanes, which one GPU runs)");
+		mb_text_appendf(buf, len, "the longest lane, which one GPU runs)");
 	else
 		mb_text_appendf(buf, len, "the mean plus the largest case, %.1f s)", d->largest_case_s);
 }
@@ -354,7 +388,7 @@ json_t *mb_shard_plan_json(const mb_shard_costs *c, const mb_shard_deal_info *d,
 		"cost_model", learned ? "learned" : "bytes", "receipts", c->receipts,
 		"cases", "measured", (json_int_t)c->counts[MB_SHARD_COST_MEASURED], "estimated",
 		(json_int_t)c->counts[MB_SHARD_COST_ESTIMATED], "modeled", (json_int_t)c->counts[MB_SHARD_COST_MODEL],
-		"model_scale", c->model_scale, "lanes_s", c->n_lanes ? c->lanes_s : 0.0, "total_s", d->total_s,
+		"model_scale", c->model_scale, "lanes_s", c->lanes_s, "total_s", d->total_s,
 		"largest_case_s", d->largest_case_s, "bound_s", d->bound_s, "balance", mb_shard_balance(d, n_slots),
 		"split_rows", split);
 }

@@ -48,13 +48,13 @@
  * and stops at timeout_s. It is an estimate, good for ordering rows, not
  * for predicting a run's time; a measured run predicts the next.
  *
- * Lanes (cuda backend) run after the rows of one worker: one item of the
- * deal, costing what the receipt measured (lane wall_ns) or the lanes'
- * budget_s.
+ * Lanes (cuda backend) run after the rows of the worker they are dealt
+ * to: each lane one item of the deal, costing what the newest receipt
+ * timed (the lane's wall_ns) or its budget_s.
  *
  * The deal (mb_shard_assign): the plan's rows, each a run of cases one
  * row child takes (runner.c), dealt longest first to the least loaded GPU
- * (LPT), the lanes with them. A row never holds up the run alone: while
+ * (LPT), each lane with them. A row never holds up the run alone: while
  * the most loaded GPU ends later than the mean load plus the largest case
  * (Graham's bound for a deal of single cases, which therefore always
  * holds in the end), the largest row on it is split into its shape groups
@@ -62,8 +62,10 @@
  * sample and reference: case_driver.h), or, when it holds no row of
  * several groups, its largest group into cases, and the whole is dealt
  * again. A GPU runs its parts of a split row in one row child, in plan
- * order; a group split over GPUs computes its reference on each. The
- * repetitions scale every part alike and are left out.
+ * order; a part that does not start its row is charged a row child's
+ * start (costs.row_start_s); a group split over GPUs computes its
+ * reference on each, which is not charged. The repetitions scale every
+ * part alike and are left out.
  *
  * MEGABENCH_FAKE_GPUS=N (tests only) lets the cpu backend stand N workers
  * on the CPU in for N GPUs, so that sharding, the merge and a killed worker
@@ -84,6 +86,8 @@
 
 /* Most GPUs one sharded run uses. */
 #define MB_SHARD_MAX_GPUS 64
+/* Most lanes one suite's deal takes, each an item of its own. */
+#define MB_SHARD_MAX_LANES 16
 /* Room for a line of text about a deal (mb_shard_costs_describe, ...). */
 #define MB_SHARD_TEXT_BYTES 4096
 /* The test-only variable of the cpu backend's simulated GPUs. */
@@ -112,10 +116,18 @@ typedef struct mb_shard_costs {
 	size_t counts[MB_SHARD_COST_SOURCES]; /* cases per source */
 	/* The bytes model's figures times this; 1 when no case was measured. */
 	double model_scale;
-	/* The suite's lanes, run after the rows of one worker (cuda backend;
-	 * n_lanes 0 elsewhere), and how many of them a receipt timed. */
-	double lanes_s;
+	/* What starting a row child costs (its context and modules): in the
+	 * bytes model's first case of each row, as wall_ns has it in the
+	 * first case a row child runs; and charged to each part of a split
+	 * row that does not start it, since it may need a child of its own. */
+	double row_start_s;
+	/* The suite's lanes (cuda backend; n_lanes 0 elsewhere), in suite
+	 * order, each run after the rows of the worker it is dealt to: its name
+	 * and cost, their sum, and how many of them a receipt timed. */
 	size_t n_lanes, lanes_measured;
+	char lane_name[MB_SHARD_MAX_LANES][64];
+	double lane_s[MB_SHARD_MAX_LANES];
+	double lanes_s;
 	/* The receipts that gave figures, newest last: [{"path", "run_id",
 	 * "cases"}]; an empty array for the bytes model alone. Owned. */
 	json_t *receipts;
@@ -174,11 +186,15 @@ typedef struct mb_shard_row {
 /* What the deal came to, beside its parts. */
 typedef struct mb_shard_deal_info {
 	double load_s[MB_SHARD_MAX_GPUS]; /* per slot, lanes included */
-	int lanes_slot;                   /* the slot that runs the lanes */
-	double total_s;                   /* every case and the lanes */
-	double largest_case_s;
-	/* the mean load plus largest_case_s, or the lanes' cost where that is
-	 * more: the most loaded slot ends by then */
+	int lane_slot[MB_SHARD_MAX_LANES]; /* the slot that runs each lane */
+	/* With no lane to deal (the cpu backend skips them): the slot whose
+	 * worker is told about the suite's lanes all the same, and says it
+	 * skips them; else the first lane's. */
+	int lanes_slot;
+	double total_s;                   /* every case and the lanes (and split parts' row starts) */
+	double largest_case_s;            /* with a row start (costs.row_start_s) */
+	/* the mean load plus largest_case_s, or the longest lane where that
+	 * is more: what the most loaded slot is held to */
 	double bound_s;
 	size_t n_split;                   /* rows split over parts */
 } mb_shard_deal_info;
@@ -197,6 +213,11 @@ json_t *mb_shard_slot_rows(const mb_shard_row *parts, size_t n, const mb_plan *p
 /* mb_shard_slot_rows' array as text: "rope_qk (24), linear_cross_entropy
  * (8 of 16)". */
 void mb_shard_slot_text(char *buf, size_t len, const json_t *rows);
+
+/* The lanes dealt to `slot`, as text ("lanes nam56r, dense"; "" when
+ * none) and as a new array of their names. */
+void mb_shard_slot_lanes_text(char *buf, size_t len, const mb_shard_costs *c, const mb_shard_deal_info *d, int slot);
+json_t *mb_shard_slot_lanes(const mb_shard_costs *c, const mb_shard_deal_info *d, int slot);
 
 /* The largest load over the mean (1: even), of `n_slots` slots. */
 double mb_shard_balance(const mb_shard_deal_info *d, int n_slots);

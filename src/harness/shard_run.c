@@ -55,7 +55,8 @@ typedef struct worker_job {
 	size_t n_rows;
 	int slot;
 	const char *visible;       /* CUDA_VISIBLE_DEVICES for it; "" leaves it alone */
-	bool lanes;                /* this worker runs the suite's lanes */
+	bool lanes;                /* this worker runs lanes (or says it skips them) */
+	const bool *lanes_run;     /* per suite lane, whether it is this worker's; NULL: all */
 	const json_t *provenance, *host;
 } worker_job;
 
@@ -160,6 +161,7 @@ static int worker_main(int fd, void *arg)
 		o.provenance = job->provenance;
 		o.host = job->host;
 		o.skip_lanes = !job->lanes;
+		o.lanes_run = job->lanes_run;
 		o.notices = NULL; /* the parent keeps the run's own notices */
 		o.n_notices = 0;
 		rc = mb_run(&receipt, &o, &err);
@@ -207,7 +209,6 @@ typedef struct shard_state {
 	json_t *passes;             /* per plan case: its finished passes */
 	json_t *notices, *gpus, *topology, *prov, *host;
 	worker w[MB_SHARD_MAX_GPUS];
-	int lanes_slot;
 	int shown;                  /* the slot whose case the live line shows; -1 none */
 	bool stop_sent;
 	int64_t kill_at_ns;
@@ -349,8 +350,6 @@ static int deal_plan(shard_state *st, mb_error *err)
 	for (size_t r = 0; r < st->n_rows; r++)
 		for (size_t i = st->rows[r].begin; i < st->rows[r].end; i++)
 			st->slot_of_case[i] = st->rows[r].slot;
-	/* the lanes (a minute or two, after the rows) were dealt with them */
-	st->lanes_slot = st->deal.lanes_slot;
 	return 0;
 }
 
@@ -401,13 +400,20 @@ static void start_workers(shard_state *st)
 
 	for (int k = 0; k < st->so->n_gpus; k++) {
 		worker *w = &st->w[k];
-		worker_job job = {st->so, st->rows, st->n_rows, k, w->visible, k == st->lanes_slot, st->prov, st->host};
+		bool mine[MB_SHARD_MAX_LANES], any = false;
+		worker_job job = {st->so, st->rows, st->n_rows, k, w->visible, false, st->costs->n_lanes ? mine : NULL,
+			st->prov, st->host};
 		size_t n = slot_cases(st, k);
+		char lanes[ROW_NAMES_BYTES];
 		mb_error err;
 
+		for (size_t l = 0; l < st->costs->n_lanes; l++)
+			any |= mine[l] = st->deal.lane_slot[l] == k;
+		/* with no lane dealt (the cpu backend) one worker says it skips them */
+		job.lanes = any || (st->costs->n_lanes == 0 && k == st->deal.lanes_slot);
 		mb_error_clear(&err);
-		/* a GPU may be dealt the lanes alone */
-		if (n == 0 && !(job.lanes && st->costs->n_lanes > 0)) {
+		/* a GPU may be dealt lanes alone */
+		if (n == 0 && !any) {
 			snprintf(w->ended, sizeof(w->ended), "not started: no rows were left for it");
 			continue;
 		}
@@ -421,9 +427,10 @@ static void start_workers(shard_state *st)
 		w->pid = w->child.pid;
 		w->start_ns = mb_now_ns();
 		row_names(names, sizeof(names), st, k);
-		notice(st, "gpu%d (%s): worker pid %ld runs %zu cases (%s)%s, about %.1f s by the cost model",
-			gpu_index(st, k), gpu_name(st, k), (long)w->child.pid, n, names,
-			k == st->lanes_slot && st->costs->n_lanes ? " and the lanes" : "", st->deal.load_s[k]);
+		mb_shard_slot_lanes_text(lanes, sizeof(lanes), st->costs, &st->deal, k);
+		notice(st, "gpu%d (%s): worker pid %ld runs %zu cases (%s)%s%s, about %.1f s by the cost model",
+			gpu_index(st, k), gpu_name(st, k), (long)w->child.pid, n, names, lanes[0] ? " and " : "", lanes,
+			st->deal.load_s[k]);
 	}
 }
 
@@ -692,6 +699,25 @@ static void device_of_run(shard_state *st, json_t **out_device, json_t **out_cei
 		*out_ceilings = json_pack("{s:n, s:n}", "copy_gbps", "gemm_tflops");
 }
 
+/* The lanes of every worker, in suite order (each worker's are). */
+static json_t *merged_lanes(const shard_state *st)
+{
+	json_t *lanes = json_array();
+
+	for (size_t l = 0; l < st->costs->n_lanes; l++) {
+		const json_t *done = json_object_get(st->w[st->deal.lane_slot[l]].receipt, "lanes"), *lane;
+		size_t i;
+
+		json_array_foreach(done, i, lane)
+			if (!strcmp(mb_text_get(lane, "name"), st->costs->lane_name[l]))
+				json_array_append(lanes, (json_t *)lane);
+	}
+	/* no lane dealt: what the worker told about them did (none ran) */
+	if (st->costs->n_lanes == 0)
+		json_array_extend(lanes, json_object_get(st->w[st->deal.lanes_slot].receipt, "lanes"));
+	return lanes;
+}
+
 /* What each worker ran, how long and how it ended. */
 static json_t *shards_json(const shard_state *st, const size_t *counts)
 {
@@ -702,6 +728,7 @@ static json_t *shards_json(const shard_state *st, const size_t *counts)
 		const json_t *ceilings = json_object_get(w->receipt, "ceilings");
 		json_t *dealt = mb_shard_slot_rows(st->rows, st->n_rows, st->o->plan, k), *row;
 		json_t *rows = json_array(), *split = json_array();
+		json_t *lanes = mb_shard_slot_lanes(st->costs, &st->deal, k);
 		size_t i;
 
 		json_array_foreach(dealt, i, row) {
@@ -716,8 +743,9 @@ static json_t *shards_json(const shard_state *st, const size_t *counts)
 		if (json_array_size(split))
 			json_object_set(shard, "split_rows", split);
 		json_decref(split);
-		if (k == st->lanes_slot && st->costs->n_lanes)
-			json_object_set_new(shard, "lanes", json_true());
+		if (json_array_size(lanes))
+			json_object_set(shard, "lanes", lanes);
+		json_decref(lanes);
 		if (json_is_object(ceilings))
 			json_object_set(shard, "ceilings", (json_t *)ceilings);
 		json_array_append_new(shards, shard);
@@ -757,7 +785,7 @@ static int finish(shard_state *st, json_t **out, const char *started, int64_t wa
 	mb_run_parts parts = {.started_at = started, .notices = st->notices, .wall_ns = 0};
 	/* the provenance and host read once, before the workers */
 	mb_run_options identity = *st->o;
-	json_t *cases = NULL, *device = NULL, *ceilings = NULL;
+	json_t *cases = NULL, *device = NULL, *ceilings = NULL, *lanes = NULL;
 	mb_error outcome;
 	int rc;
 
@@ -791,7 +819,7 @@ static int finish(shard_state *st, json_t **out, const char *started, int64_t wa
 	parts.device = device;
 	parts.ceilings = ceilings;
 	parts.cases = cases;
-	parts.lanes = json_object_get(st->w[st->lanes_slot].receipt, "lanes");
+	parts.lanes = lanes = merged_lanes(st);
 	if (mb_run_receipt(out, &identity, &parts, err) == 0) {
 		json_object_set_new(*out, "gpu_count", json_integer(st->so->n_gpus));
 		json_object_set(*out, "gpus", st->gpus);
@@ -807,6 +835,7 @@ static int finish(shard_state *st, json_t **out, const char *started, int64_t wa
 	json_decref(cases);
 	json_decref(device);
 	json_decref(ceilings);
+	json_decref(lanes);
 	return rc;
 }
 

@@ -144,14 +144,18 @@ static size_t check_parts(const mb_plan *plan, const mb_shard_costs *costs, int 
 	CHECK(split_rows == d.n_split);
 	for (size_t i = 0; i < plan->n_cases; i++) {
 		total += costs->case_s[i];
-		largest = fmax(largest, costs->case_s[i]);
+		largest = fmax(largest, costs->case_s[i] + costs->row_start_s);
 	}
-	CHECK(fabs(d.total_s - total) < EPS * (1 + total) && fabs(d.largest_case_s - largest) < EPS);
+	/* the total is the cases', and a row start for each split part that
+	 * does not start its row */
+	CHECK_MSG(costs->row_start_s > 0 ? d.total_s >= total - EPS * (1 + total) : fabs(d.total_s - total) < EPS * (1 + total),
+		"%s: total %g, the cases' %g", what, d.total_s, total);
+	CHECK(fabs(d.largest_case_s - largest) < EPS);
 	for (int k = 0; k < slots; k++) {
 		CHECK_MSG(fabs(sum[k] - d.load_s[k]) < EPS * (1 + total), "%s: slot %d: parts %g, load %g", what, k, sum[k],
 			d.load_s[k]);
-		CHECK_MSG(d.load_s[k] <= total / slots + largest + EPS * (1 + total), "%s, %d slots: slot %d holds %g, "
-			"more than the mean %g plus the largest case %g", what, slots, k, d.load_s[k], total / slots, largest);
+		CHECK_MSG(d.load_s[k] <= d.total_s / slots + largest + EPS * (1 + total), "%s, %d slots: slot %d holds %g, "
+			"more than the mean %g plus the largest case %g", what, slots, k, d.load_s[k], d.total_s / slots, largest);
 	}
 	for (int k = 0; k < slots; k++) {
 		json_t *rows = mb_shard_slot_rows(parts, n, plan, k), *row;
@@ -202,9 +206,9 @@ static void test_dominant_row(const mb_plan *plan, const mb_suite *suite, const 
 	mb_shard_costs_free(&c);
 }
 
-/* The lanes are one item of the deal, run after the rows of one GPU:
- * longer than a fair share, they have a GPU to themselves and set the
- * bound; shorter, they share one with rows. */
+/* Each lane is an item of the deal, run after the rows of its GPU:
+ * longer than a fair share, each has a GPU to itself and the longest sets
+ * the bound; shorter, they share GPUs with rows. */
 static void test_lanes(const mb_plan *plan, const mb_suite *suite)
 {
 	mb_shard_costs c = model_costs(plan, suite);
@@ -213,24 +217,64 @@ static void test_lanes(const mb_plan *plan, const mb_suite *suite)
 	for (size_t i = 0; i < plan->n_cases; i++)
 		cases_s += c.case_s[i];
 	c.n_lanes = 2;
+	snprintf(c.lane_name[0], sizeof(c.lane_name[0]), "long");
+	snprintf(c.lane_name[1], sizeof(c.lane_name[1]), "short");
 	for (int round = 0; round < 2; round++) {
 		mb_shard_row *parts = NULL;
 		mb_shard_deal_info d;
-		size_t n = 0, on_lanes = 0;
+		size_t n = 0, beside[2] = {0, 0};
+		char text[64];
 		mb_error err;
 
-		c.lanes_s = round == 0 ? cases_s : cases_s / 8;
+		c.lane_s[0] = round == 0 ? cases_s : cases_s / 8;
+		c.lane_s[1] = c.lane_s[0] / 2;
+		c.lanes_s = c.lane_s[0] + c.lane_s[1];
 		CHECK(mb_shard_assign(&parts, &n, &d, plan, &c, 4, &err) == 0);
+		CHECK(d.lane_slot[0] != d.lane_slot[1] && d.lanes_slot == d.lane_slot[0]);
 		for (size_t r = 0; r < n; r++)
-			on_lanes += parts[r].slot == d.lanes_slot;
+			for (int l = 0; l < 2; l++)
+				beside[l] += parts[r].slot == d.lane_slot[l];
 		CHECK(fabs(d.total_s - cases_s - c.lanes_s) < EPS * cases_s);
 		if (round == 0)
-			CHECK_MSG(on_lanes == 0 && fabs(d.load_s[d.lanes_slot] - c.lanes_s) < EPS && fabs(d.bound_s - c.lanes_s) < EPS,
-				"long lanes: %zu parts beside them, load %g, bound %g", on_lanes, d.load_s[d.lanes_slot], d.bound_s);
+			CHECK_MSG(beside[0] == 0 && beside[1] == 0 && fabs(d.load_s[d.lane_slot[0]] - c.lane_s[0]) < EPS
+				&& fabs(d.bound_s - c.lane_s[0]) < EPS, "long lanes: %zu and %zu parts beside them, bound %g", beside[0],
+				beside[1], d.bound_s);
 		else
-			CHECK_MSG(on_lanes > 0 && d.load_s[d.lanes_slot] > c.lanes_s, "short lanes: %zu parts beside them", on_lanes);
+			CHECK_MSG(beside[0] + beside[1] > 0, "short lanes have every GPU they are on to themselves");
 		for (int k = 0; k < 4; k++)
 			CHECK(d.load_s[k] <= d.bound_s * (1 + EPS));
+		mb_shard_slot_lanes_text(text, sizeof(text), &c, &d, d.lane_slot[1]);
+		CHECK_MSG(!strcmp(text, "lane short"), "%s", text);
+		free(parts);
+	}
+	mb_shard_costs_free(&c);
+}
+
+/* On a GPU a row child's start is charged to each split part that does
+ * not start its row: a dominant row still splits, and the bound holds
+ * with the starts counted. */
+static void test_row_start(const mb_plan *plan, const mb_suite *suite)
+{
+	mb_shard_costs c = model_costs(plan, suite);
+	double cases_s = 0;
+
+	c.row_start_s = 0.3;
+	for (size_t i = 0; i < plan->n_cases; i++) {
+		c.case_s[i] = strcmp(plan->cases[i].row->name, "mhc_sinkhorn") ? 0.01 : 1.0;
+		cases_s += c.case_s[i];
+	}
+	for (int slots = 2; slots <= 4; slots++) {
+		mb_shard_row *parts = NULL;
+		mb_shard_deal_info d;
+		size_t n = 0, later = 0;
+		mb_error err;
+
+		CHECK(check_parts(plan, &c, slots, "mhc_sinkhorn dominant, row starts charged") == 1);
+		CHECK(mb_shard_assign(&parts, &n, &d, plan, &c, slots, &err) == 0);
+		for (size_t r = 0; r < n; r++)
+			later += parts[r].begin > 0 && plan->cases[parts[r].begin - 1].row == plan->cases[parts[r].begin].row;
+		CHECK_MSG(later > 0 && d.total_s >= cases_s + 0.3 * (double)later - EPS, "%d slots: total %g for %zu later parts",
+			slots, d.total_s, later);
 		free(parts);
 	}
 	mb_shard_costs_free(&c);
@@ -526,6 +570,7 @@ int main(void)
 		test_dominant_row(plan, suite, "mhc_sinkhorn");
 		test_dominant_row(plan, suite, "rope_qk");
 		test_lanes(plan, suite);
+		test_row_start(plan, suite);
 		test_cost(plan, &suite->settings);
 		test_learn(plan, suite);
 		test_estimate(plan, suite);

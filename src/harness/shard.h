@@ -45,8 +45,9 @@
  *     sampling = max(min_time_s, min_samples * call), at most timeout_s,
  *
  * since the driver samples until min_time_s and min_samples are both met
- * and stops at timeout_s. It is an estimate, good for ordering rows, not
- * for predicting a run's time; a measured run predicts the next.
+ * and stops at timeout_s; the first case of a row adds its child's start
+ * (row_start_s). It is an estimate, good for ordering rows, not for
+ * predicting a run's time; a measured run predicts the next.
  *
  * Lanes (cuda backend) run after the rows of the worker they are dealt
  * to: each lane one item of the deal, costing what the newest receipt
@@ -56,8 +57,9 @@
  * row child takes (runner.c), dealt longest first to the least loaded GPU
  * (LPT), each lane with them. A row never holds up the run alone: while
  * the most loaded GPU ends later than the mean load plus the largest case
- * (Graham's bound for a deal of single cases, which therefore always
- * holds in the end), the largest row on it is split into its shape groups
+ * (Graham's bound for a deal of single cases, which therefore holds in
+ * the end, unless lanes crowd that GPU; the longest lane where that is
+ * more), the largest row on it is split into its shape groups
  * (the cases of one shape and dtype, which share one input seed, row
  * sample and reference: case_driver.h), or, when it holds no row of
  * several groups, its largest group into cases, and the whole is dealt

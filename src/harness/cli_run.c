@@ -39,6 +39,8 @@
  * (DIR/incomplete/NAME): kept, but out of the folder gate --baseline-dir
  * and history read. */
 #define INCOMPLETE_DIR "incomplete"
+/* The most --costs options one run takes. */
+#define MAX_COSTS 64
 
 static volatile sig_atomic_t interrupted;
 
@@ -95,7 +97,15 @@ static void run_usage(FILE *f)
 		"      --gpus N|all      spread the rows over N GPUs (all: every visible one, or every\n"
 		"                        --devices GPU), a worker process per GPU, longest rows first to\n"
 		"                        the least loaded; one receipt, each case naming its GPU. A GPU\n"
-		"                        whose worker dies loses only its unfinished cases (crashed)\n"
+		"                        whose worker dies loses only its unfinished cases (crashed).\n"
+		"                        A row that would end after the others is split over GPUs by\n"
+		"                        shape group (or case), so that no GPU ends later than the mean\n"
+		"                        load plus one case; --dry-run prints the deal for N GPUs\n"
+		"      --costs FROM      with --gpus: deal by the costs a receipt measured (each case's\n"
+		"                        wall_ns) instead of the bytes model; FROM is a receipt or a\n"
+		"                        folder of them, repeatable, the newest receipt of a case wins.\n"
+		"                        Without it, --save-to DIR's newest receipt of the suite does\n"
+		"                        (the plan and a notice say which costs were used)\n"
 		"      --seed N          input generator seed (default: the suite's)\n"
 		"      --min-time S      override the suite's min_time_s\n"
 		"      --timeout S       override the suite's timeout_s\n"
@@ -139,6 +149,8 @@ typedef struct run_args {
 	const char *repetitions;
 	const char *timeout;
 	const char *save_to;
+	const char *costs[MAX_COSTS];
+	size_t n_costs;
 	mb_suite_set sets[MB_SUITE_MAX_SETS];
 	size_t n_sets;
 	char modes_set[PATH_BYTES], modes_label[PATH_BYTES];
@@ -157,7 +169,8 @@ static int once(const char **slot, const char *flag)
 static int parse_args(run_args *a, int argc, char **argv)
 {
 	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY,
-		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE, OPT_SAVE_TO, OPT_GPUS };
+		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE, OPT_SAVE_TO, OPT_GPUS,
+		OPT_COSTS };
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"backend", required_argument, NULL, 'b'},
@@ -171,6 +184,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 		{"list", no_argument, NULL, OPT_LIST},
 		{"devices", required_argument, NULL, OPT_DEVICES},
 		{"gpus", required_argument, NULL, OPT_GPUS},
+		{"costs", required_argument, NULL, OPT_COSTS},
 		{"force", no_argument, NULL, OPT_FORCE},
 		{"save-to", required_argument, NULL, OPT_SAVE_TO},
 		{"seed", required_argument, NULL, OPT_SEED},
@@ -206,6 +220,11 @@ static int parse_args(run_args *a, int argc, char **argv)
 		case OPT_LIST: a->list = 1; break;
 		case OPT_DEVICES: a->devices = optarg; break;
 		case OPT_GPUS: a->gpus = optarg; break;
+		case OPT_COSTS:
+			if (a->n_costs == MAX_COSTS)
+				return mb_cli_usage_error("run", "more than %d --costs options", MAX_COSTS);
+			a->costs[a->n_costs++] = optarg;
+			break;
 		case OPT_FORCE: a->force = 1; break;
 		case OPT_SAVE_TO: a->save_to = optarg; break;
 		case OPT_SEED: a->seed = optarg; break;
@@ -234,6 +253,8 @@ static int parse_args(run_args *a, int argc, char **argv)
 			return mb_cli_usage_error("run", "--gpus expects a number of GPUs from 1 to %d, or all, got \"%s\"",
 				MB_SHARD_MAX_GPUS, a->gpus);
 	}
+	if (a->n_costs && !a->gpus)
+		return mb_cli_usage_error("run", "--costs deals a run over GPUs: it needs --gpus");
 	if (a->save_to && (a->output || a->force))
 		return mb_cli_usage_error("run", "--save-to names the file itself and never replaces one: "
 			"not with %s", a->output ? "-o" : "--force");
@@ -446,6 +467,13 @@ static int gpu_pool_of(gpu_pool *out, const run_args *a, const mb_backend *backe
 	bool all = strcmp(a->gpus, "all") == 0;
 
 	memset(out, 0, sizeof(*out));
+	if (a->dry_run && !all && !a->devices) {
+		/* a deal for N GPUs can be shown on any machine */
+		out->n = atoi(a->gpus);
+		for (int i = 0; i < out->n; i++)
+			out->devices[i] = i;
+		return 0;
+	}
 	if ((rc = visible_gpus(&visible, &out->simulated, backend, err)))
 		return rc;
 	if (a->devices) {
@@ -468,25 +496,43 @@ static int gpu_pool_of(gpu_pool *out, const run_args *a, const mb_backend *backe
 	return 0;
 }
 
-/* --dry-run --gpus: which rows each GPU would run. */
-static int print_shards(const mb_plan *plan, const mb_settings *s, const char *backend, const gpu_pool *pool,
-	mb_error *err)
+/* --dry-run --gpus: the costs used, which rows each GPU would run, the
+ * rows split over GPUs and the balance. */
+static int print_shards(const mb_plan *plan, const mb_shard_costs *costs, const gpu_pool *pool, mb_error *err)
 {
-	double load[MB_SHARD_MAX_GPUS];
+	char text[MB_SHARD_TEXT_BYTES], lanes[MB_SHARD_TEXT_BYTES];
+	mb_shard_deal_info deal;
 	mb_shard_row *rows = NULL;
-	size_t n = 0;
-	int rc = mb_shard_assign(&rows, &n, load, plan, s, backend, pool->n, err);
+	json_t *shard_plan = NULL, *v;
+	size_t n = 0, i;
+	int rc = mb_shard_assign(&rows, &n, &deal, plan, costs, pool->n, err);
 
-	for (int k = 0; rc == 0 && k < pool->n; k++) {
+	if (rc)
+		return rc;
+	json_array_foreach(costs->notes, i, v)
+		printf("note: %s\n", json_string_value(v));
+	mb_shard_costs_describe(text, sizeof(text), costs);
+	printf("cost model: %s\n", text);
+	for (int k = 0; k < pool->n; k++) {
+		json_t *dealt = mb_shard_slot_rows(rows, n, plan, k);
 		size_t cases = 0;
-		printf("gpu%d: about %.1f s:", pool->devices[k], load[k]);
+
 		for (size_t r = 0; r < n; r++)
-			if (rows[r].slot == k) {
-				printf(" %s (%zu)", plan->cases[rows[r].begin].row->name, rows[r].end - rows[r].begin);
-				cases += rows[r].end - rows[r].begin;
-			}
-		printf("; %zu cases\n", cases);
+			cases += rows[r].slot == k ? rows[r].end - rows[r].begin : 0;
+		mb_shard_slot_text(text, sizeof(text), dealt);
+		json_decref(dealt);
+		mb_shard_slot_lanes_text(lanes, sizeof(lanes), costs, &deal, k);
+		printf("gpu%d: about %.1f s: %s%s%s; %zu cases\n", pool->devices[k], deal.load_s[k], lanes,
+			lanes[0] && text[0] ? ", " : "", text[0] || lanes[0] ? text : "nothing", cases);
 	}
+	shard_plan = mb_shard_plan_json(costs, &deal, rows, n, plan, pool->n);
+	json_array_foreach(json_object_get(shard_plan, "split_rows"), i, v)
+		printf("%s%s", i ? ", " : "split across GPUs: ", json_string_value(v));
+	if (json_array_size(json_object_get(shard_plan, "split_rows")))
+		printf("\n");
+	mb_shard_deal_describe(text, sizeof(text), &deal, pool->n);
+	printf("balance: %s\n", text);
+	json_decref(shard_plan);
 	free(rows);
 	return rc;
 }
@@ -550,6 +596,7 @@ typedef struct run_ctx {
 	int repetitions;
 	signal_guard *signals;
 	const gpu_pool *pool;   /* --gpus: spread over these; NULL: the current device */
+	const mb_shard_costs *costs; /* --gpus: what each case costs */
 } run_ctx;
 
 /* A complete run with cases: what a nightly store may hold. */
@@ -609,7 +656,7 @@ static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 			.repetitions = r->repetitions,
 		};
 		if (r->pool) {
-			mb_shard_options so = {&o, r->pool->devices, r->pool->n, r->pool->simulated};
+			mb_shard_options so = {&o, r->pool->devices, r->pool->n, r->pool->simulated, r->costs};
 			rc = mb_shard_run(&receipt, &so, &err);
 		} else {
 			rc = mb_run(&receipt, &o, &err);
@@ -683,6 +730,7 @@ int mb_cli_run(int argc, char **argv)
 	char **command = copy_argv(argc, argv);
 	int devices[MAX_DEVICES] = {0}, n_devices = 1, n_outputs;
 	gpu_pool pool;
+	mb_shard_costs costs = {0};
 	size_t n_notices = 0;
 	int code, rc, repetitions = 1;
 
@@ -751,9 +799,15 @@ int mb_cli_run(int argc, char **argv)
 		code = MB_EXIT_INPUT;
 		goto cleanup;
 	}
+	/* what each case costs, for the deal (shard.h) */
+	if (a.gpus && mb_shard_costs_load(&costs, plan, suite, backend->name, a.costs, a.n_costs, a.save_to, &err)) {
+		mb_cli_error(&err);
+		code = MB_EXIT_INPUT;
+		goto cleanup;
+	}
 	if (a.dry_run) {
 		print_plan(plan);
-		if (a.gpus && print_shards(plan, &suite->settings, backend->name, &pool, &err)) {
+		if (a.gpus && print_shards(plan, &costs, &pool, &err)) {
 			mb_cli_error(&err);
 			code = MB_EXIT_INPUT;
 			goto cleanup;
@@ -808,7 +862,7 @@ int mb_cli_run(int argc, char **argv)
 	code = MB_EXIT_OK;
 	for (int d = 0; d < n_outputs && !interrupted; d++) {
 		run_ctx r = {&a, suite, plan, backend, notices, n_notices, argc + 1, command, repetitions, &signals,
-			a.gpus ? &pool : NULL};
+			a.gpus ? &pool : NULL, a.gpus ? &costs : NULL};
 		char device[32];
 		int one;
 		if (a.devices && !a.gpus) {
@@ -826,6 +880,7 @@ cleanup:
 	 * between here and exit must not turn a finished run's exit code into
 	 * "killed". */
 	free(command);
+	mb_shard_costs_free(&costs);
 	mb_plan_free(plan);
 	mb_suite_free(suite);
 	return code;

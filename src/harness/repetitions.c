@@ -142,7 +142,7 @@ json_t *mb_case_merge_repetitions(json_t *const *passes, size_t n)
 	json_t *c, *timings[MB_MAX_REPETITIONS];
 	const json_t *first = passes[0];
 	size_t worst = worst_pass(passes, n), timed = 0;
-	json_int_t peak = 0;
+	json_int_t peak = 0, wall = 0;
 
 	if (n == 1 || n > MB_MAX_REPETITIONS)
 		return n == 1 ? json_incref(passes[0]) : NULL;
@@ -159,10 +159,13 @@ json_t *mb_case_merge_repetitions(json_t *const *passes, size_t n)
 		if (json_is_object(t))
 			timings[timed++] = (json_t *)t;
 		peak = p > peak ? p : peak;
+		wall += json_integer_value(json_object_get(passes[k], "wall_ns"));
 		if (json_is_object(sig) && !json_is_true(json_object_get(sig, "matches")))
 			json_object_set_new(json_object_get(c, "signature"), "matches", json_false());
 	}
 	json_object_set_new(json_object_get(c, "memory"), "io_bytes", json_integer(peak));
+	if (json_object_get(first, "wall_ns"))
+		json_object_set_new(c, "wall_ns", json_integer(wall));
 	/* only passes that were timed make a timing; all of them must have been */
 	if (timed == n) {
 		json_t *t = merged_timing(timings, n);

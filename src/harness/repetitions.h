@@ -22,7 +22,8 @@
  *  - throughput rescaled to the merged median (per-launch times are the
  *    first pass's), memory the largest, kernels and signature the first
  *    pass's (the signature matches only if it matched in every pass);
- *  - findings of every pass, those of later passes prefixed "pass K: ".
+ *  - findings of every pass, those of later passes prefixed "pass K: ";
+ *  - wall_ns, where passes record it: their sum (what the case cost the run).
  * The events and span medians are the first pass's. With n == 1 it returns
  * a new reference to the one case; n is at most MB_MAX_REPETITIONS. NULL on
  * allocation failure. */

@@ -170,6 +170,9 @@ typedef struct run_state {
 	json_t *device, *ceilings;
 	mb_phase_ns phases;
 	bool interrupted;
+	/* When the case now running began: the previous case's result, or the
+	 * start of its row child (a case's wall_ns, which --gpus learns from) */
+	int64_t case_from_ns;
 } run_state;
 
 static void notice(run_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -248,6 +251,9 @@ static int run_lanes(run_state *st, mb_error *err)
 		json_t *msg = NULL;
 		char how[128];
 
+		/* a sharded run deals each lane to one worker */
+		if (st->opts->lanes_run && !st->opts->lanes_run[i])
+			continue;
 		notice(st, "lane %s (%s): running", specs[i].name, specs[i].pattern);
 		if ((rc = mb_child_spawn(&child, lane_main, &job, err)))
 			break;
@@ -310,6 +316,17 @@ static int run_probe(run_state *st, mb_error *err)
 	return rc;
 }
 
+/* The wall time the case took, as the parent saw it: its child's start
+ * or the row's previous case included, so that the cases of a run add up
+ * to the time its rows took (shard.h learns from it). */
+static void set_case_wall(run_state *st, json_t *c)
+{
+	int64_t now = mb_now_ns();
+
+	json_object_set_new(c, "wall_ns", json_integer(now > st->case_from_ns ? now - st->case_from_ns : 0));
+	st->case_from_ns = now;
+}
+
 /* A case that produced no result of its own. */
 static void record_lost_case(run_state *st, size_t index, const char *status, const char *why)
 {
@@ -317,6 +334,7 @@ static void record_lost_case(run_state *st, size_t index, const char *status, co
 	json_t *c = mb_case_json_new(plan, st->opts->backend->name);
 
 	mb_case_json_set_status(c, status, why);
+	set_case_wall(st, c);
 	json_array_append_new(json_array_get(st->results, index), c);
 	if (st->opts->progress && st->opts->progress->case_done)
 		st->opts->progress->case_done(st->opts->progress->ctx, index, plan, c);
@@ -326,6 +344,7 @@ static void record_case(run_state *st, size_t index, json_t *c)
 {
 	const mb_case_plan *plan = &st->opts->plan->cases[index];
 
+	set_case_wall(st, c);
 	json_array_append(json_array_get(st->results, index), c);
 	if (st->opts->progress && st->opts->progress->case_done)
 		st->opts->progress->case_done(st->opts->progress->ctx, index, plan, c);
@@ -368,6 +387,7 @@ static int run_row(run_state *st, size_t begin, size_t end, mb_error *err)
 		char how[128], why[512];
 		int rc;
 
+		st->case_from_ns = mb_now_ns();
 		rc = mb_child_spawn(&child, row_main, &job, err);
 		if (rc)
 			return rc;

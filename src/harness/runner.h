@@ -50,6 +50,9 @@ typedef struct mb_run_options {
 	 * whether the suite's lanes are another worker's to run. */
 	const json_t *provenance, *host;
 	bool skip_lanes;
+	/* A sharded worker that runs lanes: per suite lane (suite order),
+	 * whether it is this worker's (borrowed); NULL: every lane. */
+	const bool *lanes_run;
 } mb_run_options;
 
 /* What a run produced, for its receipt: mb_run's own, or the merge of a

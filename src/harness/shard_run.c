@@ -18,6 +18,7 @@
 #include "harness/cuda_topology.h"
 #include "harness/hostinfo.h"
 #include "harness/isolate.h"
+#include "receipts/text.h"
 
 #define VISIBLE_ENV "CUDA_VISIBLE_DEVICES"
 /* A worker sees one GPU: CUDA's device 0. */
@@ -54,7 +55,8 @@ typedef struct worker_job {
 	size_t n_rows;
 	int slot;
 	const char *visible;       /* CUDA_VISIBLE_DEVICES for it; "" leaves it alone */
-	bool lanes;                /* this worker runs the suite's lanes */
+	bool lanes;                /* this worker runs lanes (or says it skips them) */
+	const bool *lanes_run;     /* per suite lane, whether it is this worker's; NULL: all */
 	const json_t *provenance, *host;
 } worker_job;
 
@@ -159,6 +161,7 @@ static int worker_main(int fd, void *arg)
 		o.provenance = job->provenance;
 		o.host = job->host;
 		o.skip_lanes = !job->lanes;
+		o.lanes_run = job->lanes_run;
 		o.notices = NULL; /* the parent keeps the run's own notices */
 		o.n_notices = 0;
 		rc = mb_run(&receipt, &o, &err);
@@ -197,14 +200,15 @@ typedef struct worker {
 typedef struct shard_state {
 	const mb_shard_options *so;
 	const mb_run_options *o;
-	mb_shard_row *rows;
+	mb_shard_row *rows;         /* the parts of the plan, each to a slot */
 	size_t n_rows;
-	double load[MB_SHARD_MAX_GPUS];
+	mb_shard_deal_info deal;
+	mb_shard_costs model;       /* the bytes model's, when no costs were given */
+	const mb_shard_costs *costs;
 	int *slot_of_case;
 	json_t *passes;             /* per plan case: its finished passes */
 	json_t *notices, *gpus, *topology, *prov, *host;
 	worker w[MB_SHARD_MAX_GPUS];
-	int lanes_slot;
 	int shown;                  /* the slot whose case the live line shows; -1 none */
 	bool stop_sent;
 	int64_t kill_at_ns;
@@ -327,20 +331,58 @@ static int simulated_gpus(shard_state *st, mb_error *err)
 	return 0;
 }
 
+/* ---- the deal ---------------------------------------------------------------- */
+
+/* The plan's parts to the GPUs, by the costs given or the bytes model. */
+static int deal_plan(shard_state *st, mb_error *err)
+{
+	const mb_run_options *o = st->o;
+	int rc;
+
+	st->costs = st->so->costs;
+	if (!st->costs) {
+		if ((rc = mb_shard_costs_model(&st->model, o->plan, o->suite, o->backend->name, err)))
+			return rc;
+		st->costs = &st->model;
+	}
+	if ((rc = mb_shard_assign(&st->rows, &st->n_rows, &st->deal, o->plan, st->costs, st->so->n_gpus, err)))
+		return rc;
+	for (size_t r = 0; r < st->n_rows; r++)
+		for (size_t i = st->rows[r].begin; i < st->rows[r].end; i++)
+			st->slot_of_case[i] = st->rows[r].slot;
+	return 0;
+}
+
+/* Which costs the deal used, what it split and how even it came out. */
+static void deal_notices(shard_state *st)
+{
+	json_t *plan = mb_shard_plan_json(st->costs, &st->deal, st->rows, st->n_rows, st->o->plan, st->so->n_gpus);
+	char text[MB_SHARD_TEXT_BYTES], split[TEXT_BYTES] = "";
+	const json_t *v;
+	size_t i;
+
+	json_array_foreach(st->costs->notes, i, v)
+		notice(st, "%s", json_string_value(v));
+	mb_shard_costs_describe(text, sizeof(text), st->costs);
+	notice(st, "cost model: %s", text);
+	json_array_foreach(json_object_get(plan, "split_rows"), i, v)
+		mb_text_appendf(split, sizeof(split), "%s%s", i ? ", " : "", json_string_value(v));
+	if (split[0])
+		notice(st, "split across GPUs, so that no row holds up the run alone: %s", split);
+	mb_shard_deal_describe(text, sizeof(text), &st->deal, st->so->n_gpus);
+	notice(st, "balance: %s", text);
+	json_decref(plan);
+}
+
 /* ---- starting the workers ---------------------------------------------------- */
 
-/* "rope_qk, relu2" */
+/* "rope_qk (24), linear_cross_entropy (8 of 16)" */
 static void row_names(char *buf, size_t len, const shard_state *st, int slot)
 {
-	size_t used = 0;
+	json_t *rows = mb_shard_slot_rows(st->rows, st->n_rows, st->o->plan, slot);
 
-	buf[0] = '\0';
-	for (size_t r = 0; r < st->n_rows && used + 1 < len; r++) {
-		if (st->rows[r].slot != slot)
-			continue;
-		int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", st->o->plan->cases[st->rows[r].begin].row->name);
-		used += n > 0 ? (size_t)n : 0;
-	}
+	mb_shard_slot_text(buf, len, rows);
+	json_decref(rows);
 }
 
 static size_t slot_cases(const shard_state *st, int slot)
@@ -358,12 +400,20 @@ static void start_workers(shard_state *st)
 
 	for (int k = 0; k < st->so->n_gpus; k++) {
 		worker *w = &st->w[k];
-		worker_job job = {st->so, st->rows, st->n_rows, k, w->visible, k == st->lanes_slot, st->prov, st->host};
+		bool mine[MB_SHARD_MAX_LANES], any = false;
+		worker_job job = {st->so, st->rows, st->n_rows, k, w->visible, false, st->costs->n_lanes ? mine : NULL,
+			st->prov, st->host};
 		size_t n = slot_cases(st, k);
+		char lanes[ROW_NAMES_BYTES];
 		mb_error err;
 
+		for (size_t l = 0; l < st->costs->n_lanes; l++)
+			any |= mine[l] = st->deal.lane_slot[l] == k;
+		/* with no lane dealt (the cpu backend) one worker says it skips them */
+		job.lanes = any || (st->costs->n_lanes == 0 && k == st->deal.lanes_slot);
 		mb_error_clear(&err);
-		if (n == 0) {
+		/* a GPU may be dealt lanes alone */
+		if (n == 0 && !any) {
 			snprintf(w->ended, sizeof(w->ended), "not started: no rows were left for it");
 			continue;
 		}
@@ -377,8 +427,10 @@ static void start_workers(shard_state *st)
 		w->pid = w->child.pid;
 		w->start_ns = mb_now_ns();
 		row_names(names, sizeof(names), st, k);
-		notice(st, "gpu%d (%s): worker pid %ld runs %zu cases (%s), about %.1f s by the cost model",
-			gpu_index(st, k), gpu_name(st, k), (long)w->child.pid, n, names, st->load[k]);
+		mb_shard_slot_lanes_text(lanes, sizeof(lanes), st->costs, &st->deal, k);
+		notice(st, "gpu%d (%s): worker pid %ld runs %zu cases (%s)%s%s, about %.1f s by the cost model",
+			gpu_index(st, k), gpu_name(st, k), (long)w->child.pid, n, names, lanes[0] ? " and " : "", lanes,
+			st->deal.load_s[k]);
 	}
 }
 
@@ -647,6 +699,25 @@ static void device_of_run(shard_state *st, json_t **out_device, json_t **out_cei
 		*out_ceilings = json_pack("{s:n, s:n}", "copy_gbps", "gemm_tflops");
 }
 
+/* The lanes of every worker, in suite order (each worker's are). */
+static json_t *merged_lanes(const shard_state *st)
+{
+	json_t *lanes = json_array();
+
+	for (size_t l = 0; l < st->costs->n_lanes; l++) {
+		const json_t *done = json_object_get(st->w[st->deal.lane_slot[l]].receipt, "lanes"), *lane;
+		size_t i;
+
+		json_array_foreach(done, i, lane)
+			if (!strcmp(mb_text_get(lane, "name"), st->costs->lane_name[l]))
+				json_array_append(lanes, (json_t *)lane);
+	}
+	/* no lane dealt: what the worker told about them did (none ran) */
+	if (st->costs->n_lanes == 0)
+		json_array_extend(lanes, json_object_get(st->w[st->deal.lanes_slot].receipt, "lanes"));
+	return lanes;
+}
+
 /* What each worker ran, how long and how it ended. */
 static json_t *shards_json(const shard_state *st, const size_t *counts)
 {
@@ -655,14 +726,26 @@ static json_t *shards_json(const shard_state *st, const size_t *counts)
 	for (int k = 0; k < st->so->n_gpus; k++) {
 		const worker *w = &st->w[k];
 		const json_t *ceilings = json_object_get(w->receipt, "ceilings");
-		json_t *rows = json_array();
+		json_t *dealt = mb_shard_slot_rows(st->rows, st->n_rows, st->o->plan, k), *row;
+		json_t *rows = json_array(), *split = json_array();
+		json_t *lanes = mb_shard_slot_lanes(st->costs, &st->deal, k);
+		size_t i;
 
-		for (size_t r = 0; r < st->n_rows; r++)
-			if (st->rows[r].slot == k)
-				json_array_append_new(rows, json_string(st->o->plan->cases[st->rows[r].begin].row->name));
+		json_array_foreach(dealt, i, row) {
+			json_array_append(rows, json_object_get(row, "row"));
+			if (json_integer_value(json_object_get(row, "cases")) != json_integer_value(json_object_get(row, "of")))
+				json_array_append(split, row);
+		}
+		json_decref(dealt);
 		json_t *shard = json_pack("{s:i, s:o, s:f, s:I, s:I, s:s}", "gpu", k, "rows", rows, "estimated_s",
-			st->load[k], "cases", (json_int_t)counts[k], "wall_ns", (json_int_t)w->wall_ns, "ended", w->ended);
+			st->deal.load_s[k], "cases", (json_int_t)counts[k], "wall_ns", (json_int_t)w->wall_ns, "ended", w->ended);
 
+		if (json_array_size(split))
+			json_object_set(shard, "split_rows", split);
+		json_decref(split);
+		if (json_array_size(lanes))
+			json_object_set(shard, "lanes", lanes);
+		json_decref(lanes);
 		if (json_is_object(ceilings))
 			json_object_set(shard, "ceilings", (json_t *)ceilings);
 		json_array_append_new(shards, shard);
@@ -702,7 +785,7 @@ static int finish(shard_state *st, json_t **out, const char *started, int64_t wa
 	mb_run_parts parts = {.started_at = started, .notices = st->notices, .wall_ns = 0};
 	/* the provenance and host read once, before the workers */
 	mb_run_options identity = *st->o;
-	json_t *cases = NULL, *device = NULL, *ceilings = NULL;
+	json_t *cases = NULL, *device = NULL, *ceilings = NULL, *lanes = NULL;
 	mb_error outcome;
 	int rc;
 
@@ -736,12 +819,14 @@ static int finish(shard_state *st, json_t **out, const char *started, int64_t wa
 	parts.device = device;
 	parts.ceilings = ceilings;
 	parts.cases = cases;
-	parts.lanes = json_object_get(st->w[st->lanes_slot].receipt, "lanes");
+	parts.lanes = lanes = merged_lanes(st);
 	if (mb_run_receipt(out, &identity, &parts, err) == 0) {
 		json_object_set_new(*out, "gpu_count", json_integer(st->so->n_gpus));
 		json_object_set(*out, "gpus", st->gpus);
 		json_object_set(*out, "topology", st->topology);
 		json_object_set_new(*out, "shards", shards_json(st, counts));
+		json_object_set_new(*out, "shard_plan", mb_shard_plan_json(st->costs, &st->deal, st->rows, st->n_rows,
+			st->o->plan, st->so->n_gpus));
 		if (rc && err)
 			*err = outcome;
 	} else {
@@ -750,6 +835,7 @@ static int finish(shard_state *st, json_t **out, const char *started, int64_t wa
 	json_decref(cases);
 	json_decref(device);
 	json_decref(ceilings);
+	json_decref(lanes);
 	return rc;
 }
 
@@ -786,21 +872,14 @@ int mb_shard_run(json_t **out, const mb_shard_options *so, mb_error *err)
 		notice(&st, "%s", checkout_text);
 	if ((rc = so->simulated ? simulated_gpus(&st, err) : probe_topology(&st, err)))
 		goto cleanup;
-	if ((rc = mb_shard_assign(&st.rows, &st.n_rows, st.load, o->plan, &o->suite->settings, o->backend->name,
-		so->n_gpus, err)))
+	if ((rc = deal_plan(&st, err)))
 		goto cleanup;
-	for (size_t r = 0; r < st.n_rows; r++)
-		for (size_t i = st.rows[r].begin; i < st.rows[r].end; i++)
-			st.slot_of_case[i] = st.rows[r].slot;
-	/* the lanes (minutes, after the rows) go to the GPU that ends first */
-	for (int k = 1; k < so->n_gpus; k++)
-		if (st.load[k] < st.load[st.lanes_slot])
-			st.lanes_slot = k;
 	if (o->progress && o->progress->begin)
 		o->progress->begin(o->progress->ctx, o->plan->n_cases * (size_t)reps, o->backend->name);
-	notice(&st, "%d GPU%s, topology %s (source: %s): %zu rows dealt longest first to the least loaded",
+	notice(&st, "%d GPU%s, topology %s (source: %s): the rows dealt longest first to the least loaded",
 		so->n_gpus, so->n_gpus == 1 ? "" : "s", json_string_value(json_object_get(st.topology, "class")),
-		json_string_value(json_object_get(st.topology, "source")), st.n_rows);
+		json_string_value(json_object_get(st.topology, "source")));
+	deal_notices(&st);
 	start_workers(&st);
 	rc = wait_workers(&st, err);
 	for (int k = 0; k < so->n_gpus; k++)
@@ -812,6 +891,7 @@ cleanup:
 	for (int k = 0; k < so->n_gpus && k < MB_SHARD_MAX_GPUS; k++)
 		json_decref(st.w[k].receipt);
 	free(st.rows);
+	mb_shard_costs_free(&st.model);
 	free(st.slot_of_case);
 	json_decref(st.passes);
 	json_decref(st.notices);

@@ -490,9 +490,10 @@ static int kind_drift(mb_diff *d, const char *id, const json_t *b, const json_t 
  * settings.repetitions, which may differ like the sample counts. */
 static bool optional_field(const char *path)
 {
-	/* gpu comes with sharding, which never changes what a sample means */
+	/* gpu comes with sharding, which never changes what a sample means;
+	 * wall_ns is what a case cost the run, which older receipts lack */
 	return !strcmp(path, "error") || !strcmp(path, "timing.repetitions")
-		|| !strcmp(path, "timing.between_run_noise") || !strcmp(path, "gpu");
+		|| !strcmp(path, "timing.between_run_noise") || !strcmp(path, "gpu") || !strcmp(path, "wall_ns");
 }
 
 /* Append to `buf` the path of every member of `b` (recursively through

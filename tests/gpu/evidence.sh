@@ -58,11 +58,18 @@
 #             kernel (MEGABENCH_MOE_GEMM=mma), the kernel each case ran;
 #             then compute-sanitizer memcheck and racecheck over the fused
 #             variant (hot mode).
-#   shard     (two or more GPUs) suites/nam56r.toml in bf16 without lanes
-#             and without linear_cross_entropy (SHARD_EXCLUDE; its host
-#             reference takes minutes) on one GPU, then on all of them
-#             (--gpus all), validate and diff the two; then the sharded run
-#             again with gpu1's worker killed (kill -9) after its first case.
+#   shard     (two or more GPUs) the whole of suites/nam56r.toml (every row,
+#             dtype and lane; SHARD_ARGS adds selection options, e.g.
+#             "--dtypes bf16 --set lanes=[]") on one GPU (or SHARD_ONE, a
+#             receipt of an earlier call), then on all of them (--gpus all)
+#             with the costs the one-GPU receipt measured (--costs: each
+#             case's wall_ns), validate and diff the two case by case, and
+#             shard_balance.py: both wall times, their ratio, and per GPU the
+#             deal's prediction against the worker's wall time; then, unless
+#             SHARD_KILL=0, a sharded run of the bf16 cases (no lanes;
+#             SHARD_KILL_ARGS replaces that selection) with the same costs
+#             and gpu1's worker killed (kill -9) after its first case.
+#             SHARD_LIMIT_S bounds each run (default 540 s).
 #   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384 with
 #             --check (every row checked), with the bundle of an older
 #             revision (OLD_BUNDLE, when there) and this one, back to back,
@@ -237,17 +244,26 @@ for phase in "${@:-checks}"; do
 		done
 		;;
 	shard)
-		common=(suites/nam56r.toml --backend cuda --dtypes bf16 --set 'lanes=[]'
-			--exclude "${SHARD_EXCLUDE:-linear_cross_entropy}")
-		"$mb" run "${common[@]}" --gpus all --dry-run >"$out/shard-plan.txt" 2>&1
-		step shard-1 300 "$mb" run "${common[@]}" --gpus 1 -o "$out/shard-1.json"
-		step shard-all 300 "$mb" run "${common[@]}" --gpus all -o "$out/shard-all.json"
+		# shellcheck disable=SC2206
+		common=(suites/nam56r.toml --backend cuda ${SHARD_ARGS:-})
+		limit=${SHARD_LIMIT_S:-540}
+		one=${SHARD_ONE:-$out/shard-1.json}
+		if [ -z "${SHARD_ONE:-}" ]; then
+			step shard-1 "$limit" "$mb" run "${common[@]}" --gpus 1 -o "$one"
+		fi
+		"$mb" run "${common[@]}" --gpus all --dry-run --costs "$one" 2>&1 | grep -v '^[a-z_0-9]*/' >"$out/shard-plan.txt"
+		cat "$out/shard-plan.txt"
+		step shard-all "$limit" "$mb" run "${common[@]}" --gpus all --costs "$one" -o "$out/shard-all.json"
 		"$mb" validate "$out/shard-all.json"
-		"$mb" diff "$out/shard-1.json" "$out/shard-all.json" >"$out/shard-diff.txt" 2>&1
+		"$mb" diff "$one" "$out/shard-all.json" >"$out/shard-diff.txt" 2>&1
 		echo "== diff one GPU -> all: exit $?"
 		head -n 5 "$out/shard-diff.txt"
+		python3 tests/gpu/shard_balance.py "$one" "$out/shard-all.json" | tee "$out/shard-balance.txt"
+		[ "${SHARD_KILL:-1}" = 0 ] && continue
 		# a worker killed mid-run: its unfinished cases crashed, the rest kept
-		"$mb" run "${common[@]}" --gpus all -o "$out/shard-kill.json" >"$out/shard-kill.out" 2>"$out/shard-kill.err" &
+		# shellcheck disable=SC2086
+		"$mb" run suites/nam56r.toml --backend cuda ${SHARD_KILL_ARGS:---dtypes bf16 --set lanes=[]} --gpus all \
+			--costs "$one" -o "$out/shard-kill.json" >"$out/shard-kill.out" 2>"$out/shard-kill.err" &
 		run_pid=$!
 		victim=
 		for _ in $(seq 600); do

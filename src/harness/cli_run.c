@@ -695,7 +695,7 @@ int mb_cli_run(int argc, char **argv)
 	char base_path[PATH_BYTES], note[NOTE_BYTES], ignored[NOTE_BYTES], ignored_note[2 * NOTE_BYTES];
 	char out_paths[MAX_DEVICES][PATH_BYTES];
 	bool existed[MAX_DEVICES] = {false};
-	const char *notices[2];
+	const char *notices[3];
 	char **command = copy_argv(argc, argv);
 	int devices[MAX_DEVICES] = {0}, n_devices = 1, n_outputs;
 	gpu_pool pool;
@@ -754,6 +754,13 @@ int mb_cli_run(int argc, char **argv)
 		mb_cli_error(&err);
 		code = MB_EXIT_INPUT;
 		goto cleanup;
+	}
+	/* fitting the host is this run's concern: the cases that do not fit
+	 * are named, and the rest runs */
+	if (plan->host_note[0]) {
+		notices[n_notices++] = plan->host_note;
+		if (a.list || a.dry_run)
+			fprintf(stderr, "megabench: notice: %s\n", plan->host_note);
 	}
 	if (a.list) {
 		print_plan(plan);

@@ -63,7 +63,7 @@ static void plan_case(mb_case_plan *p, const char *row_name, const char *variant
 
 static int run(results *out, mb_case_plan *cases, size_t n, const mb_settings *s)
 {
-	mb_plan plan = {cases, n};
+	mb_plan plan = {.cases = cases, .n_cases = n};
 	mb_driver_hooks hooks = {.ctx = out, .case_done = keep};
 	size_t failed_at = 0;
 	mb_error err;

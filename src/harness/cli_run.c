@@ -37,6 +37,8 @@
 #define DEFAULT_DIR "receipts"
 #define DIR_MODE 0777
 #define FALLBACK_NAME_FMT "megabench-%s.json"
+#define JSON_SUFFIX ".json"
+#define JSON_GZ_SUFFIX ".json.gz"
 
 static volatile sig_atomic_t interrupted;
 
@@ -83,6 +85,9 @@ static void run_usage(FILE *f)
 		"      --save-to DIR     store the receipt in DIR (made if missing) as\n"
 		"                        YYYYMMDDTHHMMSS.mmmZ-SUITE-PID.json: names sort by time, and an\n"
 		"                        existing file is never replaced (not with -o or --force)\n"
+		"      --gzip            write the receipt gzip-compressed: the default name and\n"
+		"                        --save-to's end in .json.gz (-o NAME.gz compresses without it);\n"
+		"                        every command reads .json.gz receipts\n"
 		"  -b, --backend NAME    auto (default: cuda when a device is visible, else cpu), cuda, cpu\n"
 		"      --devices LIST    GPU indices (default 0): the whole plan runs on each in turn,\n"
 		"                        one receipt per device (FILE-gpuN.json when there are several);\n"
@@ -135,7 +140,7 @@ typedef struct run_args {
 	mb_suite_set sets[MB_SUITE_MAX_SETS];
 	size_t n_sets;
 	char modes_set[PATH_BYTES], modes_label[PATH_BYTES];
-	int dry_run, list, quiet, force;
+	int dry_run, list, quiet, force, gzip;
 } run_args;
 
 /* A second --filter or --exclude would silently win over the first. */
@@ -150,7 +155,8 @@ static int once(const char **slot, const char *flag)
 static int parse_args(run_args *a, int argc, char **argv)
 {
 	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY,
-		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE, OPT_SAVE_TO, OPT_GPUS };
+		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE, OPT_SAVE_TO, OPT_GPUS,
+		OPT_GZIP };
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"backend", required_argument, NULL, 'b'},
@@ -166,6 +172,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 		{"gpus", required_argument, NULL, OPT_GPUS},
 		{"force", no_argument, NULL, OPT_FORCE},
 		{"save-to", required_argument, NULL, OPT_SAVE_TO},
+		{"gzip", no_argument, NULL, OPT_GZIP},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"min-time", required_argument, NULL, OPT_MIN_TIME},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -201,6 +208,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 		case OPT_GPUS: a->gpus = optarg; break;
 		case OPT_FORCE: a->force = 1; break;
 		case OPT_SAVE_TO: a->save_to = optarg; break;
+		case OPT_GZIP: a->gzip = 1; break;
 		case OPT_SEED: a->seed = optarg; break;
 		case OPT_MIN_TIME: a->min_time = optarg; break;
 		case OPT_TIMEOUT: a->timeout = optarg; break;
@@ -230,6 +238,10 @@ static int parse_args(run_args *a, int argc, char **argv)
 	if (a->save_to && (a->output || a->force))
 		return mb_cli_usage_error("run", "--save-to names the file itself and never replaces one: "
 			"not with %s", a->output ? "-o" : "--force");
+	/* compression follows the name: -o says it, --gzip names the file */
+	if (a->gzip && a->output)
+		return mb_cli_usage_error("run", "--gzip names the receipt NAME.json.gz; with -o, name it so yourself "
+			"(-o %s.gz%s)", a->output, strcmp(a->output, "-") ? "" : ": standard output gets plain JSON");
 	if (a->modes) {
 		/* --modes chooses the modes to time: the suite's timing.modes
 		 * replaced, so that --modes hot runs hot on a suite that says cold */
@@ -328,7 +340,7 @@ static int devices_arg(int *out, int *out_n, const char *text)
  * names of their own. With --save-to DIR the time comes first,
  * DIR/20261123T215525.123Z-SUITE-4242.json, so that a folder of nightlies
  * of several suites lists in the order they ran. */
-static void default_output(char *buf, size_t len, const char *save_to, const mb_suite *suite)
+static void default_output(char *buf, size_t len, const char *save_to, bool gzip, const mb_suite *suite)
 {
 	struct timespec ts;
 	struct tm tm;
@@ -339,11 +351,11 @@ static void default_output(char *buf, size_t len, const char *save_to, const mb_
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
 	mkdir(save_to ? save_to : DEFAULT_DIR, DIR_MODE); /* may exist; the probe reports real problems */
 	if (save_to)
-		snprintf(buf, len, "%s/%s.%03ldZ-%s-%ld.json", save_to, stamp, ts.tv_nsec / NS_PER_MS, suite->name,
-			(long)getpid());
+		snprintf(buf, len, "%s/%s.%03ldZ-%s-%ld%s", save_to, stamp, ts.tv_nsec / NS_PER_MS, suite->name,
+			(long)getpid(), gzip ? JSON_GZ_SUFFIX : JSON_SUFFIX);
 	else
-		snprintf(buf, len, DEFAULT_DIR "/%s-%s.%03ldZ-%ld.json", suite->name, stamp, ts.tv_nsec / NS_PER_MS,
-			(long)getpid());
+		snprintf(buf, len, DEFAULT_DIR "/%s-%s.%03ldZ-%ld%s", suite->name, stamp, ts.tv_nsec / NS_PER_MS,
+			(long)getpid(), gzip ? JSON_GZ_SUFFIX : JSON_SUFFIX);
 }
 
 /* With several devices each gets its own receipt: r.json -> r-gpu1.json. */
@@ -358,6 +370,10 @@ static void device_output(char *buf, size_t len, const char *path, int device, i
 	}
 	if (!dot || (slash && dot < slash))
 		dot = path + strlen(path);
+	/* r.json.gz -> r-gpu1.json.gz */
+	if (strlen(path) > strlen(JSON_GZ_SUFFIX) && !strcmp(path + strlen(path) - strlen(JSON_GZ_SUFFIX), JSON_GZ_SUFFIX)
+		&& (!slash || path + strlen(path) - strlen(JSON_GZ_SUFFIX) > slash))
+		dot = path + strlen(path) - strlen(JSON_GZ_SUFFIX);
 	snprintf(buf, len, "%.*s-gpu%d%s", (int)(dot - path), path, device, dot);
 }
 
@@ -797,7 +813,7 @@ int mb_cli_run(int argc, char **argv)
 	if (a.output)
 		snprintf(base_path, sizeof(base_path), "%s", a.output);
 	else
-		default_output(base_path, sizeof(base_path), a.save_to, suite);
+		default_output(base_path, sizeof(base_path), a.save_to, a.gzip, suite);
 	/* --gpus: one receipt for every GPU; else one per device */
 	n_outputs = a.gpus ? 1 : n_devices;
 	for (int d = 0; d < n_outputs; d++) {

@@ -8,6 +8,7 @@
 #include "harness/cli.h"
 #include "harness/suite.h"
 #include "kernels/catalog.h"
+#include "receipts/gzip.h"
 #include "receipts/receipt_io.h"
 #include "receipts/schema.h"
 
@@ -52,6 +53,11 @@ static int load_json(json_t **out, const char *path)
 	if (mb_read_file(&text, &len, path, MB_RECEIPT_MAX_BYTES, "a JSON document", &err)) {
 		mb_cli_error(&err);
 		return MB_EXIT_INPUT;
+	}
+	/* a .json.gz receipt is checked as the receipt it holds */
+	if (mb_gzip_decode(&text, &len, path, MB_RECEIPT_MAX_BYTES, "a JSON document", &err)) {
+		mb_cli_error(&err);
+		return err.code == MB_EINVAL ? MB_EXIT_FAILED : MB_EXIT_INPUT;
 	}
 	/* any JSON value: a schema may be true or false, a document a number */
 	*out = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);

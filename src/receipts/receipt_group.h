@@ -60,7 +60,7 @@ typedef struct mb_group_row {
 int mb_receipt_group_verdicts(mb_verdict_set **sets, size_t *n_sets, mb_group_row **rows, size_t *n_rows,
 	const mb_receipt_group *g, const mb_policy *policy, const char *who, mb_error *err);
 
-/* The paths DIR/NAME of every regular "*.json" file in `dir`, sorted by
+/* The paths DIR/NAME of every regular "*.json" or "*.json.gz" file in `dir`, sorted by
  * name; *out and each path are the caller's (mb_receipt_paths_free).
  * Errors: MB_ENOTFOUND no such directory, MB_EIO cannot be read,
  * MB_ENOMEM. */

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "receipts/printer.h"
+#include "receipts/promotion.h"
 #include "receipts/text.h"
 
 #define PERCENT 100.0
@@ -17,6 +18,7 @@ const char *mb_history_decision_name(mb_history_decision d)
 	switch (d) {
 	case MB_HISTORY_DEMOTE: return "demote";
 	case MB_HISTORY_CONFIRMED: return "confirmed";
+	case MB_HISTORY_DROPPED: return "dropped";
 	default: return "watch";
 	}
 }
@@ -67,6 +69,15 @@ static void decide(mb_history_row *r, size_t n)
 	}
 }
 
+/* The row's status in the newest receipt of the group, else in the newest
+ * that ran it; "" where neither records it. */
+static const char *status_now(const mb_receipt_group *g, const mb_history_row *r)
+{
+	const char *st = mb_promotion_status(g->revs[g->n - 1], r->row, NULL);
+
+	return st ? st : r->cells[r->to]->status;
+}
+
 static int group_build(mb_history_group *hg, const mb_receipt_group *g, const mb_policy *policy, mb_error *err)
 {
 	mb_group_row *order = NULL;
@@ -94,6 +105,10 @@ static int group_build(mb_history_group *hg, const mb_receipt_group *g, const mb
 			r->marks[m] = mark_of(r->cells[m]);
 		}
 		decide(r, g->n);
+		/* a row already at drop (in the newest receipt's catalog, which
+		 * records every row's status as built) has nothing to demote */
+		if (r->decision == MB_HISTORY_DEMOTE && !strcmp(status_now(g, r), "drop"))
+			r->decision = MB_HISTORY_DROPPED;
 	}
 	free(order);
 	return rc;
@@ -160,7 +175,7 @@ void mb_history_lane_text(char *buf, size_t len, const mb_row_verdict *v)
 {
 	char saved[64];
 
-	if (!v || v->evidence != MB_EVIDENCE_LANES) {
+	if (!v || (v->evidence != MB_EVIDENCE_LANES && v->evidence != MB_EVIDENCE_LANES_INCONCLUSIVE)) {
 		snprintf(buf, len, "no lane");
 		return;
 	}
@@ -183,6 +198,10 @@ void mb_history_decision_text(char *buf, size_t len, const mb_history_group *g, 
 		n--;
 
 	switch (r->decision) {
+	case MB_HISTORY_DROPPED:
+		snprintf(buf, len, "dropped: drop in the last %zu nightlies that ran it, and its status is drop already: "
+			"nothing to demote", r->streak);
+		break;
 	case MB_HISTORY_DEMOTE:
 		mb_history_revision_label(a, sizeof(a), g->g->revs[r->from], g->g->names[r->from]);
 		mb_history_revision_label(b, sizeof(b), g->g->revs[r->to], g->g->names[r->to]);
@@ -193,6 +212,8 @@ void mb_history_decision_text(char *buf, size_t len, const mb_history_group *g, 
 	case MB_HISTORY_CONFIRMED:
 		snprintf(buf, len, "confirmed: keep in the last %zu nightlies%s", r->streak,
 			r->cells[n - 1]->evidence == MB_EVIDENCE_LANES ? ", with lane evidence in the newest"
+			: r->cells[n - 1]->evidence == MB_EVIDENCE_LANES_INCONCLUSIVE
+			? " (lanes inconclusive in the newest: not enough for status keep)"
 			: " (isolated evidence only in the newest: not enough for status keep)");
 		break;
 	default:

@@ -121,6 +121,11 @@ void mb_print_case_order(size_t *order, const mb_diff *diff)
 {
 	size_t k = 0;
 
+	if (diff->ordered) { /* sorted as asked (--sort) */
+		for (size_t i = 0; i < diff->n_cases; i++)
+			order[i] = i;
+		return;
+	}
 	/* a stable bucket pass keeps receipt order inside each group */
 	for (int rank = 0; rank <= 6; rank++)
 		for (size_t i = 0; i < diff->n_cases; i++)

@@ -1,5 +1,6 @@
 /* CSV (RFC 4180 quoting) for spreadsheets: one line per case or row. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "receipts/printer.h"
@@ -31,13 +32,15 @@ static void number(FILE *out, double v, bool last)
 
 static int csv_diff(FILE *out, const mb_diff *d, mb_error *err)
 {
-	(void)err;
+	size_t *order = malloc((d->n_cases ? d->n_cases : 1) * sizeof(*order));
+
+	if (!order)
+		return mb_error_set(err, MB_ENOMEM, "csv", "no memory");
+	mb_print_case_order(order, d);
 	fprintf(out, "id,row,variant,dtype,mode,shape,base_median_ns,head_median_ns,ratio,ratio_lo,ratio_hi,p,"
 		"p90_ratio,p90_ratio_lo,p90_ratio_hi,effect,verdict,identical_code,machine_changed,why,reason,forced\n");
-	if (mb_diff_refused(d))
-		return 0;
-	for (size_t i = 0; i < d->n_cases; i++) {
-		const mb_case_diff *cd = &d->cases[i];
+	for (size_t i = 0; i < d->n_cases && !mb_diff_refused(d); i++) {
+		const mb_case_diff *cd = &d->cases[order[i]];
 		const json_t *c = mb_print_case_of(cd);
 		bool stats = cd->compared && cd->cmp.have_stats;
 		bool ci = stats && cd->cmp.shift.ci_available;
@@ -69,6 +72,7 @@ static int csv_diff(FILE *out, const mb_diff *d, mb_error *err)
 		field(out, cd->compared ? cd->cmp.reason : "", false);
 		field(out, d->forced ? "FORCED" : "", true);
 	}
+	free(order);
 	return 0;
 }
 

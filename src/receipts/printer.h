@@ -36,17 +36,21 @@ const mb_printer *mb_printer_find(const char *name);
 int mb_print_junit(FILE *out, const mb_diff *diff, mb_error *err);
 
 /* The report of `n` receipts (several of one suite: a history across
- * revisions, oldest first by provenance.commit_time). */
+ * revisions, oldest first by provenance.commit_time); `sel` (NULL: none)
+ * chooses and orders the rows shown (select.h: --only-changed, --sort). */
+struct mb_select;
 int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err);
+	const mb_policy *policy, const struct mb_select *sel, mb_error *err);
 int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err);
+	const mb_policy *policy, const struct mb_select *sel, mb_error *err);
 
 /* The nightly history (history.h): Markdown and a self-contained HTML
- * page (print_history.c). */
+ * page (print_history.c), and JSON of kind megabench.history
+ * (print_history_json.c, schemas/history.schema.json). */
 struct mb_history;
 int mb_print_history_markdown(FILE *out, const struct mb_history *history, mb_error *err);
 int mb_print_history_html(FILE *out, const struct mb_history *history, mb_error *err);
+int mb_print_history_json(FILE *out, const struct mb_history *history, mb_error *err);
 
 /* The formats a section shared by several printers comes in. */
 typedef enum mb_print_format { MB_PRINT_TEXT, MB_PRINT_MARKDOWN, MB_PRINT_HTML } mb_print_format;
@@ -82,7 +86,8 @@ void mb_print_case_verdict(char *buf, size_t len, const mb_case_diff *cd);
 bool mb_print_case_reason_shown(const mb_case_diff *cd);
 /* Display order of a diff's cases: drift (wrong answers, still wrong, now
  * skipped, fields missing), regressions and machine changes first, then
- * missing, ambiguous, faster, new, same. `order` has n_cases entries. */
+ * missing, ambiguous, faster, new, same; or the diff's own order where a
+ * selection sorted it (diff->ordered). `order` has n_cases entries. */
 void mb_print_case_order(size_t *order, const mb_diff *diff);
 /* A case diff's rank in that order (0 first). */
 int mb_print_case_rank(const mb_case_diff *cd);

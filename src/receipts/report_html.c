@@ -25,6 +25,7 @@
 
 #include "receipts/printer.h"
 #include "receipts/receipt_group.h"
+#include "receipts/select.h"
 #include "receipts/text.h"
 
 /* ---- geometry (SVG user units; the SVG scales to its card) ---- */
@@ -314,7 +315,7 @@ static int find_regressions(group *g, const mb_policy *policy, mb_error *err)
 }
 
 static int report_prepare(report *r, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err)
+	const mb_policy *policy, const mb_select *sel, mb_error *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->receipts = receipts;
@@ -342,6 +343,8 @@ static int report_prepare(report *r, json_t *const *receipts, const char *const 
 
 		rc = mb_receipt_group_verdicts(&gr->sets, &gr->n_sets, &gr->rows, &gr->n_rows, &r->rg.groups[g], policy,
 			"report", err);
+		if (!rc && sel)
+			mb_select_group_rows(gr->rows, &gr->n_rows, gr->sets, gr->n_sets, sel);
 		if (!rc)
 			rc = find_regressions(gr, policy, err);
 		if (rc)
@@ -1575,12 +1578,12 @@ static int group_section(FILE *out, const group *g, size_t index)
 }
 
 int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err)
+	const mb_policy *policy, const mb_select *sel, mb_error *err)
 {
 	report r;
 	int rc;
 
-	if ((rc = report_prepare(&r, receipts, names, n, policy, err)))
+	if ((rc = report_prepare(&r, receipts, names, n, policy, sel, err)))
 		goto cleanup;
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
 		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>megabench report</title>\n",
@@ -1630,13 +1633,31 @@ static void md_row3(FILE *out, const char *a, const char *b, const char *c)
 	fputs(" |\n", out);
 }
 
+/* The newest receipt's verdicts of the rows the group shows, in its order:
+ * copies that borrow every pointer (free only view->rows). */
+static int newest_view(mb_verdict_set *view, const group *g)
+{
+	const mb_verdict_set *newest = &g->sets[g->n - 1];
+
+	*view = *newest;
+	view->n_rows = 0;
+	view->rows = malloc((g->n_rows + 1) * sizeof(*view->rows));
+	if (!view->rows)
+		return MB_ENOMEM;
+	for (size_t i = 0; i < g->n_rows; i++)
+		if (g->rows[i].rev == g->n - 1)
+			view->rows[view->n_rows++] = *g->rows[i].v;
+	return 0;
+}
+
 int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err)
+	const mb_policy *policy, const mb_select *sel, mb_error *err)
 {
 	report r;
+	mb_verdict_set view = {0};
 	int rc;
 
-	if ((rc = report_prepare(&r, receipts, names, n, policy, err)))
+	if ((rc = report_prepare(&r, receipts, names, n, policy, sel, err)))
 		goto cleanup;
 	if (r.n_groups > 1)
 		fprintf(out, "%zu receipts in %zu groups (device, backend, suite); receipts of different groups are not "
@@ -1653,8 +1674,14 @@ int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *con
 			mb_print_md_cell(out, suite_name(g->first));
 			fprintf(out, " (%zu receipt%s)\n\n", g->n, g->n == 1 ? "" : "s");
 		}
-		if ((rc = mb_printer_markdown.verdicts(out, &g->sets[g->n - 1], g->revs[g->n - 1], g->names[g->n - 1],
-			policy, err)))
+		if ((rc = newest_view(&view, g))) {
+			mb_error_set(err, rc, "report", "no memory");
+			goto cleanup;
+		}
+		rc = mb_printer_markdown.verdicts(out, &view, g->revs[g->n - 1], g->names[g->n - 1], policy, err);
+		free(view.rows);
+		view.rows = NULL;
+		if (rc)
 			goto cleanup;
 		if (rows_mixed(g)) {
 			fputs("\nRows the newest receipt does not have, from the newest receipt that does:\n\n"

@@ -19,11 +19,12 @@
 
 /* ---- the chart (SVG user units; it scales to its cell) ---- */
 #define CHART_W 360
-#define CHART_H 118
+#define CHART_H 124
 #define PAD_L 60               /* the time ticks */
 #define PAD_R 8
 #define PAD_T 16               /* the streak's word */
-#define PAD_B 18               /* the nightlies' numbers */
+#define PAD_B 22               /* the nightlies' numbers */
+#define LABEL_DROP 8           /* their baseline above the bottom */
 #define MARK_R 3.2
 #define TICK_GAP 4
 #define MAX_TICKS 5            /* more 1-2-5 ticks than this: decades only */
@@ -391,7 +392,7 @@ static void row_chart(FILE *out, const mb_history_group *hg, const mb_history_ro
 	for (size_t j = 0; j < s.n; j++)
 		if (r->cells[j] && (j == 0 || j == s.n - 1 || j == k || s.n <= 12))
 			fprintf(out, "<text class=\"tick\" x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">#%zu</text>\n",
-				chart_x(&s, j), CHART_H - TICK_GAP, j + 1);
+				chart_x(&s, j), CHART_H - LABEL_DROP, j + 1);
 	series(out, &s, r, true);
 	series(out, &s, r, false);
 	points(out, &s, hg, r);

@@ -66,6 +66,14 @@ void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt);
 void mb_print_duration(char *buf, size_t len, double ns);
 /* "+3.1%" from a ratio; "-" for NaN. */
 void mb_print_change(char *buf, size_t len, double ratio);
+/* A case's throughput over its ceiling with the ceiling named: "0.953 of
+ * copy", "0.41 of GEMM", "0.88 of read+write" (the read and write
+ * bandwidths weighted by the case's bytes); "-" without one. */
+void mb_print_ceiling_text(char *buf, size_t len, const json_t *kase);
+/* One line on what "model" and "of ceiling" mean, the same in every
+ * printer that shows them. */
+extern const char mb_print_model_note[];
+extern const char mb_print_ceiling_note[];
 /* Short name of a receipt's revision: describe, else commit[0..12], else name. */
 const char *mb_print_revision(const json_t *receipt, const char *fallback);
 /* Median of a case from the receipt (NaN without timing). */

@@ -100,9 +100,14 @@ static void run_usage(FILE *f)
 		"      --min-time S      override the suite's min_time_s\n"
 		"      --timeout S       override the suite's timeout_s\n"
 		"      --repetitions N   run the whole plan N times (2..64), each row in fresh child\n"
-		"                        processes every time; each case keeps every pass's samples\n"
-		"                        and the spread of their medians (between-run noise)\n"
+		"                        processes every time, each pass in a shuffled row order drawn\n"
+		"                        from the seed; each case keeps every pass's samples and the\n"
+		"                        spread of their medians (between-run noise)\n"
 		"  -q, --quiet           no progress lines (the summary table is still printed)\n"
+		"      --format FMT      the summary table as table (default), markdown or csv (the\n"
+		"                        cases only: id, family, median, noise, spread, speedup against\n"
+		"                        the best alternative, GB/s, fraction of ceiling, error over\n"
+		"                        tolerance, ...)\n"
 		"  -h, --help            this text\n"
 		"\n"
 		"Provenance (git commit, dirty flag, kernel source blob ids) is read from the\n"
@@ -141,6 +146,7 @@ typedef struct run_args {
 	size_t n_sets;
 	char modes_set[PATH_BYTES], modes_label[PATH_BYTES];
 	int dry_run, list, quiet, force, gzip;
+	mb_run_table_format format;
 } run_args;
 
 /* A second --filter or --exclude would silently win over the first. */
@@ -156,7 +162,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 {
 	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY,
 		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE, OPT_SAVE_TO, OPT_GPUS,
-		OPT_GZIP };
+		OPT_GZIP, OPT_FORMAT };
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"backend", required_argument, NULL, 'b'},
@@ -173,6 +179,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 		{"force", no_argument, NULL, OPT_FORCE},
 		{"save-to", required_argument, NULL, OPT_SAVE_TO},
 		{"gzip", no_argument, NULL, OPT_GZIP},
+		{"format", required_argument, NULL, OPT_FORMAT},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"min-time", required_argument, NULL, OPT_MIN_TIME},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -209,6 +216,14 @@ static int parse_args(run_args *a, int argc, char **argv)
 		case OPT_FORCE: a->force = 1; break;
 		case OPT_SAVE_TO: a->save_to = optarg; break;
 		case OPT_GZIP: a->gzip = 1; break;
+		case OPT_FORMAT:
+			if (!strcmp(optarg, "markdown"))
+				a->format = MB_RUN_TABLE_MARKDOWN;
+			else if (!strcmp(optarg, "csv"))
+				a->format = MB_RUN_TABLE_CSV;
+			else if (strcmp(optarg, "table"))
+				return mb_cli_usage_error("run", "--format must be table, markdown or csv, got \"%s\"", optarg);
+			break;
 		case OPT_SEED: a->seed = optarg; break;
 		case OPT_MIN_TIME: a->min_time = optarg; break;
 		case OPT_TIMEOUT: a->timeout = optarg; break;
@@ -664,12 +679,12 @@ static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 	rc = save_receipt(receipt, out_path, r->a->force, existed, &err);
 	signals_release(r->signals);
 	if (rc) {
-		mb_console_print_table(table_out, receipt);
+		mb_console_print_table_as(table_out, receipt, r->a->format);
 		mb_cli_error(&err);
 		json_decref(receipt);
 		return MB_EXIT_INPUT;
 	}
-	mb_console_print_table(table_out, receipt);
+	mb_console_print_table_as(table_out, receipt, r->a->format);
 	fflush(table_out);
 	if (strcmp(out_path, "-") != 0)
 		fprintf(stderr, "megabench: receipt written to %s%s%s\n", out_path,

@@ -8,6 +8,7 @@
 #define MB_RECEIPTS_PRINTER_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "receipts/error.h"
@@ -59,6 +60,21 @@ typedef enum mb_print_format { MB_PRINT_TEXT, MB_PRINT_MARKDOWN, MB_PRINT_HTML }
  * configuration and mode, then its rows ranked by what their fused kernel
  * saves per step (print_lanes.c). Nothing when the receipt has no lanes. */
 void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt);
+
+/* The run's table of cases (print_run.c): row, family, variant, dtype,
+ * mode, shape, status, median, noise, spread between --repetitions passes,
+ * the fused case's speedup against its best alternative (its pair in
+ * `set`, the receipt's verdicts; NULL: none shown), GB/s, fraction of the
+ * named ceiling, correctness with the error over the tolerance, and
+ * convergence; as a terminal table, Markdown or CSV. */
+typedef enum mb_run_table_format { MB_RUN_TABLE_TEXT, MB_RUN_TABLE_MARKDOWN, MB_RUN_TABLE_CSV } mb_run_table_format;
+void mb_print_run_table(FILE *out, const json_t *receipt, const mb_verdict_set *set, mb_run_table_format fmt);
+/* A case's largest error as a fraction of its tolerance (over 1 fails):
+ * correctness.error_over_tolerance, or for receipts before it the smaller
+ * of max_abs / abs and max_rel / rel (*estimate set); NaN without one. */
+double mb_print_error_over_tolerance(const json_t *kase, bool *estimate);
+/* One CSV field (RFC 4180 quoting), then a comma, or a newline if `last`. */
+void mb_print_csv_field(FILE *out, const char *s, bool last);
 
 /* ---- helpers shared by the printers (print_common.c) ---- */
 

@@ -135,6 +135,48 @@ done
 expect 1 "validate refuses a verdict with an unknown key" -- "$MB" validate "$tmp/bad-verdict.json"
 grep -q "bad-verdict.json: /rows/0" "$tmp/err" && ok || bad "no pointer to the unknown key: $(cat "$tmp/err")"
 
+# ---- 6. the run table, in three formats; repetitions interleaved ----------
+rows=relu2,rope_qk,swiglu,row_gather
+expect 0 "run --repetitions 3" -- "$MB" run suites/smoke.toml --backend cpu --rows $rows --dtypes fp32 --min-time 0 \
+	--repetitions 3 -o "$tmp/rep.json"
+head -n 1 "$tmp/out" | grep -Eq '^row +family +variant +dtype +mode +shape +status +median +noise +spread +speedup +GB/s +of ceiling +check err/tol +conv$' \
+	&& ok || bad "run table header: $(head -n 1 "$tmp/out")"
+grep -Eq '^relu2 +tiny +reference +fp32 +cold +R=15,C=64 +ok .* [0-9.]+% +[0-9.]+% .* of [a-z+GEM]+ +pass [0-9.e-]+ +yes$' "$tmp/out" \
+	&& ok || bad "run table line: $(grep '^relu2' "$tmp/out" | head -n 1)"
+[ "$(jq_py "$tmp/rep.json" "all(isinstance(c['correctness']['error_over_tolerance'], (int, float)) for c in d['cases'])")" = True ] \
+	&& ok || bad "a case has no error_over_tolerance"
+# the passes run the rows in shuffled orders, from the seed: the same seed
+# gives the same orders, and the passes do not all run alike
+order() { sed -n 's|^\[[0-9]*/[0-9]*\] [a-z]* *[0-9.]* [nuµm]*s *\([a-z0-9_]*\)/.*|\1|p' "$1" | uniq | tr '\n' ' '; }
+first=$(order "$tmp/err")
+[ "$(echo "$first" | wc -w)" -ge 12 ] && ok || bad "progress lines of the passes: $first"
+"$PY" - "$first" <<'PY' && ok || bad "the passes run the rows in one order: $first"
+import sys
+rows = sys.argv[1].split()
+passes = [rows[i:i + 4] for i in range(0, 12, 4)]
+assert all(sorted(p) == sorted(passes[0]) for p in passes), passes   # each pass every row once
+assert len({tuple(p) for p in passes}) > 1, passes                  # not all in one order
+PY
+"$MB" run suites/smoke.toml --backend cpu --rows $rows --dtypes fp32 --min-time 0 --repetitions 3 -o "$tmp/rep2.json" \
+	>/dev/null 2>"$tmp/err2"
+[ "$(order "$tmp/err2")" = "$first" ] && ok || bad "the same seed gave another order: $(order "$tmp/err2")"
+"$MB" run suites/smoke.toml --backend cpu --rows $rows --dtypes fp32 --min-time 0 --repetitions 3 --seed 7 \
+	-o "$tmp/rep3.json" >/dev/null 2>"$tmp/err3"
+[ "$(order "$tmp/err3")" != "$first" ] && ok || bad "another seed gave the same order"
+# --format markdown and csv: the same cases
+expect 0 "run --format csv" -- "$MB" run suites/smoke.toml --backend cpu --rows relu2 -q --format csv -o "$tmp/csv.json"
+"$PY" - "$tmp/out" "$tmp/csv.json" <<'PY' && ok || bad "run --format csv"
+import csv, json, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+r = json.load(open(sys.argv[2]))
+assert [x["id"] for x in rows] == [c["id"] for c in r["cases"]]
+assert all(x["family"] == "tiny" and x["passed"] == "true" and float(x["error_over_tolerance"]) <= 1 for x in rows)
+PY
+expect 0 "run --format markdown" -- "$MB" run suites/smoke.toml --backend cpu --rows relu2 -q --format markdown -o "$tmp/md.json"
+head -n 2 "$tmp/out" | tail -n 1 | grep -q '^|---|---|' && tail -n 1 "$tmp/out" | grep -Eq '^[0-9]+ passed, 0 failed$' && ok \
+	|| bad "run --format markdown: $(head -n 3 "$tmp/out")"
+expect 64 "run --format json" -- "$MB" run suites/smoke.toml --backend cpu --format json
+
 # ---- 7. validate SUITE checks the file; fitting the host is the run's --------
 cat >"$tmp/big.toml" <<'TOML'
 [suite]

@@ -203,4 +203,33 @@ expect 2 "a run with nothing that fits" -- "$MB" run "$tmp/big.toml" --backend c
 grep -q "every case selected needs more host memory than this machine has available now" "$tmp/err" && ok \
 	|| bad "nothing fits: $(cat "$tmp/err")"
 
+# ---- 8. the top-level help, catalog ROW, LICENSE, and a README that is true --
+expect 0 "megabench --help" -- "$MB" --help
+grep -q "4 (gate) a row's catalog status claims more than" "$tmp/out" && ok || bad "--help does not list exit 4"
+expect 0 "catalog ROW" -- "$MB" catalog relu2
+[ "$(grep -c '^[a-z0-9_]*  \[' "$tmp/out")" = 1 ] && grep -q '^relu2  \[E\]' "$tmp/out" && tail -n 1 "$tmp/out" | grep -q '^1 row;' \
+	&& ok || bad "catalog relu2 shows: $(head -n 2 "$tmp/out")"
+expect 0 "catalog --format json ROW ROW" -- "$MB" catalog --format json swiglu relu2
+[ "$(jq_py "$tmp/out" "[r['name'] for r in d['rows']]")" = "['swiglu', 'relu2']" ] && ok || bad "catalog --format json swiglu relu2"
+expect 2 "catalog of a row that is not one" -- "$MB" catalog relu3
+grep -q "^megabench: relu3: no such row in the catalog.*known rows: .*relu2" "$tmp/err" && ok || bad "catalog relu3: $(cat "$tmp/err")"
+head -n 1 LICENSE | grep -q "^MIT License$" && grep -q "license: 'MIT'" meson.build && ok || bad "no MIT LICENSE file"
+# two package lists, both named in the README and installed by CI
+for f in .ci/packages.txt .ci/test-packages.txt; do
+	[ -s "$f" ] && grep -q "$f" README.md && grep -q "$f" .ci/run && ok || bad "$f: missing, or not named in README.md and .ci/run"
+done
+grep -qx zlib1g-dev .ci/packages.txt && grep -qx chromium .ci/test-packages.txt && ! grep -qx chromium .ci/packages.txt && ok \
+	|| bad "runtime and test packages are mixed"
+grep -q -- "-Dcuda=disabled" README.md && grep -q "not_converged" README.md && ok || bad "README: -Dcuda=disabled or the first run's findings"
+# the README's case counts are the plans of today's suites
+smoke=$("$MB" run suites/smoke.toml --backend cpu --dry-run | tail -n 1 | cut -d' ' -f1)
+grep -q "\`suites/smoke.toml\` plans $smoke\$" README.md && grep -q "^cases on the CPU backend" README.md && ok \
+	|| bad "README's smoke count is not the plan's ($smoke)"
+if "$MB" version | grep -q "cuda yes"; then
+	nb=$("$MB" run suites/nam56r.toml --backend cuda --dry-run --dtypes bf16 | tail -n 1 | cut -d' ' -f1)
+	na=$("$MB" run suites/nam56r.toml --backend cuda --dry-run | tail -n 1 | cut -d' ' -f1)
+	sed -n '/^How long a run takes/,/^$/p' README.md | tr '\n' ' ' | grep -q "plans $nb cases in bf16 and $na in every dtype" \
+		&& ok || bad "README's nam56r counts are not the plan's ($nb in bf16, $na in every dtype)"
+fi
+
 finish "review e2e"

@@ -14,6 +14,7 @@
 
 #include "harness/hostinfo.h"
 #include "harness/suite_internal.h"
+#include "receipts/select.h"
 
 #define PLAN_INITIAL_CAPACITY 64
 /* The host holds every tensor in fp32 three times: inputs and outputs, the
@@ -23,7 +24,6 @@
 #define BYTES_PER_KIB 1024
 #define MEMINFO_PATH "/proc/meminfo"
 #define MEMINFO_LINE_BYTES 256
-#define REGEX_ERROR_BYTES 256
 
 static const mb_dtype default_dtypes[] = {MB_BF16, MB_FP16, MB_FP32};
 
@@ -135,22 +135,6 @@ static void plan_filters_free(plan_filters *f)
 	f->have_filter = f->have_exclude = false;
 }
 
-static int compile_regex(regex_t *re, bool *compiled, const char *text, const char *flag, mb_error *err)
-{
-	char why[REGEX_ERROR_BYTES];
-	int rc;
-
-	if (!text)
-		return 0;
-	rc = regcomp(re, text, REG_EXTENDED | REG_NOSUB);
-	if (rc) {
-		regerror(rc, re, why, sizeof(why));
-		return mb_error_set(err, MB_EINVAL, flag, "invalid regular expression \"%s\": %s", text, why);
-	}
-	*compiled = true;
-	return 0;
-}
-
 static int check_filter_names(const plan_filters *f, mb_error *err)
 {
 	char known[512];
@@ -210,9 +194,9 @@ static int plan_filters_init(plan_filters *out, const mb_suite *suite,
 	if (!rc)
 		rc = check_filter_names(out, err);
 	if (!rc && match)
-		rc = compile_regex(&out->filter_re, &out->have_filter, match->filter, "--filter", err);
+		rc = mb_select_regcomp(&out->filter_re, &out->have_filter, match->filter, "--filter", err);
 	if (!rc && match)
-		rc = compile_regex(&out->exclude_re, &out->have_exclude, match->exclude, "--exclude", err);
+		rc = mb_select_regcomp(&out->exclude_re, &out->have_exclude, match->exclude, "--exclude", err);
 	return rc;
 }
 

@@ -324,11 +324,26 @@ static void series(FILE *out, const chart_scale *s, const mb_history_row *r, boo
 	fputs("\"/>\n", out);
 }
 
+/* " at family/A=1,B=2 (bf16, cold)": where the chart's pair is, escaped. */
+static void pair_where(FILE *out, const mb_verdict_pair *p)
+{
+	char shape[MB_VERDICT_SHAPE_MAX];
+
+	mb_verdict_shape_label(shape, sizeof(shape), p->fused);
+	fputs(" at ", out);
+	mb_print_xml_escaped(out, shape);
+	fputs(" (", out);
+	mb_print_xml_escaped(out, mb_text_get(p->fused, "dtype"));
+	fputs(", ", out);
+	mb_print_xml_escaped(out, mb_text_get(p->fused, "mode"));
+	fputs(")", out);
+}
+
 static void points(FILE *out, const chart_scale *s, const mb_history_group *hg, const mb_history_row *r)
 {
 	for (size_t k = 0; k < s->n; k++) {
 		const mb_verdict_pair *p = r->cells[k] ? r->cells[k]->largest : NULL;
-		char f[32], a[32], label[LABEL_MAX], shape[MB_VERDICT_SHAPE_MAX];
+		char f[32], a[32], label[LABEL_MAX];
 		double v[2];
 
 		medians(&v[0], &v[1], r, k);
@@ -337,20 +352,15 @@ static void points(FILE *out, const chart_scale *s, const mb_history_group *hg, 
 		mb_print_duration(f, sizeof(f), v[0]);
 		mb_print_duration(a, sizeof(a), v[1]);
 		mb_history_revision_label(label, sizeof(label), hg->g->revs[k], hg->g->names[k]);
-		mb_verdict_shape_label(shape, sizeof(shape), p->fused);
 		fprintf(out, "<g><circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\"/><rect x=\"%.1f\" y=\"%.1f\" "
 			"width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/><title>#%zu ", chart_x(s, k), chart_y(s, v[0]), MARK_R,
 			FUSED_COLOR, chart_x(s, k) - MARK_R, chart_y(s, v[1]) - MARK_R, 2 * MARK_R, 2 * MARK_R, ALT_COLOR, k + 1);
 		mb_print_xml_escaped(out, label);
 		fprintf(out, ": fused %s, ", f);
 		mb_print_xml_escaped(out, mb_text_get(p->alt, "variant"));
-		fprintf(out, " %s at ", a);
-		mb_print_xml_escaped(out, shape);
-		fputs(" (", out);
-		mb_print_xml_escaped(out, mb_text_get(p->fused, "dtype"));
-		fputs(", ", out);
-		mb_print_xml_escaped(out, mb_text_get(p->fused, "mode"));
-		fputs("); ", out);
+		fprintf(out, " %s", a);
+		pair_where(out, p);
+		fputs("; ", out);
 		mb_print_xml_escaped(out, mb_verdict_kind_name(r->cells[k]->kind));
 		fputs("</title></g>\n", out);
 	}
@@ -364,7 +374,7 @@ static void row_chart(FILE *out, const mb_history_group *hg, const mb_history_ro
 	const mb_verdict_pair *p = NULL;
 	chart_scale s;
 	size_t k = newest_of(r, hg->g->n);
-	char tick[32], shape[MB_VERDICT_SHAPE_MAX];
+	char tick[32];
 
 	if (!chart_scale_of(&s, r, hg->g->n)) {
 		fputs("<small>no fused case with an alternative: nothing to chart</small>", out);
@@ -403,16 +413,8 @@ static void row_chart(FILE *out, const mb_history_group *hg, const mb_history_ro
 		FUSED_COLOR, ALT_COLOR);
 	mb_print_xml_escaped(out, p ? mb_text_get(p->alt, "variant") : "best alternative");
 	fputs("</span>", out);
-	if (p) {
-		mb_verdict_shape_label(shape, sizeof(shape), p->fused);
-		fputs(" at ", out);
-		mb_print_xml_escaped(out, shape);
-		fputs(" (", out);
-		mb_print_xml_escaped(out, mb_text_get(p->fused, "dtype"));
-		fputs(", ", out);
-		mb_print_xml_escaped(out, mb_text_get(p->fused, "mode"));
-		fputs(")", out);
-	}
+	if (p)
+		pair_where(out, p);
 	fputs("</div>", out);
 }
 

@@ -29,9 +29,9 @@ void mb_select_free(mb_select *s)
 	s->n_rows = 0;
 }
 
-static int compile(regex_t *re, bool *done, const char *text, const char *flag, mb_error *err)
+int mb_select_regcomp(regex_t *re, bool *compiled, const char *text, const char *flag, mb_error *err)
 {
-	char why[REGEX_ERROR_BYTES], where[MB_ERROR_WHERE_MAX];
+	char why[REGEX_ERROR_BYTES];
 	int rc;
 
 	if (!text)
@@ -39,10 +39,9 @@ static int compile(regex_t *re, bool *done, const char *text, const char *flag, 
 	rc = regcomp(re, text, REG_EXTENDED | REG_NOSUB);
 	if (rc) {
 		regerror(rc, re, why, sizeof(why));
-		snprintf(where, sizeof(where), "%s %s", flag, text);
-		return mb_error_set(err, MB_EINVAL, where, "invalid regular expression: %s", why);
+		return mb_error_set(err, MB_EINVAL, flag, "invalid regular expression \"%s\": %s", text, why);
 	}
-	*done = true;
+	*compiled = true;
 	return 0;
 }
 
@@ -102,10 +101,10 @@ static int parse_sort(mb_select *s, mb_select_of of, mb_error *err)
 
 int mb_select_compile(mb_select *s, mb_select_of of, mb_error *err)
 {
-	int rc = compile(&s->filter_re, &s->have_filter, s->filter, "--filter", err);
+	int rc = mb_select_regcomp(&s->filter_re, &s->have_filter, s->filter, "--filter", err);
 
 	if (!rc)
-		rc = compile(&s->exclude_re, &s->have_exclude, s->exclude, "--exclude", err);
+		rc = mb_select_regcomp(&s->exclude_re, &s->have_exclude, s->exclude, "--exclude", err);
 	if (!rc)
 		rc = split_rows(s, err);
 	if (!rc)

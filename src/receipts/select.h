@@ -77,6 +77,11 @@ typedef struct mb_select {
 int mb_select_compile(mb_select *s, mb_select_of of, mb_error *err);
 void mb_select_free(mb_select *s);
 
+/* Compile `text` (NULL: nothing to do) as a case-id expression, POSIX
+ * extended, as run and every reporter do; *compiled tells the caller to
+ * regfree it. MB_EINVAL naming `flag` and the expression when invalid. */
+int mb_select_regcomp(regex_t *re, bool *compiled, const char *text, const char *flag, mb_error *err);
+
 /* --filter, --exclude or --rows was given. */
 bool mb_select_narrows(const mb_select *s);
 

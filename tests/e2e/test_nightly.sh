@@ -60,5 +60,10 @@ p=tests/golden/promotion/promotion_without_lanes
 sup=$("$MB" diff --format json "$p/base.json" "$p/head.json" | "$PY" -c \
 	"import json,sys; p=json.load(sys.stdin)['promotions'][0]; print(p['row'], p['head_status'], p['supported'])")
 [ "$sup" = "rmsnorm keep False" ] && ok || bad "diff --format json promotions: '$sup'"
+"$MB" diff --format json "$p/base.json" "$p/head.json" >"$tmp/promo.json"
+"$MB" validate -q "$tmp/promo.json" && ok || bad "the JSON diff breaks schemas/diff.schema.json"
+# the history of the nightly folder, as JSON, follows its schema
+"$MB" history --format json "$night" >"$tmp/history.json" && "$MB" validate -q "$tmp/history.json" && ok \
+	|| bad "history --format json of the nightly folder breaks schemas/history.schema.json"
 
 finish nightly

@@ -1605,31 +1605,34 @@ static void group_heading(FILE *out, const group *g, size_t index)
 	fputs(")</p>\n", out);
 }
 
-/* The lanes of every receipt of the group that has them, newest first,
- * each under its revision: a lane run once is not hidden by a newer
- * receipt without lanes. */
-static void lanes_section(FILE *out, const group *g)
+/* The lanes of every receipt of the group that ran them (or all but the
+ * newest, whose lanes its verdicts print), newest first, each under its
+ * revision: a lane run once is not hidden by a newer receipt without
+ * lanes. */
+static void receipts_lanes(FILE *out, const group *g, bool html, bool skip_newest)
 {
 	bool any = false;
 
-	for (size_t k = g->n; k-- > 0;) {
-		char rev[LABEL_MAX];
+	for (size_t k = g->n - (skip_newest ? 1 : 0); k-- > 0;) {
+		char rev[LABEL_MAX], head[2 * LABEL_MAX];
 
 		if (!json_array_size(json_object_get(g->revs[k], "lanes")))
 			continue;
-		if (!any)
+		if (!any && html)
 			fputs("<h3>Lanes: training-step slices</h3>\n<p class=\"meta\">Step time and goodput (busy / step) "
 				"per configuration and mode, then the rows ranked by what their fused kernel saves per step "
 				"(the step with that row on its fallback, every other row fused); the lanes of every receipt "
 				"that ran them, newest first.</p>\n", out);
 		any = true;
 		revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
-		fputs("<h4 class=\"lanes\">lanes of ", out);
-		esc(out, rev);
-		fputs(" (", out);
-		esc(out, g->names[k]);
-		fputs(")</h4>\n", out);
-		mb_print_lanes(out, g->revs[k], MB_PRINT_HTML);
+		snprintf(head, sizeof(head), "Lanes of %s (%s)", rev, g->names[k]);
+		fputs(html ? "<h4 class=\"lanes\">" : "\n### ", out);
+		if (html)
+			esc(out, head);
+		else
+			mb_print_md_cell(out, head);
+		fputs(html ? "</h4>\n" : "\n", out);
+		mb_print_lanes(out, g->revs[k], html ? MB_PRINT_HTML : MB_PRINT_MARKDOWN);
 	}
 }
 
@@ -1651,7 +1654,7 @@ static int group_section(FILE *out, const group *g, size_t index)
 	fputs("<p class=\"meta\">", out);
 	esc(out, mb_print_model_note);
 	fputs("</p>\n", out);
-	lanes_section(out, g);
+	receipts_lanes(out, g, true, false);
 	fprintf(out, "<h3 id=\"time-g%zu\">Time per call by shape</h3>\n", index + 1);
 	fputs("<p class=\"meta\">Median per-call time of every case on a log axis; "
 		"the bar spans the 10th to 90th percentile of its samples. The right column is the verdict's speedup "
@@ -1780,20 +1783,7 @@ int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *con
 		fputs("\n", out);
 		mb_print_md_cell(out, mb_print_model_note);
 		fputs("\n", out);
-		/* the newest receipt's lanes are in its verdicts above; the others' here */
-		for (size_t k = g->n - 1; k-- > 0;) {
-			char rev[LABEL_MAX];
-
-			if (!json_array_size(json_object_get(g->revs[k], "lanes")))
-				continue;
-			revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
-			fputs("\n### Lanes of ", out);
-			mb_print_md_cell(out, rev);
-			fputs(" (", out);
-			mb_print_md_cell(out, g->names[k]);
-			fputs(")\n", out);
-			mb_print_lanes(out, g->revs[k], MB_PRINT_MARKDOWN);
-		}
+		receipts_lanes(out, g, false, true);
 		if (rows_mixed(g)) {
 			fputs("\nRows the newest receipt does not have, from the newest receipt that does:\n\n"
 				"| row | verdict | revision |\n|---|---|---|\n", out);

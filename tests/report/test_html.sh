@@ -222,7 +222,7 @@ grep -q '&lt;script&gt;document.title' "$tmp/markup.dom" || fail "the markup is 
 # explained, and nothing is clipped or beyond the ticks at 1400 and 800 px
 "$mb" report -o "$tmp/h200" "$src/reports/h200/lanes-a.json.gz" "$src/reports/h200/heavy-d.json.gz" >/dev/null \
 	|| fail "report of the H200 receipts exited $?"
-grep -q '<h4 class="lanes">lanes of a8fe8d0' "$tmp/h200/index.html" || fail "lanes-a's lanes are not shown under heavy-d"
+grep -q '<h4 class="lanes">Lanes of a8fe8d0' "$tmp/h200/index.html" || fail "lanes-a's lanes are not shown under heavy-d"
 grep -q '### Lanes of a8fe8d0' "$tmp/h200/summary.md" || fail "summary.md drops lanes-a's lanes"
 grep -Eq '<td>0\.[0-9]{3} of (copy|read\+write|GEMM)</td>' "$tmp/h200/index.html" || fail "a ratio does not name its ceiling"
 grep -q 'model: the speedup the row' "$tmp/h200/index.html" && grep -q 'model: the speedup the row' "$tmp/h200/summary.md" \

@@ -322,11 +322,10 @@ static int check_shapes(const a2a_args *a, const mb_row *row, int gpus, mb_error
 /* ---- the receipt's frame (what `run` writes around its cases) --------------- */
 
 
-/* The receipt's provenance, as `run` reads it (MEGABENCH_SOURCE_DIR, the
- * current directory, else the tree megabench was built from). */
+/* The receipt's provenance, as `run` records it (the binary's). */
 static json_t *provenance_json(mb_error *err)
 {
-	mb_run_options o = {.source_dir = getenv("MEGABENCH_SOURCE_DIR")};
+	mb_run_options o = {0};
 	json_t *p = NULL;
 
 	return mb_run_provenance(&p, &o, err) ? NULL : p;
@@ -1754,7 +1753,7 @@ static json_t *receipt_json(a2a_run *r, json_t *prov, json_t *host, json_t *devi
 		json_array_append_new(command, json_string(argv[i]));
 	mb_run_timestamp(finished, sizeof(finished));
 	json_object_set_new(rc, "kind", json_string("megabench.receipt"));
-	json_object_set_new(rc, "schema_version", json_integer(2));
+	json_object_set_new(rc, "schema_version", json_integer(MB_RECEIPT_SCHEMA_VERSION));
 	json_object_set_new(rc, "run_id", json_string(run_id));
 	json_object_set_new(rc, "status", json_string(error ? "failed" : "complete"));
 	json_object_set_new(rc, "started_at", json_string(started));
@@ -1899,7 +1898,7 @@ static int run_all(const a2a_args *given, int argc, char **argv, int64_t wall_t0
 	int64_t t0;
 	json_t *identity[MB_A2A_MAX_GPUS] = {NULL}, *prov = NULL, *host = NULL, *receipt = NULL;
 	const char *stopped = NULL;
-	char out_path[PATH_BYTES], started[64], run_id[33], stop_buf[WHY_BYTES] = "";
+	char out_path[PATH_BYTES], started[64], run_id[33], stop_buf[WHY_BYTES] = "", checkout_text[MB_RUN_NOTICE_MAX];
 	mb_error err;
 	int code = MB_EXIT_OK, rc;
 	bool setup_ok, unavailable = false;
@@ -1970,6 +1969,8 @@ static int run_all(const a2a_args *given, int argc, char **argv, int64_t wall_t0
 		r->con.progress.begin(r->con.progress.ctx, r->n_cases, "cuda");
 		if (!json_is_true(json_object_get(prov, "available")))
 			notice(r, "no git provenance: %s", json_string_value(json_object_get(prov, "reason")));
+		if (mb_run_checkout_notice(checkout_text, sizeof(checkout_text), prov))
+			notice(r, "%s", checkout_text);
 		notice(r, "%d GPUs, %s; NCCL %s; %s=%s", r->w.size, r->w.mpi ? "one MPI rank per GPU (ncclCommInitRank)"
 			: "one process driving all of them (ncclCommInitAll)", r->nccl_version, NVLS_ENV,
 			getenv(NVLS_ENV) ? getenv(NVLS_ENV) : "(unset)");

@@ -23,7 +23,6 @@
 #include "receipts/verdict.h"
 
 #define PATH_MAX_LEN 4096
-#define DIR_MODE 0755
 
 /* The options of diff, gate, verdict and report, parsed by one loop; each
  * command's option strings say which of them it takes. */
@@ -187,7 +186,7 @@ static int load_inputs(mb_policy *policy, json_t **receipts, const char *policy_
 	return rc;
 }
 
-/* The receipt files PATH... name: a folder's *.json and *.json.gz files
+/* The receipt files PATH... name: a folder's *.json and *.json.gz entries
  * (sorted by name), or the file itself. */
 static int receipt_paths(char ***out, size_t *n_out, char **args, size_t n_args, mb_error *err)
 {
@@ -311,10 +310,17 @@ static void diff_usage(FILE *f)
 		"warm-up are refused (exit 3, naming the fields) unless --force, which marks every\n"
 		"output FORCED. A receipt whose correctness.passed contradicts its own counts is refused\n"
 		"(exit 3), --force or not.\n"
-		"A row whose code is identical in both (its source files and the shared ones the\n"
-		"receipts list, the compilers, flags and device) is SAME without the tests unless its\n"
-		"time moved beyond identical_code_max_change and the noise floor: then \"machine or\n"
-		"harness changed\". --always-test runs the tests on it as on any row.\n"
+		"A row whose code is identical in both binaries (its kernel, reference and harness\n"
+		"files and the shared ones, as each executable embedded them at build time; the\n"
+		"compilers, flags and device) is SAME without the tests unless its time moved beyond\n"
+		"identical_code_max_change and the noise floor (then \"machine or harness changed\") or a\n"
+		"side did not converge (AMBIGUOUS). Receipts without binary provenance (schema version\n"
+		"1: ids read from a checkout) get the tests on every row, and the output says so.\n"
+		"--always-test, or the policy's [gate] identical_code_shortcut = false, runs the tests\n"
+		"on every row.\n"
+		"Receipts of the cpu backend are compared for correctness and structure only: their\n"
+		"timings, taken on a shared CPU, measure nothing about GPU kernels, so each case is\n"
+		"NOT JUDGED and the headline and the gate's reason say so.\n"
 		"Cases are named by their ids (row/variant/dtype/mode/family/shape), which paste into\n"
 		"run --filter.\n", f);
 	select_usage(f, MB_SELECT_CASES, "the cases that changed (not SAME, or any drift) and the rows\n"
@@ -330,12 +336,15 @@ static void diff_usage(FILE *f)
 		"                                    harness changed\" (%g%%)\n"
 		"  memory_max_growth          %-6g scratch memory (memory.scratch_bytes) growing by more than\n"
 		"                                    this (%g%%, and at least 1 MiB) is a memory regression\n"
+		"  lane_min_effect            %-6g a lane step's delta counts from this (verdict's run-level\n"
+		"                                    evidence; lanes resolve 1%% of a step)\n"
 		"exit codes: 0 compared; 2 a receipt or the policy cannot be read; 3 refused or an invalid\n"
 		"receipt; 64 usage error.\n",
 		MB_POLICY_DEFAULT_ALPHA, MB_POLICY_DEFAULT_MIN_EFFECT, 100.0 * MB_POLICY_DEFAULT_MIN_EFFECT,
 		MB_POLICY_DEFAULT_NOISE_CEILING, MB_POLICY_DEFAULT_NOISE_FLOOR,
 		MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE, 100.0 * MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE,
-		MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH, 100.0 * MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH);
+		MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH, 100.0 * MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH,
+		MB_POLICY_DEFAULT_LANE_MIN_EFFECT);
 }
 
 static const struct option diff_long[] = {
@@ -385,24 +394,28 @@ static void gate_usage(FILE *f)
 		"                      [--junit out.xml] [--format table|markdown|json|csv] [--force] [--always-test]\n"
 		"                      HEAD.json\n"
 		"--baseline-dir DIR takes as the baseline the newest receipt in DIR (by commit time, then\n"
-		"start time) of the head's device, backend and suite, other than the head's own run, and\n"
-		"says on standard error which it took; files in DIR that are not valid receipts are\n"
-		"named and passed over; none comparable is exit 3.\n"
+		"start time) of the head's device, backend and suite, other than the head's own run,\n"
+		"that is a complete run with every case the head has, and says on standard error which\n"
+		"it took; files in DIR that are not valid receipts, copies of a run counted already and\n"
+		"newer receipts that cannot be the baseline (interrupted, empty, a smaller plan) are\n"
+		"named and passed over; none that can be is exit 3.\n"
 		"Exit 0 pass, 1 performance regression (median or tail, or more scratch memory than\n"
 		"memory_max_growth allows), 2 drift: new wrong answers,\n"
 		"cases still wrong, tolerance, launch, kernel, missing field, ok -> skipped, missing case\n"
-		"or fallback (2 wins over 1), and also a receipt, policy or --junit path that cannot be\n"
-		"read or written; 3 incomparable, inconsistent or invalid receipts, or inconclusive\n"
-		"timing: not converged, timing source changed, all samples excluded, too noisy, an\n"
-		"ambiguous slow-down, or a machine or harness change under identical code;\n"
+		"or fallback, weight or variant kind changed (2 wins over 1), and also a receipt, policy\n"
+		"or --junit path that cannot be read or written; 3 incomparable, inconsistent or invalid\n"
+		"receipts, or inconclusive timing: not converged (under identical code too), timing\n"
+		"source changed, all samples excluded, too noisy, an ambiguous slow-down, or a machine or\n"
+		"harness change under identical code; cpu-backend receipts: correctness and structure\n"
+		"only (see diff --help);\n"
 		"4 a row's catalog status in the head claims more than the head's own evidence on its\n"
 		"device shows (keep needs a keep verdict with lane evidence; conditional a win under its\n"
 		"named condition; either needs the row's cases); a demotion never fails;\n"
 		"64 usage error. The output names the reason of the exit code. An ambiguous speed-up\n"
 		"does not fail. The policy's [gate] fail_on names the findings that fail;\n"
 		"noise_floor (see megabench noise-floor) raises the effect a change must exceed.\n"
-		"--always-test runs the statistics on rows whose code is identical in both receipts too\n"
-		"(see diff --help, which lists the thresholds).\n"
+		"--always-test (or [gate] identical_code_shortcut = false) runs the statistics on rows\n"
+		"whose code is identical in both binaries too (see diff --help, which lists the thresholds).\n"
 		"--junit FILE writes JUnit XML (replaced atomically; its directory must exist): one\n"
 		"testcase per case with time, failures for failing findings, skipped for cases not\n"
 		"compared, and comparability as a property.\n", f);
@@ -430,17 +443,88 @@ static int render_junit(FILE *out, const void *ctx, mb_error *err)
 	return mb_print_junit(out, ctx, err);
 }
 
-/* The newest receipt in `dir` comparable with the head at `head_path` (same
- * device, backend and suite; not the head's own run) into `out` (the
- * caller frees it). Files that do not load are named on standard error and
- * passed over. Returns 0, or an error with *out_exit set: 2 the head or
- * the folder cannot be read, 3 the head is invalid or nothing in the
- * folder is comparable. */
+/* Say on standard error that `path` was passed over, and why. */
+static void passed_over(const char *who, const char *path, const char *why)
+{
+	mb_error e;
+
+	mb_error_set(&e, MB_EINVAL, path, "%s", why);
+	mb_error_prefix(&e, who);
+	mb_cli_error(&e);
+}
+
+/* A file that names a run counted already: named, once. */
+static void duplicate_run(const char *who, const char *path, const char *first, const json_t *receipt)
+{
+	char why[MB_ERROR_TEXT_MAX];
+
+	snprintf(why, sizeof(why), "the same run as %s (run_id %s): counted once", first,
+		mb_text_get(receipt, "run_id"));
+	passed_over(who, path, why);
+}
+
+/* Why `r` cannot be the baseline of `head`: not a complete run, or it
+ * lacks a case the head has (it does not cover the head's plan). False
+ * when it can. */
+static bool not_a_baseline(char *why, size_t len, const json_t *r, const json_t *head)
+{
+	json_t *ids = json_object(), *c;
+	const char *first = NULL;
+	size_t i, missing = 0, n_head = json_array_size(json_object_get(head, "cases"));
+
+	if (!mb_receipt_complete(r, why, len)) {
+		json_decref(ids);
+		return true;
+	}
+	json_array_foreach(json_object_get(r, "cases"), i, c)
+		if (!ids || json_object_set_new(ids, mb_text_get(c, "id"), json_true())) {
+			json_decref(ids);
+			snprintf(why, len, "no memory to index its cases");
+			return true;
+		}
+	json_array_foreach(json_object_get(head, "cases"), i, c)
+		if (!json_object_get(ids, mb_text_get(c, "id")) && missing++ == 0)
+			first = mb_text_get(c, "id");
+	json_decref(ids);
+	if (missing)
+		snprintf(why, len, "does not cover the head's plan: it lacks %zu of the head's %zu cases (first: %s)",
+			missing, n_head, first);
+	return missing > 0;
+}
+
+/* When a receipt of the head's group ran: what mb_receipt_later reads. */
+static json_t *time_key(const json_t *r)
+{
+	return json_pack("{s:{s:I}, s:s}", "provenance", "commit_time",
+		json_integer_value(json_object_get(json_object_get(r, "provenance"), "commit_time")), "started_at",
+		mb_text_get(r, "started_at"));
+}
+
+/* A receipt of the head's group that is no baseline, named afterwards if
+ * it is newer than the one taken. */
+typedef struct rejected {
+	const char *path;   /* borrowed from the folder's list */
+	json_t *when;       /* time_key */
+	char why[MB_ERROR_TEXT_MAX / 2];
+} rejected;
+
+/* The newest receipt in `dir` that can be the head's baseline into `out`
+ * (the caller frees it): same device, backend and suite; not the head's
+ * own run; a complete run (status complete, with cases) that has every
+ * case the head has. Files that do not load are named on standard error
+ * and passed over, as are copies of a run counted already and the head's
+ * group's receipts that are no baseline and newer than the one taken (all
+ * of them when none is). Returns 0, or an error with *out_exit set: 2 the
+ * head or the folder cannot be read, 3 the head is invalid or no receipt
+ * of the folder can be its baseline. */
 static int pick_baseline(char **out, const char *dir, const char *head_path, int *out_exit, mb_error *err)
 {
+	static const char who[] = "--baseline-dir: passed over";
 	json_t *head = NULL, *best = NULL;
 	char **paths = NULL;
-	size_t n = 0, comparable = 0, best_i = 0;
+	rejected *rej = NULL;
+	mb_run_set runs = {NULL};
+	size_t n = 0, n_rej = 0, same_group = 0, n_ok = 0, best_i = 0;
 	int rc = mb_receipt_load(&head, head_path, err);
 
 	*out = NULL;
@@ -449,40 +533,70 @@ static int pick_baseline(char **out, const char *dir, const char *head_path, int
 		rc = mb_receipt_dir_list(&paths, &n, dir, err);
 		*out_exit = MB_EXIT_INPUT;
 	}
+	if (!rc && ((rc = mb_run_set_init(&runs, err)) || !(rej = calloc(n + 1, sizeof(*rej)))))
+		rc = mb_error_set(err, MB_ENOMEM, dir, "no memory");
 	for (size_t i = 0; !rc && i < n; i++) {
 		json_t *r = NULL;
+		const char *first;
 		mb_error skip;
 
 		if (mb_receipt_load(&r, paths[i], &skip)) {
-			mb_error_prefix(&skip, "--baseline-dir: passed over");
+			mb_error_prefix(&skip, who);
 			mb_cli_error(&skip);
 			continue;
 		}
 		if (mb_receipt_same_group(r, head) && strcmp(mb_text_get(r, "run_id"), mb_text_get(head, "run_id"))) {
-			comparable++;
-			if (!best || mb_receipt_later(r, best)) {
-				json_decref(best);
-				best = json_incref(r);
-				best_i = i;
+			same_group++;
+			if ((rc = mb_run_set_add(&first, &runs, r, paths[i], err))) {
+				json_decref(r);
+				break;
+			}
+			if (first) {
+				duplicate_run("--baseline-dir", paths[i], first, r);
+			} else if (not_a_baseline(rej[n_rej].why, sizeof(rej[n_rej].why), r, head)) {
+				rej[n_rej].path = paths[i];
+				rej[n_rej++].when = time_key(r);
+			} else {
+				n_ok++;
+				if (!best || mb_receipt_later(r, best)) {
+					json_decref(best);
+					best = json_incref(r);
+					best_i = i;
+				}
 			}
 		}
 		json_decref(r);
 	}
-	if (!rc && !best) {
+	/* a receipt newer than the one taken is named with why it was not */
+	for (size_t k = 0; !rc && k < n_rej; k++)
+		if (!best || mb_receipt_later(rej[k].when, best))
+			passed_over(who, rej[k].path, rej[k].why);
+	if (!rc && !best && !same_group) {
 		*out_exit = MB_GATE_INCONCLUSIVE;
 		rc = mb_error_set(err, MB_EINVAL, dir, "no receipt of device %s, backend %s and suite %s other than the "
 			"head's own run among its %zu receipt files: nothing to gate against",
 			mb_text_get(json_object_get(head, "device"), "name"), mb_text_get(head, "backend"),
 			mb_text_get(json_object_get(head, "suite"), "name"), n);
+	} else if (!rc && !best) {
+		*out_exit = MB_GATE_INCONCLUSIVE;
+		rc = mb_error_set(err, MB_EINVAL, dir, "none of its %zu receipts of device %s, backend %s and suite %s "
+			"(other than the head's own run) can be the baseline: each is named above with why (a baseline is a "
+			"complete run that has every one of the head's %zu cases); nothing to gate against", same_group,
+			mb_text_get(json_object_get(head, "device"), "name"), mb_text_get(head, "backend"),
+			mb_text_get(json_object_get(head, "suite"), "name"), json_array_size(json_object_get(head, "cases")));
 	}
 	if (!rc) {
 		*out = strdup(paths[best_i]);
 		if (!*out)
 			rc = mb_error_set(err, MB_ENOMEM, dir, "no memory");
 		else
-			fprintf(stderr, "megabench: gate: baseline %s (the newest of %zu comparable receipts in %s: %s)\n",
-				*out, comparable, dir, mb_print_revision(best, *out));
+			fprintf(stderr, "megabench: gate: baseline %s (the newest of %zu complete receipts in %s that cover "
+				"the head's plan: %s)\n", *out, n_ok, dir, mb_print_revision(best, *out));
 	}
+	for (size_t k = 0; k < n_rej; k++)
+		json_decref(rej[k].when);
+	free(rej);
+	mb_run_set_free(&runs);
 	json_decref(best);
 	json_decref(head);
 	mb_receipt_paths_free(paths, n);
@@ -712,6 +826,7 @@ static void report_usage(FILE *f)
 		"with every revision that has a case significantly slower than the revision before it\n"
 		"marked (a red line) and the first named (--always-test: as in diff, no identical-code\n"
 		"shortcut); the lanes of every receipt of the group that has them.\n"
+		"A run given twice (a copy, a symlink: the same run_id) is counted once and named.\n"
 		"Exit 0; 2 when a receipt or the policy cannot be read or DIR cannot be written; 3 when\n"
 		"a receipt is invalid; 64 usage error.\n", f);
 	select_usage(f, MB_SELECT_ROWS, "the rows whose verdict disagrees with their catalog status or\n"
@@ -738,6 +853,36 @@ typedef struct report_ctx {
 	const mb_select *sel;
 } report_ctx;
 
+/* Keep the first receipt of each run (by run_id), naming the others:
+ * `receipts` and `names` are compacted in place (a dropped receipt is
+ * released) and *n becomes the count kept. */
+static int drop_duplicate_runs(json_t **receipts, const char **names, size_t *n, const char *who, mb_error *err)
+{
+	mb_run_set runs;
+	size_t kept = 0;
+	int rc = mb_run_set_init(&runs, err);
+
+	for (size_t i = 0; !rc && i < *n; i++) {
+		json_t *r = receipts[i];
+		const char *first;
+
+		if ((rc = mb_run_set_add(&first, &runs, r, names[i], err)))
+			break;
+		receipts[i] = NULL;
+		if (first) {
+			duplicate_run(who, names[i], first, r);
+			json_decref(r);
+			continue;
+		}
+		receipts[kept] = r;
+		names[kept++] = names[i];
+	}
+	mb_run_set_free(&runs);
+	if (!rc)
+		*n = kept;
+	return rc;
+}
+
 static int render_html(FILE *out, const void *ctx, mb_error *err)
 {
 	const report_ctx *r = ctx;
@@ -750,26 +895,6 @@ static int render_md(FILE *out, const void *ctx, mb_error *err)
 	const report_ctx *r = ctx;
 
 	return mb_print_report_markdown(out, r->receipts, r->names, r->n, r->policy, r->sel, err);
-}
-
-/* mkdir -p */
-static int make_dirs(const char *path, mb_error *err)
-{
-	char buf[PATH_MAX_LEN];
-
-	if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf))
-		return mb_error_set(err, MB_EINVAL, path, "path too long");
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, DIR_MODE) && errno != EEXIST)
-			return mb_error_set(err, MB_EIO, buf, "cannot create directory: %s", strerror(errno));
-		*p = '/';
-	}
-	if (mkdir(buf, DIR_MODE) && errno != EEXIST)
-		return mb_error_set(err, MB_EIO, buf, "cannot create directory: %s", strerror(errno));
-	return 0;
 }
 
 /* Render one page (of the report, of the history) into DIR/NAME. */
@@ -786,7 +911,8 @@ int mb_cli_report(int argc, char **argv)
 	report_opts o;
 	json_t **receipts = NULL;
 	char **paths = NULL;
-	size_t n = 0;
+	const char **names = NULL;
+	size_t n = 0, n_loaded = 0;
 	mb_policy policy;
 	mb_error err;
 	report_ctx ctx;
@@ -802,17 +928,27 @@ int mb_cli_report(int argc, char **argv)
 		return status;
 	mb_policy_defaults(&policy);
 	status = MB_EXIT_INPUT;
-	rc = receipt_paths(&paths, &n, argv + optind, (size_t)(argc - optind), &err);
-	if (!rc && !(receipts = calloc(n, sizeof(*receipts))))
-		rc = mb_error_set(&err, MB_ENOMEM, "report", "no memory");
-	ctx = (report_ctx){receipts, (const char *const *)paths, n, &policy, &o.sel};
+	rc = receipt_paths(&paths, &n_loaded, argv + optind, (size_t)(argc - optind), &err);
+	n = n_loaded;
+	if (!rc) {
+		receipts = calloc(n + 1, sizeof(*receipts));
+		names = calloc(n + 1, sizeof(*names));
+		if (!receipts || !names)
+			rc = mb_error_set(&err, MB_ENOMEM, "report", "no memory");
+	}
+	if (!rc) {
+		memcpy(names, paths, n * sizeof(*names));
+		rc = load_inputs(&policy, receipts, o.policy_path, names, n, &o.sel, &status, &err);
+	}
+	/* a run given twice (a copy, a symlink) is one revision */
 	if (!rc)
-		rc = load_inputs(&policy, receipts, o.policy_path, ctx.names, n, &o.sel, &status, &err);
+		rc = drop_duplicate_runs(receipts, names, &n, "report", &err);
+	ctx = (report_ctx){receipts, names, n, &policy, &o.sel};
 	if (o.always_test)
 		policy.identical_code_shortcut = false;
 	if (!rc) {
 		status = MB_EXIT_INPUT;
-		rc = make_dirs(o.outdir, &err);
+		rc = mb_make_dirs(o.outdir, &err);
 	}
 	if (!rc) {
 		rc = write_page(o.outdir, "index.html", render_html, &ctx, &err);
@@ -826,10 +962,11 @@ int mb_cli_report(int argc, char **argv)
 		mb_cli_error(&err);
 	else
 		printf("wrote %s/index.html and %s/summary.md\n", o.outdir, o.outdir);
-	for (size_t i = 0; receipts && i < n; i++)
+	for (size_t i = 0; receipts && i < n_loaded; i++)
 		json_decref(receipts[i]);
 	free(receipts);
-	mb_receipt_paths_free(paths, n);
+	free(names);
+	mb_receipt_paths_free(paths, n_loaded);
 	mb_policy_free(&policy);
 	mb_select_free(&o.sel);
 	return rc ? status : 0;
@@ -853,8 +990,12 @@ static void history_usage(FILE *f)
 		"output; with -o DIR, DIR/index.html (self-contained: per row a chart of the median of\n"
 		"its fused kernel and of its best alternative per nightly, the demote and confirm\n"
 		"streaks marked), DIR/summary.md and DIR/history.json.\n"
-		"Exit 0; 2 when a path, a receipt or the policy cannot be read or DIR cannot be\n"
-		"written; 3 when a receipt is invalid; 64 usage error.\n", f);
+		"Receipts are read one at a time, and only what the history shows of each is kept. A\n"
+		"file that is no readable receipt, a receipt that is not a complete run, and a copy of a\n"
+		"run counted already (the same run_id) are named on standard error and passed over.\n"
+		"Exit 0 when a receipt was read; 2 when the policy cannot be read, DIR cannot be\n"
+		"written, no file could be read or the selection keeps nothing; 3 when none of the\n"
+		"receipts read is a valid complete run; 64 usage error.\n", f);
 	select_usage(f, MB_SELECT_ROWS, "the rows whose verdict differs between nightlies, disagrees with\n"
 		"                   their status in the newest, or that are to be demoted");
 }
@@ -876,12 +1017,65 @@ static int render_history_json(FILE *out, const void *ctx, mb_error *err)
 	return mb_print_history_json(out, ctx, err);
 }
 
+/* Add each receipt at `paths` to the history, one at a time (a receipt is
+ * freed as soon as the history has its digest). A file that does not load,
+ * a copy of a run counted already and a run that is not complete are named
+ * on standard error and passed over. Fails only when none is left: *out_exit
+ * 3 if some file was an invalid or incomplete receipt, else 2. */
+static int history_add_all(mb_history *h, char **paths, size_t n, const mb_select *sel, int *out_exit,
+	mb_error *err)
+{
+	static const char who[] = "history: passed over";
+	mb_run_set runs;
+	mb_select_tally tally;
+	size_t added = 0, invalid = 0;
+	int rc = mb_run_set_init(&runs, err);
+
+	memset(&tally, 0, sizeof(tally));
+
+	*out_exit = MB_EXIT_INPUT;
+	for (size_t i = 0; !rc && i < n; i++) {
+		/* a receipt is named by its file name: the folder is the run's choice */
+		const char *slash = strrchr(paths[i], '/'), *name = slash ? slash + 1 : paths[i], *first;
+		char why[MB_ERROR_TEXT_MAX / 2];
+		json_t *r = NULL;
+		mb_error skip;
+		int lrc = mb_receipt_load(&r, paths[i], &skip);
+
+		if (lrc) {
+			invalid += load_exit(lrc) == MB_GATE_INCONCLUSIVE;
+			mb_error_prefix(&skip, who);
+			mb_cli_error(&skip);
+		} else if ((rc = mb_run_set_add(&first, &runs, r, paths[i], err))) {
+			/* no memory: stop */
+		} else if (first) {
+			duplicate_run("history", paths[i], first, r);
+		} else if (!mb_receipt_complete(r, why, sizeof(why))) {
+			invalid++;
+			passed_over(who, paths[i], why);
+		} else if (mb_select_cases(sel, r, name, &tally), !(rc = mb_history_add(h, r, name, err))) {
+			added++;
+		} else {
+			*out_exit = MB_GATE_INCONCLUSIVE;
+		}
+		json_decref(r);
+	}
+	mb_run_set_free(&runs);
+	/* a selection that keeps nothing is bad input, as in run */
+	if (!rc && added && (rc = mb_select_check(sel, &tally, err)))
+		*out_exit = MB_EXIT_INPUT;
+	if (!rc && !added) {
+		*out_exit = invalid ? MB_GATE_INCONCLUSIVE : MB_EXIT_INPUT;
+		rc = mb_error_set(err, invalid ? MB_EINVAL : MB_EIO, "history", "none of the %zu files is a receipt of a "
+			"complete run that could be read (each is named above)", n);
+	}
+	return rc;
+}
+
 int mb_cli_history(int argc, char **argv)
 {
 	report_opts o;
-	json_t **receipts = NULL;
 	char **paths = NULL;
-	const char **names = NULL;
 	size_t n = 0;
 	mb_policy policy;
 	mb_history h;
@@ -899,31 +1093,22 @@ int mb_cli_history(int argc, char **argv)
 	if ((status = compile_selection(&o, &history_cmd, MB_SELECT_ROWS)))
 		return status;
 	mb_policy_defaults(&policy);
-	memset(&h, 0, sizeof(h));
+	mb_history_init(&h, &policy);
 	status = MB_EXIT_INPUT;
 	rc = receipt_paths(&paths, &n, argv + optind, (size_t)(argc - optind), &err);
-	if (!rc) {
-		receipts = calloc(n, sizeof(*receipts));
-		names = calloc(n, sizeof(*names));
-		if (!receipts || !names)
-			rc = mb_error_set(&err, MB_ENOMEM, "history", "no memory");
-	}
-	/* a receipt is named by its file name: the folder is the run's choice */
-	for (size_t i = 0; !rc && i < n; i++) {
-		const char *slash = strrchr(paths[i], '/');
-		names[i] = slash ? slash + 1 : paths[i];
-	}
+	if (!rc && o.policy_path)
+		rc = mb_cli_policy_load(&policy, o.policy_path, false, &err);
 	if (!rc)
-		rc = load_inputs(&policy, receipts, o.policy_path, (const char *const *)paths, n, &o.sel, &status, &err);
+		rc = history_add_all(&h, paths, n, &o.sel, &status, &err);
 	if (!rc) {
 		status = MB_GATE_INCONCLUSIVE;
-		rc = mb_history_build(&h, receipts, names, n, &policy, &err);
+		rc = mb_history_finish(&h, &err);
 	}
 	if (!rc)
 		mb_select_history(&h, &o.sel);
 	if (!rc && o.outdir) {
 		status = MB_EXIT_INPUT;
-		rc = make_dirs(o.outdir, &err);
+		rc = mb_make_dirs(o.outdir, &err);
 		if (!rc)
 			rc = write_page(o.outdir, "index.html", render_history_html, &h, &err);
 		if (!rc)
@@ -938,10 +1123,6 @@ int mb_cli_history(int argc, char **argv)
 	else if (o.outdir)
 		printf("wrote %s/index.html, %s/summary.md and %s/history.json\n", o.outdir, o.outdir, o.outdir);
 	mb_history_free(&h);
-	for (size_t i = 0; receipts && i < n; i++)
-		json_decref(receipts[i]);
-	free(receipts);
-	free(names);
 	mb_receipt_paths_free(paths, n);
 	mb_policy_free(&policy);
 	mb_select_free(&o.sel);

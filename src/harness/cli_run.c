@@ -35,7 +35,10 @@
 /* The highest device index --devices takes (CUDA numbers far fewer). */
 #define MAX_DEVICE_INDEX 1023
 #define DEFAULT_DIR "receipts"
-#define DIR_MODE 0777
+/* Under --save-to DIR, where a receipt that is not a complete run goes
+ * (DIR/incomplete/NAME): kept, but out of the folder gate --baseline-dir
+ * and history read. */
+#define INCOMPLETE_DIR "incomplete"
 #define FALLBACK_NAME_FMT "megabench-%s.json"
 #define JSON_SUFFIX ".json"
 #define JSON_GZ_SUFFIX ".json.gz"
@@ -82,9 +85,12 @@ static void run_usage(FILE *f)
 		"                        '-' = stdout, the table then goes to stderr)\n"
 		"      --force           replace FILE when it exists (without it, an existing receipt is\n"
 		"                        never replaced)\n"
-		"      --save-to DIR     store the receipt in DIR (made if missing) as\n"
+		"      --save-to DIR     store the receipt in DIR (every missing level made) as\n"
 		"                        YYYYMMDDTHHMMSS.mmmZ-SUITE-PID.json: names sort by time, and an\n"
-		"                        existing file is never replaced (not with -o or --force)\n"
+		"                        existing file is never replaced (not with -o or --force); a run\n"
+		"                        that is not complete (interrupted, failed, no case) goes to\n"
+		"                        DIR/incomplete/ instead, out of what gate --baseline-dir and\n"
+		"                        history read\n"
 		"      --gzip            write the receipt gzip-compressed: the default name and\n"
 		"                        --save-to's end in .json.gz (-o NAME.gz compresses without it);\n"
 		"                        every command reads .json.gz receipts\n"
@@ -110,9 +116,11 @@ static void run_usage(FILE *f)
 		"                        tolerance, ...)\n"
 		"  -h, --help            this text\n"
 		"\n"
-		"Provenance (git commit, dirty flag, kernel source blob ids) is read from the\n"
-		"checkout holding the current directory, else the tree megabench was built\n"
-		"from; MEGABENCH_SOURCE_DIR=DIR names the checkout instead.\n"
+		"Provenance (git commit, dirty flag, the blob id of every source file) is what\n"
+		"this megabench was built from, embedded by the build, and the blob id of the\n"
+		"executable; run it from any directory. Inside a checkout of megabench whose\n"
+		"sources differ from the binary's, a notice names the differing files and the\n"
+		"receipt records them (provenance.checkout).\n"
 		"\n"
 		"The output is proved writable before the first case. Should the save still\n"
 		"fail (a full disk), the receipt is written to $TMPDIR (else /tmp, else the\n"
@@ -364,7 +372,6 @@ static void default_output(char *buf, size_t len, const char *save_to, bool gzip
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
-	mkdir(save_to ? save_to : DEFAULT_DIR, DIR_MODE); /* may exist; the probe reports real problems */
 	if (save_to)
 		snprintf(buf, len, "%s/%s.%03ldZ-%s-%ld%s", save_to, stamp, ts.tv_nsec / NS_PER_MS, suite->name,
 			(long)getpid(), gzip ? JSON_GZ_SUFFIX : JSON_SUFFIX);
@@ -638,10 +645,45 @@ typedef struct run_ctx {
 	const gpu_pool *pool;   /* --gpus: spread over these; NULL: the current device */
 } run_ctx;
 
+/* A complete run with cases: what a nightly store may hold. */
+static bool complete_run(const json_t *receipt)
+{
+	return !strcmp(json_string_value(json_object_get(receipt, "status")), "complete")
+		&& json_array_size(json_object_get(receipt, "cases")) > 0;
+}
+
+/* --save-to DIR: a receipt that is not a complete run with cases
+ * (interrupted, failed, no case) goes to DIR/incomplete/ under the same
+ * name, so that gate --baseline-dir and history never take it for a
+ * nightly; `path` is then that path. Nothing changes otherwise. */
+static void keep_out_of_store(char *path, size_t len, const char *save_to, const json_t *receipt,
+	const char *out_path)
+{
+	const char *name = strrchr(out_path, '/');
+	char dir[PATH_BYTES];
+	mb_error ignored;
+
+	snprintf(path, len, "%s", out_path);
+	if (!save_to || complete_run(receipt))
+		return;
+	snprintf(dir, sizeof(dir), "%s/" INCOMPLETE_DIR, save_to);
+	/* a folder that cannot be made fails the save, which then falls back
+	 * to $TMPDIR and says so */
+	mb_make_dirs(dir, &ignored);
+	/* a path too long for that stays in the store, where the readers
+	 * pass over an incomplete receipt by its status anyway */
+	if (snprintf(path, len, "%s/%s", dir, name ? name + 1 : out_path) >= (int)len)
+		snprintf(path, len, "%s", out_path);
+}
+
 /* Run the plan on the current device, or spread over the pool's GPUs, and
- * save its receipt to `out_path` (already probed). Returns the exit code. */
+ * save its receipt to `out_path` (already probed; under --save-to, an
+ * incomplete run goes beside it, keep_out_of_store). Returns the exit
+ * code. */
 static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 {
+	char kept[PATH_BYTES];
+	bool kept_out;
 	json_t *receipt = NULL;
 	mb_console con;
 	mb_error err;
@@ -657,7 +699,7 @@ static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 			.suite = r->suite, .plan = r->plan, .filter = &r->a->filter, .backend = r->backend,
 			.backend_requested = r->a->backend, .progress = &con.progress, .argc = r->argc,
 			.argv = r->argv, .interrupted = &interrupted, .notices = r->notices, .n_notices = r->n_notices,
-			.source_dir = getenv("MEGABENCH_SOURCE_DIR"), .repetitions = r->repetitions,
+			.repetitions = r->repetitions,
 		};
 		if (r->pool) {
 			mb_shard_options so = {&o, r->pool->devices, r->pool->n, r->pool->simulated};
@@ -675,6 +717,9 @@ static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 		mb_cli_error(&err);
 	code = exit_code_for(receipt, rc);
 	mb_error_clear(&err);
+	keep_out_of_store(kept, sizeof(kept), r->a->save_to, receipt, out_path);
+	kept_out = strcmp(kept, out_path) != 0;
+	out_path = kept;
 	signals_hold(r->signals);
 	rc = save_receipt(receipt, out_path, r->a->force, existed, &err);
 	signals_release(r->signals);
@@ -687,9 +732,10 @@ static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 	mb_console_print_table_as(table_out, receipt, r->a->format);
 	fflush(table_out);
 	if (strcmp(out_path, "-") != 0)
-		fprintf(stderr, "megabench: receipt written to %s%s%s\n", out_path,
+		fprintf(stderr, "megabench: receipt written to %s%s%s%s%s\n", out_path,
 			existed ? " (replaced the previous file, as --force asked)" : "",
-			code == MB_EXIT_INTERRUPTED ? " (interrupted: partial)" : "");
+			code == MB_EXIT_INTERRUPTED ? " (interrupted: partial)" : "",
+			kept_out ? "; not a complete run, so kept out of " : "", kept_out ? r->a->save_to : "");
 	json_decref(receipt);
 	return code;
 }
@@ -825,6 +871,13 @@ int mb_cli_run(int argc, char **argv)
 			strcmp(backend->name, "cpu") == 0 ? "the reference variant only" : "the variants built for it");
 		notices[n_notices++] = ignored_note;
 	}
+	/* every missing level of the folder is made; one that cannot be is
+	 * named with the system's reason (read-only, permission, a file) */
+	if (!a.output && mb_make_dirs(a.save_to ? a.save_to : DEFAULT_DIR, &err)) {
+		mb_cli_error(&err);
+		code = MB_EXIT_INPUT;
+		goto cleanup;
+	}
 	if (a.output)
 		snprintf(base_path, sizeof(base_path), "%s", a.output);
 	else
@@ -836,7 +889,10 @@ int mb_cli_run(int argc, char **argv)
 		device_output(out_paths[d], sizeof(out_paths[d]), base_path, devices[d], n_outputs);
 		existed[d] = strcmp(out_paths[d], "-") != 0 && stat(out_paths[d], &st) == 0 && S_ISREG(st.st_mode);
 		if (mb_atomic_write_probe(out_paths[d], a.force ? 0 : MB_ATOMIC_NO_REPLACE, &err)) {
-			if (existed[d] && !a.force)
+			if (existed[d] && a.save_to)
+				snprintf(err.text, sizeof(err.text), "a receipt is already there (another run of the same "
+					"millisecond and process id?); --save-to never replaces one: run again for a new name");
+			else if (existed[d] && !a.force)
 				snprintf(err.text, sizeof(err.text), "a receipt is already there; --force replaces it, "
 					"or name another file with -o");
 			mb_cli_error(&err);

@@ -16,7 +16,7 @@
 
 /* Keys a policy may have at its top level (schemas/policy.schema.json). */
 static const char *const policy_keys[] = {"alpha", "min_effect", "noise_ceiling", "noise_floor",
-	"identical_code_max_change", "memory_max_growth", "rows", "gate"};
+	"identical_code_max_change", "memory_max_growth", "lane_min_effect", "rows", "gate"};
 
 static void validate_usage(FILE *f)
 {

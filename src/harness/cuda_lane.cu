@@ -1,6 +1,8 @@
 /* Running a lane on the device; see lane.h. One stream, cuBLAS for the
- * GEMMs, the catalog's launch functions for the rows, CUPTI for each step's
- * busy, copy and set time, events for its span on the device. */
+ * GEMMs, the catalog's launch functions for the rows, three small kernels
+ * of the lane's own (the attention stand-in's softmax, mHC's read-out and
+ * write-back), CUPTI for each step's busy, copy and set time, events for
+ * its span on the device. */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -16,6 +18,7 @@
 extern "C" {
 #include "harness/case_common.h"
 #include "harness/lane.h"
+#include "kernels/workspace.h"
 #include "receipts/error.h"
 }
 #include "harness/cuda_device.h"
@@ -24,19 +27,23 @@ extern "C" {
 
 namespace {
 
+typedef __nv_bfloat16 bf16;
+
 const int SOFTMAX_THREADS = 256;
+const int ELEMENTWISE_THREADS = 256;
+const int ELEMENTWISE_MAX_BLOCKS = 8192; /* a grid-stride loop past this */
+const int VEC = 8;                       /* bf16 per 16-byte access */
 const size_t CUBLAS_WORKSPACE_BYTES = (size_t)32 << 20;
 const uint64_t LANE_ID_BASE = 1ULL << 61; /* external correlation ids, apart from the cases' */
 const uint64_t LANE_SEED = 0x6c616e65ULL;  /* "lane" */
-const int MAX_CONFIGS = 2 + MB_LANE_MAX_ROWS;
 const double NS_PER_MS = 1e6;
 
 /* The stand-in's row launch: a numerically safe softmax over each row of
  * `n` bf16 values, in place (max, sum of exponentials, scale). */
-__global__ void __launch_bounds__(SOFTMAX_THREADS) mb_lane_softmax_kernel(__nv_bfloat16 *x, int64_t n)
+__global__ void __launch_bounds__(SOFTMAX_THREADS) mb_lane_softmax_kernel(bf16 *x, int64_t n)
 {
 	__shared__ float red[SOFTMAX_THREADS];
-	__nv_bfloat16 *row = x + (int64_t)blockIdx.x * n;
+	bf16 *row = x + (int64_t)blockIdx.x * n;
 	float m = -INFINITY, s = 0;
 
 	for (int64_t j = threadIdx.x; j < n; j += SOFTMAX_THREADS)
@@ -64,19 +71,86 @@ __global__ void __launch_bounds__(SOFTMAX_THREADS) mb_lane_softmax_kernel(__nv_b
 		row[j] = __float2bfloat16_rn(__expf(__bfloat162float(row[j]) - m) / s);
 }
 
+__device__ void load8(float *v, const bf16 *p)
+{
+	uint4 raw = *(const uint4 *)p;
+	const __nv_bfloat162 *h = (const __nv_bfloat162 *)&raw;
+
+	for (int i = 0; i < VEC / 2; i++) {
+		float2 f = __bfloat1622float2(h[i]);
+		v[2 * i] = f.x, v[2 * i + 1] = f.y;
+	}
+}
+
+__device__ void store8(bf16 *p, const float *v)
+{
+	uint4 raw;
+	__nv_bfloat162 *h = (__nv_bfloat162 *)&raw;
+
+	for (int i = 0; i < VEC / 2; i++)
+		h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+	*(uint4 *)p = raw;
+}
+
+/* mHC's read-out: out[t, :] = mean over the streams of mix[t, n, :]. */
+__global__ void __launch_bounds__(ELEMENTWISE_THREADS) mb_lane_mhc_read_kernel(const bf16 *__restrict__ mix,
+	bf16 *__restrict__ out, int64_t tokens, int64_t width, int streams)
+{
+	const int64_t per_row = width / VEC, vecs = tokens * per_row;
+
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < vecs; i += (int64_t)gridDim.x * blockDim.x) {
+		int64_t t = i / per_row, j = (i % per_row) * VEC;
+		float acc[VEC] = {0}, v[VEC];
+		for (int n = 0; n < streams; n++) {
+			load8(v, mix + (t * streams + n) * width + j);
+			for (int e = 0; e < VEC; e++)
+				acc[e] += v[e];
+		}
+		for (int e = 0; e < VEC; e++)
+			acc[e] /= (float)streams;
+		store8(out + t * width + j, acc);
+	}
+}
+
+/* mHC's write-back: out[t, n, :] = mix[t, n, :] + x[t, :]. */
+__global__ void __launch_bounds__(ELEMENTWISE_THREADS) mb_lane_mhc_write_kernel(const bf16 *__restrict__ mix,
+	const bf16 *__restrict__ x, bf16 *__restrict__ out, int64_t tokens, int64_t width, int streams)
+{
+	const int64_t per_row = width / VEC, vecs = tokens * streams * per_row;
+
+	for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < vecs; i += (int64_t)gridDim.x * blockDim.x) {
+		int64_t t = i / (streams * per_row), j = (i % per_row) * VEC;
+		float a[VEC], b[VEC];
+		load8(a, mix + i * VEC);
+		load8(b, x + t * width + j);
+		for (int e = 0; e < VEC; e++)
+			a[e] += b[e];
+		store8(out + i * VEC, a);
+	}
+}
+
+unsigned elementwise_blocks(int64_t vecs)
+{
+	int64_t blocks = (vecs + ELEMENTWISE_THREADS - 1) / ELEMENTWISE_THREADS;
+
+	return (unsigned)(blocks < ELEMENTWISE_MAX_BLOCKS ? (blocks > 0 ? blocks : 1) : ELEMENTWISE_MAX_BLOCKS);
+}
+
 struct lane_run {
 	const mb_lane_spec *spec;
 	mb_lane_recipe recipe;
-	mb_lane_config configs[MAX_CONFIGS];
+	mb_lane_config configs[MB_LANE_MAX_CONFIGS];
 	int n_configs;
-	mb_lane_samples samples[MAX_CONFIGS][MB_LANE_MODE_COUNT];
-	void *buf[LB_COUNT];
+	mb_lane_samples samples[MB_LANE_MAX_CONFIGS];
+	mb_lane_progress progress[MB_LANE_MODE_COUNT];
+	cudaGraphExec_t graph[MB_LANE_MAX_CONFIGS];
+	void **buf;
 	cudaStream_t stream;
 	cudaEvent_t *ev;
 	mb_cupti_call *calls;        /* one per timed step */
-	cudaGraphExec_t graph[MAX_CONFIGS];
 	bool cupti;
 	uint64_t next_id;
+	int64_t start_ns;
 #if MB_HAVE_CUBLAS
 	cublasHandle_t blas;
 	void *workspace;
@@ -84,62 +158,86 @@ struct lane_run {
 	char error[512];
 };
 
-const mb_variant *variant_of(const mb_row *row, mb_variant_kind kind)
+#if MB_HAVE_CUBLAS
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the
+ * stored matrices swap places and keep their own leading dimensions. */
+cudaError_t enqueue_gemm(lane_run *L, const mb_lane_op *op)
 {
-	for (int v = 0; v < row->n_variants; v++)
-		if (row->variants[v].kind == kind && row->variants[v].launch)
-			return &row->variants[v];
-	return NULL;
-}
+	const mb_lane_gemm *g = &op->g;
+	const float alpha = 1.0f, beta = g->beta;
+	const void *a = L->buf[op->in[0]], *b = L->buf[op->in[1]];
+	void *c = L->buf[op->out[0]];
+	cublasOperation_t ob = g->tb ? CUBLAS_OP_T : CUBLAS_OP_N, oa = g->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cublasStatus_t st;
 
-int row_index(const mb_lane_recipe *r, const mb_row *row)
-{
-	for (int i = 0; i < r->n_rows; i++)
-		if (r->rows[i] == row)
-			return i;
-	return 0;
+	if (g->batch > 1)
+		st = cublasGemmStridedBatchedEx(L->blas, ob, oa, (int)g->n, (int)g->m, (int)g->k, &alpha, b, CUDA_R_16BF,
+			(int)g->ldb, g->stride_b, a, CUDA_R_16BF, (int)g->lda, g->stride_a, &beta, c, CUDA_R_16BF, (int)g->ldc,
+			g->stride_c, (int)g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	else
+		st = cublasGemmEx(L->blas, ob, oa, (int)g->n, (int)g->m, (int)g->k, &alpha, b, CUDA_R_16BF, (int)g->ldb, a,
+			CUDA_R_16BF, (int)g->lda, &beta, c, CUDA_R_16BF, (int)g->ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+	return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : (cudaError_t)mb_ws_blas_error((int)st);
 }
+#endif
 
-/* Queue one op; returns a CUDA error (cuBLAS failures as cudaErrorUnknown). */
+/* Queue one op; returns a CUDA error (cuBLAS failures as mb_ws_blas_error
+ * maps them). */
 cudaError_t enqueue(lane_run *L, const mb_lane_op *op, const mb_lane_config *c)
 {
-	if (op->kind == MB_LANE_OP_ROW) {
+	switch (op->kind) {
+	case MB_LANE_OP_ROW: {
 		const void *in[MB_MAX_TENSORS];
 		void *out[MB_MAX_TENSORS];
-		int ri = row_index(&L->recipe, op->row);
-		const mb_variant *v = variant_of(op->row, c->fallback[ri] ? MB_VARIANT_FALLBACK : MB_VARIANT_FUSED);
-		if (!v)
-			return cudaErrorInvalidValue;
+		int v = c->variant[op->row_index];
+		if (v < 0 || !op->row->variants[v].launch)
+			return cudaErrorNotSupported;
 		for (int i = 0; i < op->n_in; i++)
 			in[i] = L->buf[op->in[i]];
 		for (int i = 0; i < op->n_out; i++)
 			out[i] = L->buf[op->out[i]];
-		return (cudaError_t)v->launch(L->stream, op->axis, MB_BF16, in, out);
+		return (cudaError_t)op->row->variants[v].launch(L->stream, op->axis, MB_BF16, in, out);
 	}
-	if (op->kind == MB_LANE_OP_SOFTMAX) {
-		mb_lane_softmax_kernel<<<(unsigned)op->m, SOFTMAX_THREADS, 0, L->stream>>>((__nv_bfloat16 *)L->buf[LB_ATTN],
-			op->n);
+	case MB_LANE_OP_SOFTMAX:
+		mb_lane_softmax_kernel<<<(unsigned)op->g.m, SOFTMAX_THREADS, 0, L->stream>>>((bf16 *)L->buf[op->out[0]],
+			op->g.n);
 		return cudaGetLastError();
-	}
+	case MB_LANE_OP_MHC_READ:
+		mb_lane_mhc_read_kernel<<<elementwise_blocks(op->g.m * op->g.n / VEC), ELEMENTWISE_THREADS, 0, L->stream>>>(
+			(const bf16 *)L->buf[op->in[0]], (bf16 *)L->buf[op->out[0]], op->g.m, op->g.n, (int)op->g.k);
+		return cudaGetLastError();
+	case MB_LANE_OP_MHC_WRITE:
+		mb_lane_mhc_write_kernel<<<elementwise_blocks(op->g.m * op->g.k * op->g.n / VEC), ELEMENTWISE_THREADS, 0,
+			L->stream>>>((const bf16 *)L->buf[op->in[0]], (const bf16 *)L->buf[op->in[1]], (bf16 *)L->buf[op->out[0]],
+			op->g.m, op->g.n, (int)op->g.k);
+		return cudaGetLastError();
+	case MB_LANE_OP_GEMM:
 #if MB_HAVE_CUBLAS
-	/* row-major C[m, n] = A[m, k] B[k, n] is column-major C^T = B^T A^T */
-	const float alpha = 1.0f, beta = 0.0f;
-	cublasStatus_t st = cublasGemmEx(L->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)op->n, (int)op->m, (int)op->k, &alpha,
-		L->buf[op->b], CUDA_R_16BF, (int)op->n, L->buf[op->a], CUDA_R_16BF, (int)op->k, &beta, L->buf[op->c],
-		CUDA_R_16BF, (int)op->n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-	return st == CUBLAS_STATUS_SUCCESS ? cudaGetLastError() : cudaErrorUnknown;
+		return enqueue_gemm(L, op);
 #else
-	return cudaErrorNotSupported;
+		return cudaErrorNotSupported;
 #endif
+	}
+	return cudaErrorInvalidValue;
 }
 
+/* One step of configuration `c`, op by op; on a failure, what failed goes
+ * into L->error. */
 cudaError_t enqueue_step(lane_run *L, int c)
 {
-	cudaError_t ce = cudaSuccess;
+	const mb_lane_config *cfg = &L->configs[c];
 
-	for (int i = 0; i < L->recipe.n_ops && ce == cudaSuccess; i++)
-		ce = enqueue(L, &L->recipe.ops[i], &L->configs[c]);
-	return ce;
+	for (int i = 0; i < L->recipe.n_ops; i++) {
+		const mb_lane_op *op = &L->recipe.ops[i];
+		cudaError_t ce = enqueue(L, op, cfg);
+		if (ce != cudaSuccess) {
+			int v = op->row ? cfg->variant[op->row_index] : -1;
+			snprintf(L->error, sizeof(L->error), "%s, %s: %s%s%s", cfg->name, mb_lane_mode_name(cfg->mode), op->label,
+				v >= 0 ? " on " : "", v >= 0 ? op->row->variants[v].name : "");
+			return ce;
+		}
+	}
+	return cudaSuccess;
 }
 
 cudaError_t capture(lane_run *L, int c)
@@ -158,57 +256,48 @@ cudaError_t capture(lane_run *L, int c)
 	return launch != cudaSuccess ? launch : ce;
 }
 
-cudaError_t one_step(lane_run *L, int c, mb_lane_mode mode)
+cudaError_t one_step(lane_run *L, int c)
 {
-	if (mode == MB_LANE_GRAPH)
+	if (L->configs[c].mode == MB_LANE_GRAPH)
 		return cudaGraphLaunch(L->graph[c], L->stream);
 	return enqueue_step(L, c);
 }
 
-bool grow_samples(mb_lane_samples *s, int cap)
+/* A failed CUDA call: its name and error after what enqueue_step said
+ * (cut to the error's size). Returns 1, the device failure. */
+int failed(lane_run *L, const char *what, cudaError_t ce)
 {
-	s->step_ns = (double *)realloc(s->step_ns, (size_t)cap * sizeof(double));
-	s->busy_ns = (double *)realloc(s->busy_ns, (size_t)cap * sizeof(double));
-	s->memcpy_ns = (double *)realloc(s->memcpy_ns, (size_t)cap * sizeof(double));
-	s->memset_ns = (double *)realloc(s->memset_ns, (size_t)cap * sizeof(double));
-	s->host_ns = (double *)realloc(s->host_ns, (size_t)cap * sizeof(double));
-	s->round = (int *)realloc(s->round, (size_t)cap * sizeof(int));
-	return s->step_ns && s->busy_ns && s->memcpy_ns && s->memset_ns && s->host_ns && s->round;
+	char text[2 * sizeof(L->error)];
+	size_t len;
+
+	snprintf(text, sizeof(text), "%s%s%s: %s", L->error, L->error[0] ? ": " : "", what, cudaGetErrorString(ce));
+	len = strnlen(text, sizeof(L->error) - 1);
+	memcpy(L->error, text, len);
+	L->error[len] = '\0';
+	return 1;
 }
 
 #define LANE_TRY(call, what) \
 	do { \
 		cudaError_t ce_ = (call); \
-		if (ce_ != cudaSuccess) { \
-			snprintf(L->error, sizeof(L->error), "%s: %s", (what), cudaGetErrorString(ce_)); \
-			return 1; \
-		} \
+		if (ce_ != cudaSuccess) \
+			return failed(L, (what), ce_); \
 	} while (0)
 
-/* One configuration in one mode for one round. Returns 0, 1 with L->error
- * set for a device failure, or a negative MB_E*. */
-int run_steps(lane_run *L, int c, mb_lane_mode mode, int round, mb_error *err)
+/* One configuration in one round: warm-up steps, then the timed steps.
+ * Returns 0, 1 with L->error set for a device failure, or a negative
+ * MB_E*. */
+int run_steps(lane_run *L, int c, int round, mb_error *err)
 {
 	const mb_lane_spec *s = L->spec;
-	mb_lane_samples *out = &L->samples[c][mode];
-	mb_cupti_call *calls = L->calls;
+	mb_lane_samples *out = &L->samples[c];
 	uint64_t first_id = L->next_id;
 	int rc = 0;
 
-	if (!grow_samples(out, s->rounds * s->steps))
+	if (mb_lane_samples_reserve(out, s->steps))
 		return mb_error_set(err, MB_ENOMEM, s->name, "out of memory for lane samples");
-	/* the first step of a configuration and mode pays for module loads,
-	 * cuBLAS's choices and, in graph mode, the capture */
-	if (round == 0) {
-		int64_t t0 = mb_now_ns();
-		if (mode == MB_LANE_GRAPH && !L->graph[c])
-			LANE_TRY(capture(L, c), "graph capture");
-		LANE_TRY(one_step(L, c, mode), "first step");
-		LANE_TRY(cudaStreamSynchronize(L->stream), "first step");
-		out->first_step_host_ns = (double)(mb_now_ns() - t0);
-	}
 	for (int i = 0; i < s->warmup; i++)
-		LANE_TRY(one_step(L, c, mode), "warm-up");
+		LANE_TRY(one_step(L, c), "warm-up");
 	LANE_TRY(cudaStreamSynchronize(L->stream), "warm-up");
 	if (L->cupti)
 		mb_cupti_discard();
@@ -217,7 +306,7 @@ int run_steps(lane_run *L, int c, mb_lane_mode mode, int round, mb_error *err)
 		if (L->cupti && (rc = mb_cupti_call_begin(L->next_id++, err)))
 			break;
 		LANE_TRY(cudaEventRecord(L->ev[2 * i], L->stream), "step");
-		LANE_TRY(one_step(L, c, mode), "step");
+		LANE_TRY(one_step(L, c), "step");
 		LANE_TRY(cudaEventRecord(L->ev[2 * i + 1], L->stream), "step");
 		if (L->cupti && (rc = mb_cupti_call_end(err)))
 			break;
@@ -226,14 +315,14 @@ int run_steps(lane_run *L, int c, mb_lane_mode mode, int round, mb_error *err)
 	if (rc == 0)
 		LANE_TRY(cudaStreamSynchronize(L->stream), "steps");
 	if (rc == 0 && L->cupti && ((rc = mb_cupti_flush(err)) == 0))
-		rc = mb_cupti_collect(calls, first_id, s->steps, NULL, 0, err);
+		rc = mb_cupti_collect(L->calls, first_id, s->steps, NULL, 0, err);
 	for (int i = 0; rc == 0 && i < s->steps; i++) {
 		float ms = 0;
 		LANE_TRY(cudaEventElapsedTime(&ms, L->ev[2 * i], L->ev[2 * i + 1]), "step");
 		out->step_ns[out->n + i] = (double)ms * NS_PER_MS;
-		out->busy_ns[out->n + i] = L->cupti ? (double)calls[i].busy_ns : NAN;
-		out->memcpy_ns[out->n + i] = L->cupti ? (double)calls[i].memcpy_ns : NAN;
-		out->memset_ns[out->n + i] = L->cupti ? (double)calls[i].memset_ns : NAN;
+		out->busy_ns[out->n + i] = L->cupti ? (double)L->calls[i].busy_ns : NAN;
+		out->memcpy_ns[out->n + i] = L->cupti ? (double)L->calls[i].memcpy_ns : NAN;
+		out->memset_ns[out->n + i] = L->cupti ? (double)L->calls[i].memset_ns : NAN;
 		out->round[out->n + i] = round;
 	}
 	if (rc == 0)
@@ -241,25 +330,99 @@ int run_steps(lane_run *L, int c, mb_lane_mode mode, int round, mb_error *err)
 	return rc;
 }
 
-/* Weights scaled by about 1/sqrt(fan-in) keep activations near unit size
- * (the values only need to be finite: a lane is timed, not checked). */
+int fill_from(mb_fill fill)
+{
+	return fill == MB_FILL_UNIFORM ? MB_INPUT_UNIFORM : fill == MB_FILL_INDEX ? MB_INPUT_INDEX : MB_INPUT_NORMAL;
+}
+
+/* Every buffer from the generator: parameters as the recipe says (their
+ * values are what the rows see), activations too, though the step writes
+ * them before it reads them. */
 int fill_buffers(lane_run *L)
 {
-	for (int b = 0; b < LB_COUNT; b++) {
-		int64_t n = L->recipe.buffer_elems[b];
-		mb_input_params p = {mb_input_key(LANE_SEED, b), MB_INPUT_NORMAL, 0, 1};
-		if (b == LB_NORM_W)
-			p.fill = MB_INPUT_UNIFORM, p.lo = 0.5f, p.hi = 1.5f;
-		else if (b == LB_COS || b == LB_SIN)
-			p.fill = MB_INPUT_UNIFORM, p.lo = -1, p.hi = 1;
-		else if (b == LB_SCORES)
-			p.hi = 1.0f / sqrtf((float)L->spec->tokens);
-		else if (b >= LB_WQ && b != LB_ROUTER && b != LB_INNER)
-			p.hi = 1.0f / sqrtf((float)L->spec->hidden);
-		LANE_TRY(cudaMalloc(&L->buf[b], (size_t)(n > 0 ? n : 1) * sizeof(__nv_bfloat16)), "lane buffers");
-		LANE_TRY((cudaError_t)mb_cuda_fill(L->stream, L->buf[b], (uint64_t)n, &p, MB_BF16), "lane buffers");
+	const mb_lane_recipe *r = &L->recipe;
+
+	L->buf = (void **)calloc((size_t)r->n_buffers + 1, sizeof(void *));
+	if (!L->buf) {
+		snprintf(L->error, sizeof(L->error), "out of memory for the buffers' table");
+		return 1;
+	}
+	for (int b = 0; b < r->n_buffers; b++) {
+		const mb_lane_buffer *x = &r->buffers[b];
+		mb_input_params p = {mb_input_key(LANE_SEED, b), fill_from(x->param ? x->fill : MB_FILL_NORMAL),
+			x->param ? x->lo : 0.0f, x->param ? x->hi : 1.0f};
+		snprintf(L->error, sizeof(L->error), "buffer \"%s\" (%lld elements)", x->name, (long long)x->elems);
+		LANE_TRY(cudaMalloc(&L->buf[b], (size_t)x->elems * (size_t)x->elem_bytes), "cudaMalloc");
+		LANE_TRY((cudaError_t)mb_cuda_fill(L->stream, L->buf[b], (uint64_t)x->elems, &p, MB_BF16), "fill");
+	}
+	L->error[0] = '\0';
+	LANE_TRY(cudaStreamSynchronize(L->stream), "filling the buffers");
+	return 0;
+}
+
+/* Every configuration's first step, eager, before any capture: the rows'
+ * scratch slots reach the size every later call needs (a slot that grew
+ * under a captured graph would leave it pointing at freed memory); then
+ * each graph configuration's capture and first replay. The first step's
+ * cost (module loads, cuBLAS's choices, the capture) is recorded apart. */
+int prime(lane_run *L)
+{
+	for (int c = 0; c < L->n_configs; c++) {
+		int64_t t0 = mb_now_ns();
+		LANE_TRY(enqueue_step(L, c), "first step");
+		LANE_TRY(cudaStreamSynchronize(L->stream), "first step");
+		if (L->configs[c].mode == MB_LANE_EAGER)
+			L->samples[c].first_step_host_ns = (double)(mb_now_ns() - t0);
+	}
+	for (int c = 0; c < L->n_configs; c++) {
+		int64_t t0 = mb_now_ns();
+		if (L->configs[c].mode != MB_LANE_GRAPH)
+			continue;
+		LANE_TRY(capture(L, c), "graph capture");
+		LANE_TRY(cudaGraphLaunch(L->graph[c], L->stream), "first replay");
+		LANE_TRY(cudaStreamSynchronize(L->stream), "first replay");
+		L->samples[c].first_step_host_ns = (double)(mb_now_ns() - t0);
 	}
 	return 0;
+}
+
+/* Rounds until every mode stops (lane.h: the target, the budget or
+ * max_rounds), the configurations of the modes still going in a new
+ * shuffled order each round. */
+int rounds(lane_run *L, mb_error *err)
+{
+	const mb_lane_spec *s = L->spec;
+	int units[MB_LANE_MAX_CONFIGS], order[MB_LANE_MAX_CONFIGS], rc;
+
+	for (int round = 0;; round++) {
+		double mode_ns[MB_LANE_MODE_COUNT] = {0};
+		int n = 0;
+		for (int c = 0; c < L->n_configs; c++)
+			if (!L->progress[L->configs[c].mode].stopped)
+				units[n++] = c;
+		mb_lane_shuffle(order, n, s->seed, round);
+		for (int k = 0; k < n; k++) {
+			int c = units[order[k]];
+			int64_t t0 = mb_now_ns();
+			if ((rc = run_steps(L, c, round, err)))
+				return rc;
+			mode_ns[L->configs[c].mode] += (double)(mb_now_ns() - t0);
+		}
+		for (int m = 0; m < s->n_modes; m++) {
+			mb_lane_progress *p = &L->progress[s->modes[m]];
+			mb_lane_noise noise;
+			if (p->stopped)
+				continue;
+			p->rounds++;
+			p->round_ns = mode_ns[s->modes[m]];
+			p->wall_ns += p->round_ns;
+			if ((rc = mb_lane_noise_of(&noise, L->configs, L->samples, L->n_configs, s->modes[m], err)))
+				return rc;
+			mb_lane_after_round(p, s, &noise);
+		}
+		if (!mb_lane_next_round(L->progress, s, (double)(mb_now_ns() - L->start_ns)))
+			return 0;
+	}
 }
 
 int run_all(lane_run *L, mb_error *err)
@@ -291,21 +454,14 @@ int run_all(lane_run *L, mb_error *err)
 		return mb_error_set(err, MB_ENOMEM, L->spec->name, "out of memory");
 	for (int i = 0; i < 2 * L->spec->steps; i++)
 		LANE_TRY(cudaEventCreate(&L->ev[i]), "events");
-	if ((rc = fill_buffers(L)))
+	if ((rc = fill_buffers(L)) || (rc = prime(L)))
 		return rc;
-	/* rounds interleave the configurations, so that a drift of the
-	 * machine's state over the minutes of a lane touches them all alike */
-	for (int round = 0; round < L->spec->rounds; round++)
-		for (int c = 0; c < L->n_configs; c++)
-			for (int m = 0; m < L->spec->n_modes; m++)
-				if ((rc = run_steps(L, c, L->spec->modes[m], round, err)))
-					return rc;
-	return 0;
+	return rounds(L, err);
 }
 
 void release(lane_run *L)
 {
-	for (int c = 0; c < MAX_CONFIGS; c++)
+	for (int c = 0; c < MB_LANE_MAX_CONFIGS; c++)
 		if (L->graph[c])
 			cudaGraphExecDestroy(L->graph[c]);
 	for (int i = 0; L->ev && i < 2 * L->spec->steps; i++)
@@ -313,8 +469,9 @@ void release(lane_run *L)
 			cudaEventDestroy(L->ev[i]);
 	free(L->ev);
 	free(L->calls);
-	for (int b = 0; b < LB_COUNT; b++)
+	for (int b = 0; L->buf && b < L->recipe.n_buffers; b++)
 		cudaFree(L->buf[b]);
+	free(L->buf);
 #if MB_HAVE_CUBLAS
 	if (L->blas)
 		cublasDestroy(L->blas);
@@ -322,9 +479,8 @@ void release(lane_run *L)
 #endif
 	if (L->stream)
 		cudaStreamDestroy(L->stream);
-	for (int c = 0; c < MAX_CONFIGS; c++)
-		for (int m = 0; m < MB_LANE_MODE_COUNT; m++)
-			mb_lane_samples_free(&L->samples[c][m]);
+	for (int c = 0; c < MB_LANE_MAX_CONFIGS; c++)
+		mb_lane_samples_free(&L->samples[c]);
 	mb_lane_recipe_free(&L->recipe);
 }
 
@@ -339,18 +495,30 @@ extern "C" int mb_lane_run(json_t **out, const mb_lane_spec *spec, mb_error *err
 	*out = NULL;
 	if (!L)
 		return mb_error_set(err, MB_ENOMEM, spec->name, "out of memory");
+	L->start_ns = mb_now_ns();
 	L->spec = spec;
 	L->next_id = LANE_ID_BASE;
 	if ((rc = mb_lane_recipe_build(&L->recipe, spec, err))) {
 		free(L);
 		return rc;
 	}
-	L->n_configs = mb_lane_configs(L->configs, MAX_CONFIGS, &L->recipe);
+	L->n_configs = mb_lane_configs(L->configs, MB_LANE_MAX_CONFIGS, &L->recipe, spec);
+	if (L->n_configs < 0) {
+		release(L);
+		free(L);
+		return mb_error_set(err, MB_EINVAL, spec->name, "more than %d configurations", MB_LANE_MAX_CONFIGS);
+	}
 	mb_error_clear(&cerr);
 	L->cupti = mb_cupti_start(&cerr) == 0;
 	rc = run_all(L, err);
 	if (rc >= 0) {
-		*out = mb_lane_json(spec, &L->recipe, L->configs, L->n_configs, L->samples);
+		mb_lane_outcome o = {L->configs, L->n_configs, L->samples, {}, (double)(mb_now_ns() - L->start_ns)};
+		for (int m = 0; m < MB_LANE_MODE_COUNT; m++) {
+			o.progress[m] = L->progress[m];
+			if (rc == 1 && !o.progress[m].stopped)
+				o.progress[m].stopped = "error";
+		}
+		*out = mb_lane_json(spec, &L->recipe, &o);
 		if (rc == 1)
 			json_object_set_new(*out, "error", json_string(L->error));
 		if (!L->cupti)

@@ -119,6 +119,25 @@ static json_t *text(const char *s)
 	return json_string(copy);
 }
 
+json_t *mb_host_instrumentation(void)
+{
+	static const char *const vars[] = {"CUDA_INJECTION64_PATH", "LD_PRELOAD"};
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *by = getenv(vars[i]);
+		const char *tool;
+
+		if (!by || !*by)
+			continue;
+		/* the libraries' names: compute-sanitizer's collection library,
+		 * Nsight's ToolsInjection (ncu and nsys) */
+		tool = strstr(by, "sanitizer") ? "compute-sanitizer"
+			: strstr(by, "ToolsInjection") || strstr(by, "nsight") || strstr(by, "Nsight") ? "nsight" : "unknown";
+		return json_pack("{s:s, s:s, s:s}", "tool", tool, "by", by, "variable", vars[i]);
+	}
+	return NULL;
+}
+
 int mb_host_identity(json_t **out, mb_error *err)
 {
 	char hostname[HOSTNAME_BYTES] = "";

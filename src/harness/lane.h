@@ -1,27 +1,65 @@
 /* Lanes: a training-step slice strung from catalog rows and GEMMs, run for
  * many steps, so that a row's win is measured where it sits.
  *
- * A lane names a block pattern, one letter per block (A attention, M state
- * space, E expert, R recurrent) and a shape. Each letter expands to a
- * recipe (mb_lane_recipe):
- *   A: residual_rmsnorm -> Q, K, V projections (three GEMMs) -> rope_qk
- *      -> attention core -> output projection. The attention core is a
- *      labelled stand-in with causal attention's FLOPs: one GEMM of a
- *      [T, T] matrix by [T, Hq*D] (2 T^2 Hq D FLOPs, what QK^T and PV cost
- *      under a causal mask) and a softmax-like row launch; attention itself
- *      is not a catalog row. (An MLA block, with mla_partial_rope, is not
- *      built yet.)
- *   E: residual_rmsnorm -> router GEMM -> moe_ffn
- *   M: residual_rmsnorm -> in projection GEMM -> ssm_scan -> out projection
- *   R: residual_rmsnorm -> recurrent_scan
- * A row the catalog does not have is left out of the step and named in the
- * lane's notes; nothing stands in for it.
+ * A lane names a block pattern, one letter per block (A attention, E
+ * expert, M state space, R recurrent, D dense MLP) and a shape. The step is
+ * the forward over the blocks in pattern order, then (unless `backward` is
+ * off) the backward in reverse order. Each letter expands to ops
+ * (mb_lane_op) on named buffers (mb_lane_buffer); every block starts with
+ * its X work:
+ *   mHC (mhc_streams > 0): mhc_sinkhorn mixes the N residual streams, a
+ *     lane kernel reads them out (their mean), and after the norm another
+ *     writes the previous block's output back into every stream;
+ *   residual_rmsnorm of the previous block's output and the residual (the
+ *     mHC read-out), saving the block's residual h for the backward.
+ * Then, by letter:
+ *   A (attention, by `attention` in turn):
+ *     gqa: Q, K, V projections -> rope_qk -> attention core -> output
+ *       projection;
+ *     mla: Q projection, KV latent and k_pe projections, K and V
+ *       up-projections -> mla_partial_rope -> attention core -> output
+ *       projection.
+ *     The attention core is a labelled stand-in, per sequence: scores
+ *     S = K V^T (gqa) or S = q_out k_out^T (mla), a softmax launch over
+ *     each row of S, then S Q_rot (gqa) or S v (mla). Attention itself is
+ *     not a catalog row.
+ *   E: router GEMM -> moe_ffn or moe_ffn_swiglu (by `moe` in turn), which
+ *     route, sort, run the experts and combine.
+ *   M: x, dt, lambda, B and C projections -> ssm_scan -> out projection.
+ *   R: in projection -> recurrent_scan -> out projection.
+ *   D: up projection -> relu2 or swiglu (by `mlp` in turn) -> down
+ *     projection.
+ * The backward holds the rows that have a backward: each gqa block runs
+ * the output projection's input gradient, the stand-in's four products,
+ * rope_qk_bwd and the Q, K, V projections' input gradients; every block
+ * ends with residual_rmsnorm_bwd. A block whose rows have no backward row
+ * passes the gradient at its output to residual_rmsnorm_bwd as dy; the
+ * lane's notes say so. Weight gradients are left out (they lie between no
+ * rows, and every configuration runs them alike).
  *
- * The lane runs every configuration (all rows fused, all fallback, and each
- * row alone on its fallback) in each mode (eager: launch by launch; graph:
- * the step captured once and replayed), interleaved over rounds, so that a
- * row's run-level delta is its configuration's step time against the
- * all-fused one, with the spread between rounds.
+ * Buffers flow as in a step: every input of an op is written by an earlier
+ * op of the same step, or is a parameter (weights, tables, and the step's
+ * own inputs: the embedding output, the first residual, the loss
+ * gradient), filled once. A row's parameters are filled as its descriptor
+ * fills them. The projections write token-major buffers that ssm_scan and
+ * recurrent_scan read in their own layouts: the same elements and bytes
+ * (the lane times; it checks no values).
+ *
+ * The configurations (mb_lane_config), per mode: all fused; all fallback;
+ * and, for each row and each alternative variant it has (kind fallback or
+ * vendor), that row alone on it. Eager mode launches op by op; graph mode
+ * captures the step once and replays it, so a variant that waits for the
+ * host inside a call (syncs_host) cannot run there: the row stays fused,
+ * and the lane's `fused_only` says so.
+ *
+ * Rounds: each round runs every configuration of every mode still going
+ * (warm-up steps, then `steps` timed steps), in an order shuffled from the
+ * lane's seed and the round's number. After each round a mode stops when
+ * every alternative configuration's step median resolves a delta of
+ * `resolve` (the between-round rule of receipts/compare.h, mb_repetition_cmp,
+ * and the medians' own noise) after `min_rounds`, or at `max_rounds`; the
+ * rounds stop before one that would overrun `budget_s`, counted from the
+ * lane's start. The receipt says which, per mode.
  */
 #ifndef MB_HARNESS_LANE_H
 #define MB_HARNESS_LANE_H
@@ -32,11 +70,15 @@
 #include <stdint.h>
 
 #include "harness/suite.h"
+#include "kernels/catalog.h"
 #include "receipts/error.h"
 
 #define MB_LANE_MAX_BLOCKS 64
-#define MB_LANE_MAX_OPS 512
 #define MB_LANE_MAX_ROWS 16
+#define MB_LANE_MAX_CHOICES 8      /* entries of `attention`, `moe`, `mlp` */
+#define MB_LANE_ROW_NAME_MAX 32
+/* per mode: fused, fallback, and every row's alternatives */
+#define MB_LANE_MAX_CONFIGS (2 * (2 + MB_LANE_MAX_ROWS * (MB_MAX_VARIANTS - 1)))
 
 typedef enum mb_lane_mode {
 	MB_LANE_EAGER,
@@ -46,85 +88,136 @@ typedef enum mb_lane_mode {
 
 const char *mb_lane_mode_name(mb_lane_mode mode);
 
+typedef enum mb_lane_attention {
+	MB_LANE_GQA,
+	MB_LANE_MLA
+} mb_lane_attention;
+
 typedef struct mb_lane_spec {
 	char name[64];
 	char pattern[MB_LANE_MAX_BLOCKS + 1];
-	int64_t tokens, hidden, heads, kv_heads, head_dim, experts;
-	int steps;      /* timed steps per configuration, mode and round */
-	int warmup;     /* untimed steps first */
-	int rounds;     /* interleaved rounds over the configurations */
+	int64_t tokens, hidden;
+	int64_t sequences;           /* tokens = sequences x their length */
+	int64_t heads, kv_heads, head_dim;
+	int n_attention;             /* A blocks take these in turn */
+	mb_lane_attention attention[MB_LANE_MAX_CHOICES];
+	int64_t mla_nope_dim, mla_rope_dim, mla_kv_rank;
+	int64_t experts, top_k, expert_ffn;
+	int n_moe;                   /* E blocks take these rows in turn */
+	char moe[MB_LANE_MAX_CHOICES][MB_LANE_ROW_NAME_MAX];
+	int64_t mlp_ffn;
+	int n_mlp;                   /* D blocks take these rows in turn */
+	char mlp[MB_LANE_MAX_CHOICES][MB_LANE_ROW_NAME_MAX];
+	int64_t ssm_heads, ssm_head_dim, ssm_state;
+	int64_t recurrent_width;
+	int64_t mhc_streams;         /* 0: no mHC */
+	int64_t mhc_iterations;
+	bool backward;
+	int steps;                   /* timed steps per configuration, mode and round */
+	int warmup;                  /* untimed steps before them, each round */
+	int min_rounds, max_rounds;
+	double budget_s;             /* the lane's wall time, set-up included */
+	double resolve;              /* the step delta (a fraction) the rounds must resolve */
+	uint64_t seed;               /* of the shuffles */
 	int n_modes;
 	mb_lane_mode modes[MB_LANE_MODE_COUNT];
 } mb_lane_spec;
 
-/* The buffers a lane step works on. Every op reads and writes these by
- * index; their sizes come from the lane shape. */
-typedef enum mb_lane_buffer {
-	LB_STREAM,    /* the block's input, then its output [T, H] */
-	LB_RESIDUAL,  /* the residual stream: r of even blocks, h of odd ones */
-	LB_RESIDUAL2, /* and the other way round [T, H] */
-	LB_NORMED,    /* y [T, H] */
-	LB_NORM_W,    /* RMSNorm weight [1, H] */
-	LB_Q, LB_K, LB_V,           /* [T, Hq*D], [T, Hk*D], [T, Hk*D] */
-	LB_Q_ROT, LB_K_ROT,         /* after RoPE */
-	LB_COS, LB_SIN,             /* [T, D/2] */
-	LB_SCORES,    /* the attention stand-in's [T, T] */
-	LB_ATTN,      /* attention output [T, Hq*D] */
-	LB_WQ, LB_WK, LB_WV, LB_WO, /* projections */
-	LB_WROUTER, LB_ROUTER,      /* [H, E], [T, E] */
-	LB_WIN, LB_WOUT, LB_INNER,  /* state-space projections and their [T, 2H] */
-	LB_COUNT
+/* A device buffer of the step (bf16, or int32 for an index fill). */
+typedef struct mb_lane_buffer {
+	char name[64];               /* "A0 q rotated", "rope cos", "E1 moe_ffn.W1" */
+	int64_t elems;
+	int elem_bytes;
+	/* never written by the step: filled once (weights, tables, the step's
+	 * inputs), as `fill`, `lo`, `hi` say */
+	bool param;
+	mb_fill fill;
+	float lo, hi;
 } mb_lane_buffer;
 
 typedef enum mb_lane_op_kind {
-	MB_LANE_OP_ROW,      /* a catalog row's variant */
-	MB_LANE_OP_GEMM,     /* C[m, n] = A[m, k] B[k, n], bf16, fp32 accumulate */
-	MB_LANE_OP_SOFTMAX,  /* the attention stand-in's row launch */
+	MB_LANE_OP_ROW,       /* a catalog row's variant */
+	MB_LANE_OP_GEMM,      /* cuBLAS, bf16 with fp32 accumulation */
+	MB_LANE_OP_SOFTMAX,   /* the attention stand-in's row launch, in place */
+	MB_LANE_OP_MHC_READ,  /* out[t, :] = mean over n of in[t, n, :] */
+	MB_LANE_OP_MHC_WRITE, /* out[t, n, :] = in0[t, n, :] + in1[t, :] */
 } mb_lane_op_kind;
+
+/* Row-major C[m, n] = op(A)[m, k] op(B)[k, n] + beta C, `batch` times with
+ * the strides (elements) between batches; op(X) = X^T when t* is set. The
+ * leading dimensions are those of the stored matrices. */
+typedef struct mb_lane_gemm {
+	int64_t m, n, k, batch;
+	bool ta, tb;
+	float beta;
+	int64_t lda, ldb, ldc;
+	int64_t stride_a, stride_b, stride_c;
+} mb_lane_gemm;
 
 typedef struct mb_lane_op {
 	mb_lane_op_kind kind;
 	int block;                   /* index into the pattern */
-	char label[64];
+	bool backward;               /* in the backward pass */
+	char label[96];
 	const mb_row *row;           /* MB_LANE_OP_ROW */
+	int row_index;               /* into mb_lane_recipe.rows */
 	int64_t axis[MB_MAX_AXES];
+	/* buffer indices: a row's tensors in its order; a GEMM's A, B (and C
+	 * when beta is not 0) in, C out; the lane kernels' as above */
 	int n_in, n_out;
-	mb_lane_buffer in[MB_MAX_TENSORS], out[MB_MAX_TENSORS];
-	int64_t m, n, k;             /* MB_LANE_OP_GEMM: a, b -> c */
-	mb_lane_buffer a, b, c;
-	int64_t flops;               /* the GEMMs' and stand-in's */
+	int in[MB_MAX_TENSORS], out[MB_MAX_TENSORS];
+	mb_lane_gemm g;              /* GEMM; the lane kernels use m (rows), n (width), k (streams) */
+	int64_t flops;               /* GEMMs */
 } mb_lane_op;
 
 typedef struct mb_lane_recipe {
-	int n_ops;
-	mb_lane_op ops[MB_LANE_MAX_OPS];
+	int n_ops, cap_ops;
+	mb_lane_op *ops;
+	int n_buffers, cap_buffers;
+	mb_lane_buffer *buffers;
 	int n_rows;                  /* distinct catalog rows in the step */
 	const mb_row *rows[MB_LANE_MAX_ROWS];
 	int calls_per_step[MB_LANE_MAX_ROWS];
-	int64_t buffer_elems[LB_COUNT];
-	json_t *notes;               /* owned: what was left out and why */
+	uint64_t device_bytes;       /* every buffer */
+	json_t *notes;               /* owned: what the step leaves out or stands in for, and why */
 } mb_lane_recipe;
 
 /* Expand `spec` into the ops of one step. Returns 0 or MB_EINVAL with err
- * naming the lane and the letter. */
+ * naming the lane, the block and what is wrong (a letter, a shape a row
+ * refuses, a row the catalog lacks). mb_lane_recipe_free releases it
+ * (also after a failure, and on a zeroed recipe). */
 int mb_lane_recipe_build(mb_lane_recipe *out, const mb_lane_spec *spec, mb_error *err);
 void mb_lane_recipe_free(mb_lane_recipe *r);
 
 /* The suite's lanes (`[[lanes]]` tables; see schemas/suite.schema.json),
- * with defaults filled in. *out is owned by the caller (free()); *n may be
- * 0. Errors name the suite file and the key. */
+ * with defaults filled in, each checked by building its recipe. *out is
+ * owned by the caller (free()); *n may be 0. Errors name the suite file
+ * and the key. */
 int mb_lanes_from_suite(mb_lane_spec **out, size_t *n, const mb_suite *suite, mb_error *err);
 
-/* Which variant each of the recipe's rows runs in one configuration:
- * fallback[i] for recipe row i. */
+/* Whether a variant can run in a lane step in `mode`: a CUDA variant (not
+ * the reference) that runs bf16 and, in graph mode, does not wait for the
+ * host inside a call. */
+bool mb_lane_variant_usable(const mb_variant *v, mb_lane_mode mode);
+
+/* One configuration in one mode: the variant each recipe row runs. */
 typedef struct mb_lane_config {
-	char name[80];               /* "fused", "fallback", "fallback:rope_qk" */
-	bool fallback[MB_LANE_MAX_ROWS];
+	char name[80];               /* "fused", "fallback", "moe_ffn:cublas_grouped" */
+	mb_lane_mode mode;
+	int row;                     /* the row alone on an alternative, or -1 */
+	int variant[MB_LANE_MAX_ROWS]; /* index into rows[i]->variants */
 } mb_lane_config;
 
-/* The configurations a lane runs: all fused, all fallback, and each row on
- * its fallback alone (only rows that have both variants). */
-int mb_lane_configs(mb_lane_config *out, int cap, const mb_lane_recipe *r);
+/* The configurations a lane runs, mode by mode in the spec's order: all
+ * fused; all fallback (each row on its first usable fallback variant,
+ * else its first usable vendor variant, else fused); then each row alone
+ * on each usable alternative (kind fallback or vendor). Returns the count,
+ * or -1 when `cap` is too small. */
+int mb_lane_configs(mb_lane_config *out, int cap, const mb_lane_recipe *r, const mb_lane_spec *spec);
+
+/* The rows that run fused in every configuration of a mode, each with
+ * why: [{row, mode, why}] (new reference). */
+json_t *mb_lane_fused_only(const mb_lane_recipe *r, const mb_lane_spec *spec);
 
 /* One configuration in one mode over every round: per step, the GPU time
  * from first launch to last end (events), the kernels' busy time (CUPTI),
@@ -133,20 +226,71 @@ typedef struct mb_lane_samples {
 	int n;
 	double *step_ns, *busy_ns, *memcpy_ns, *memset_ns, *host_ns;
 	int *round;                  /* which round each step belongs to */
-	double first_step_host_ns;   /* the very first step, warm-up included */
+	double first_step_host_ns;   /* the very first step: loads, library set-up, capture */
 } mb_lane_samples;
 
 void mb_lane_samples_free(mb_lane_samples *s);
+/* Room for `n` more steps; 0 or MB_ENOMEM. */
+int mb_lane_samples_reserve(mb_lane_samples *s, int n);
+
+/* The noise of a mode after some rounds. */
+typedef struct mb_lane_noise {
+	/* standard deviation of the fused step's round medians over their
+	 * mean: the round-to-round noise; NAN under two rounds */
+	double fused_round_noise;
+	/* the least step delta (a fraction) that every alternative
+	 * configuration of the mode resolves against all fused: the largest,
+	 * over them, of the between-round threshold (k times the pooled noise
+	 * of the two sides' round medians) and either side's median noise;
+	 * INFINITY under two rounds */
+	double resolvable;
+	int worst;                   /* the configuration that sets it, or -1 */
+} mb_lane_noise;
+
+/* `samples[i]` belongs to `configs[i]`. Returns 0 or a negative MB_E*. */
+int mb_lane_noise_of(mb_lane_noise *out, const mb_lane_config *configs, const mb_lane_samples *samples, int n,
+	mb_lane_mode mode, mb_error *err);
+
+/* Where a mode's rounds stand. */
+typedef struct mb_lane_progress {
+	int rounds;                  /* done */
+	const char *stopped;         /* NULL while going on; "target", "budget" or "max_rounds" */
+	mb_lane_noise noise;         /* after the last round */
+	double round_ns;             /* its configurations' wall time in the last round */
+	double wall_ns;              /* in every round */
+} mb_lane_progress;
+
+/* After a round of `p`'s mode, with its noise: stop at the target (after
+ * min_rounds) or at max_rounds. */
+void mb_lane_after_round(mb_lane_progress *p, const mb_lane_spec *spec, const mb_lane_noise *noise);
+
+/* Before the next round: whether it fits the budget, `elapsed_ns` into
+ * the lane, its length guessed from each going mode's last round. When it
+ * does not, every going mode stops with "budget". Returns whether a round
+ * is to run (some mode goes on and it fits). */
+bool mb_lane_next_round(mb_lane_progress *p, const mb_lane_spec *spec, double elapsed_ns);
+
+/* order[0 .. n-1]: a permutation of 0 .. n-1, the same for the same seed
+ * and round, different between rounds. */
+void mb_lane_shuffle(int *order, int n, uint64_t seed, int round);
+
+/* What a lane measured, for the receipt. */
+typedef struct mb_lane_outcome {
+	const mb_lane_config *configs;
+	int n_configs;
+	const mb_lane_samples *samples; /* one per configuration */
+	mb_lane_progress progress[MB_LANE_MODE_COUNT];
+	double wall_ns;              /* the whole lane, set-up included; 0: not measured */
+} mb_lane_outcome;
+
+/* The receipt's lane object (new reference), from measured samples
+ * (exposed for tests and for the device code). */
+json_t *mb_lane_json(const mb_lane_spec *spec, const mb_lane_recipe *r, const mb_lane_outcome *o);
 
 /* Run the lane on the device (in the current child): every configuration
  * in every mode. *out is the receipt's lane object (owned by the caller).
  * Returns 0, or a negative MB_E* code; a CUDA failure is recorded in the
  * object as the lane's error, not returned. */
 int mb_lane_run(json_t **out, const mb_lane_spec *spec, mb_error *err);
-
-/* Build the receipt's lane object from measured samples (exposed for tests
- * and for the device code): samples[c][m] for configuration c, mode m. */
-json_t *mb_lane_json(const mb_lane_spec *spec, const mb_lane_recipe *r, const mb_lane_config *configs, int n_configs,
-	mb_lane_samples (*samples)[MB_LANE_MODE_COUNT]);
 
 #endif

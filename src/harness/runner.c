@@ -17,6 +17,7 @@
 #include "harness/lane.h"
 #include "harness/repetitions.h"
 #include "receipts/provenance.h"
+#include "receipts/receipt_io.h"
 
 /* How long a child may take beyond its sampling budget: setup (inputs,
  * reference, context) gets a fixed allowance plus time proportional to the
@@ -496,40 +497,62 @@ json_t *mb_build_identity(void)
 	return b;
 }
 
-/* What a case's numbers depend on, for provenance (and the gate's
- * "identical code"): every kernel and reference source and header, the
- * table of rows, and the harness, which makes the inputs and times the
- * calls. A folder stands for every file directly in it. */
-static const char *const SOURCES[] = {
-	"src/kernels/",
-	"src/reference/",
-	"src/harness/",
-};
+/* The running executable, hashed into the receipt. */
+#define SELF_EXE "/proc/self/exe"
+/* A checkout of megabench is recognised by its table of rows. */
+#define CHECKOUT_MARKER "src/kernels/rows.def"
+/* Differing files a notice names before it counts the rest. */
+#define NOTICE_FILES 3
 
 int mb_run_provenance(json_t **out, const mb_run_options *o, mb_error *err)
 {
-	const char *const *sources = SOURCES;
-	size_t n = sizeof(SOURCES) / sizeof(SOURCES[0]);
-	json_t *p = NULL;
-	const char *first = o->source_dir ? o->source_dir : ".";
+	json_t *p = NULL, *checkout = NULL;
 	int rc;
 
+	(void)o;
 	*out = NULL;
-	if ((rc = mb_provenance_collect(&p, first, sources, n, err)))
-		return rc;
-	if (!o->source_dir && !json_is_true(json_object_get(p, "available"))) {
-		/* not run from a checkout: try the tree the binary was built from */
-		json_t *q = NULL;
-		if (mb_provenance_collect(&q, MB_SOURCE_ROOT, sources, n, err) == 0
-			&& json_is_true(json_object_get(q, "available"))) {
-			json_decref(p);
-			p = q;
-		} else {
-			json_decref(q);
-		}
+	if ((rc = mb_provenance_binary(&p, &mb_build_embedded, SELF_EXE, err))
+		|| (rc = mb_provenance_checkout(&checkout, &mb_build_embedded, ".", CHECKOUT_MARKER, err)))
+		goto cleanup;
+	if (checkout && json_object_set(p, "checkout", checkout)) {
+		rc = mb_error_set(err, MB_ENOMEM, "provenance", "out of memory");
+		goto cleanup;
 	}
 	*out = p;
-	return 0;
+	p = NULL;
+cleanup:
+	json_decref(p);
+	json_decref(checkout);
+	return rc;
+}
+
+bool mb_run_checkout_notice(char *buf, size_t len, const json_t *prov)
+{
+	const json_t *co = json_object_get(prov, "checkout");
+	const json_t *differing = json_object_get(co, "differing"), *d;
+	size_t n = json_array_size(differing), i;
+	int used;
+
+	if (len == 0)
+		return false;
+	buf[0] = '\0';
+	if (!co || json_is_true(json_object_get(co, "matches")))
+		return false;
+	used = snprintf(buf, len, "the checkout at %s differs from the sources this megabench was built from (%s):",
+		json_string_value(json_object_get(co, "workdir")),
+		json_is_string(json_object_get(prov, "describe")) ? json_string_value(json_object_get(prov, "describe"))
+			: "commit unknown");
+	json_array_foreach(differing, i, d) {
+		if (i == NOTICE_FILES || used < 0 || (size_t)used >= len)
+			break;
+		used += snprintf(buf + used, len - (size_t)used, "%s %s %s", i ? "," : "",
+			json_string_value(json_object_get(d, "path")), json_string_value(json_object_get(d, "change")));
+	}
+	if (n > NOTICE_FILES && used >= 0 && (size_t)used < len)
+		used += snprintf(buf + used, len - (size_t)used, " and %zu more", n - NOTICE_FILES);
+	if (used >= 0 && (size_t)used < len)
+		snprintf(buf + used, len - (size_t)used, "; the receipt records the binary's provenance, and these files under provenance.checkout");
+	return true;
 }
 
 static json_t *settings_json(const mb_run_options *o, mb_error *err)
@@ -637,7 +660,7 @@ static json_t *suite_json(const mb_suite *suite)
 static json_t *assemble(const mb_run_options *o, const mb_run_parts *p, json_t *prov, json_t *host,
 	json_t *settings)
 {
-	json_t *r = json_object(), *command = json_array();
+	json_t *r = json_object(), *command = json_array(), *instrumented;
 	char finished[64], run_id[33];
 
 	mb_run_new_id(run_id);
@@ -645,7 +668,7 @@ static json_t *assemble(const mb_run_options *o, const mb_run_parts *p, json_t *
 	for (int i = 0; i < o->argc; i++)
 		json_array_append_new(command, json_string(o->argv[i]));
 	json_object_set_new(r, "kind", json_string("megabench.receipt"));
-	json_object_set_new(r, "schema_version", json_integer(2));
+	json_object_set_new(r, "schema_version", json_integer(MB_RECEIPT_SCHEMA_VERSION));
 	json_object_set_new(r, "run_id", json_string(run_id));
 	json_object_set_new(r, "status", json_string(p->status));
 	json_object_set_new(r, "started_at", json_string(p->started_at));
@@ -669,6 +692,8 @@ static json_t *assemble(const mb_run_options *o, const mb_run_parts *p, json_t *
 	json_object_set(r, "cases", p->cases);
 	if (json_array_size(p->lanes))
 		json_object_set(r, "lanes", p->lanes);
+	if ((instrumented = mb_host_instrumentation()))
+		json_object_set_new(r, "instrumented", instrumented);
 	return r;
 }
 
@@ -744,7 +769,7 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 {
 	run_state st = {.opts = o};
 	int64_t t0 = mb_now_ns();
-	char started[64], error_text[MB_ERROR_WHERE_MAX + MB_ERROR_TEXT_MAX];
+	char started[64], error_text[MB_ERROR_WHERE_MAX + MB_ERROR_TEXT_MAX], checkout_text[MB_RUN_NOTICE_MAX];
 	json_t *prov = NULL, *host = NULL, *settings = NULL;
 	mb_run_parts parts = {0};
 	mb_error run_err;
@@ -761,6 +786,18 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	st.notices = json_array();
 	for (size_t i = 0; i < o->n_notices; i++)
 		json_array_append_new(st.notices, json_string(o->notices[i]));
+	if (!o->provenance) {
+		/* not in a sharded worker (its parent gave the provenance): the
+		 * merged receipt records it once */
+		json_t *inst = mb_host_instrumentation();
+
+		if (inst)
+			notice(&st, "timed under %s (%s=%s): the times measure the tool too; the receipt says so, and history "
+				"and gate --baseline-dir leave it out of nightly comparisons",
+				json_string_value(json_object_get(inst, "tool")), json_string_value(json_object_get(inst, "variable")),
+				json_string_value(json_object_get(inst, "by")));
+		json_decref(inst);
+	}
 	if ((rc = identity(&prov, &host, o, err)))
 		goto cleanup;
 	settings = settings_json(o, err);
@@ -768,9 +805,11 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 		rc = err ? err->code : MB_EINVAL;
 		goto cleanup;
 	}
-	/* a sharded worker's parent gave this notice once for every worker */
+	/* a sharded worker's parent gave these notices once for every worker */
 	if (!o->provenance && !json_is_true(json_object_get(prov, "available")))
 		notice(&st, "no git provenance: %s", json_string_value(json_object_get(prov, "reason")));
+	if (!o->provenance && mb_run_checkout_notice(checkout_text, sizeof(checkout_text), prov))
+		notice(&st, "%s", checkout_text);
 	if (o->progress && o->progress->begin)
 		o->progress->begin(o->progress->ctx, o->plan->n_cases * (size_t)repetitions, o->backend->name);
 

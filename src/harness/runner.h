@@ -39,9 +39,6 @@ typedef struct mb_run_options {
 	/* Set (by a signal handler) to stop: the receipt is marked interrupted
 	 * and holds the cases that finished. */
 	volatile sig_atomic_t *interrupted;
-	/* Where to look for the git checkout (NULL: the current directory, then
-	 * the source tree the binary was built from). */
-	const char *source_dir;
 	/* Notices already given before the run (backend choice, ...). */
 	const char *const *notices;
 	size_t n_notices;
@@ -80,10 +77,21 @@ int mb_run(json_t **out, const mb_run_options *opts, mb_error *err);
  * around `parts`. `*out` (not yet validated) belongs to the caller. */
 int mb_run_receipt(json_t **out, const mb_run_options *opts, const mb_run_parts *parts, mb_error *err);
 
-/* The git provenance of the run's sources, as the receipt records it;
- * `*out` belongs to the caller (available: false, with the reason, outside
- * a checkout). Fails only on allocation or a broken repository. */
+/* The receipt's provenance: the binary's (what this build embedded, and
+ * the git blob id of the running executable), and, when the working
+ * directory lies in a checkout of megabench, that checkout compared with it
+ * under "checkout" (receipts/provenance.h). The working directory never
+ * decides the commit. `*out` belongs to the caller. Fails only when the
+ * executable cannot be read or on allocation. */
 int mb_run_provenance(json_t **out, const mb_run_options *opts, mb_error *err);
+
+/* Room for a notice. */
+#define MB_RUN_NOTICE_MAX 1024
+
+/* When `prov` (mb_run_provenance's) holds a checkout whose sources differ
+ * from the binary's: the notice a run gives, naming a few of the differing
+ * files and counting the rest, into `buf`, and true; else false. */
+bool mb_run_checkout_notice(char *buf, size_t len, const json_t *prov);
 
 /* "2026-11-24T02:00:00.123Z": now, as receipts write times. */
 void mb_run_timestamp(char *buf, size_t len);

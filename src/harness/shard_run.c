@@ -183,6 +183,7 @@ typedef struct worker {
 	pid_t pid;
 	bool spawned, running;
 	bool reported;              /* it sent its last message */
+	bool ended_first;           /* it ended before the run was stopped: whatever it left is lost */
 	int64_t start_ns, wall_ns;
 	json_t *receipt;            /* its last message's receipt; NULL until then */
 	int rc;                     /* its mb_run's return */
@@ -472,6 +473,7 @@ static void end_worker(shard_state *st, int slot, bool kill_first)
 	worker *w = &st->w[slot];
 
 	mb_child_finish(&w->child, kill_first, w->ended, sizeof(w->ended));
+	w->ended_first = !st->stop_sent;
 	w->running = false;
 	w->wall_ns = mb_now_ns() - w->start_ns;
 	w->in_case = false;
@@ -556,15 +558,18 @@ static int wait_workers(shard_state *st, mb_error *err)
 
 /* What became of the slot's worker, when it did not finish its cases:
  * "gpu1 (NVIDIA H200): its worker (pid 4242) was killed by signal 9
- * (Killed)". False when it finished them all, or when the run was
- * interrupted (the unfinished cases are then left out). */
+ * (Killed)". False when it finished them all, or when the run's own stop
+ * ended it (an interrupted run leaves out what was not finished). A worker
+ * that died before the stop, killed or crashed, is lost whether or not the
+ * run was interrupted afterwards: its record must not depend on what
+ * happened to the others later. */
 static bool worker_lost(char *buf, size_t len, const shard_state *st, int slot)
 {
 	const worker *w = &st->w[slot];
 	int index = gpu_index(st, slot);
 	const char *name = gpu_name(st, slot);
 
-	if (st->stop_sent || slot_cases(st, slot) == 0)
+	if (slot_cases(st, slot) == 0 || (st->stop_sent && w->spawned && !w->ended_first))
 		return false;
 	if (!w->spawned)
 		snprintf(buf, len, "gpu%d (%s): its worker %s", index, name, w->ended);
@@ -753,7 +758,7 @@ int mb_shard_run(json_t **out, const mb_shard_options *so, mb_error *err)
 	shard_state st = {.so = so, .o = so->run, .shown = -1};
 	const mb_run_options *o = so->run;
 	int64_t t0 = mb_now_ns();
-	char started[64];
+	char started[64], checkout_text[MB_RUN_NOTICE_MAX];
 	int rc, reps = o->repetitions > 1 ? o->repetitions : 1;
 
 	*out = NULL;
@@ -777,6 +782,8 @@ int mb_shard_run(json_t **out, const mb_shard_options *so, mb_error *err)
 		goto cleanup;
 	if (!json_is_true(json_object_get(st.prov, "available")))
 		notice(&st, "no git provenance: %s", json_string_value(json_object_get(st.prov, "reason")));
+	if (mb_run_checkout_notice(checkout_text, sizeof(checkout_text), st.prov))
+		notice(&st, "%s", checkout_text);
 	if ((rc = so->simulated ? simulated_gpus(&st, err) : probe_topology(&st, err)))
 		goto cleanup;
 	if ((rc = mb_shard_assign(&st.rows, &st.n_rows, st.load, o->plan, &o->suite->settings, o->backend->name,

@@ -2,7 +2,7 @@
  * e = chosen(t)[k] of a biased top-K router, and its sibling
  * moe_ffn_swiglu: y[t] = sum_k w[t,k] * (silu(x[t] W1g_e) * (x[t] W1u_e))
  * W2_e over the same experts and weights (src/reference/moe_ffn.c has the
- * math, the bias and the tolerances). bf16 only. Axes, in catalog order:
+ * math, the bias and the tolerances). bf16 and fp16. Axes, in catalog order:
  * T, H, E, K, F. In x [T,H], logits [T,E], W1 [E*H,F] (moe_ffn) or
  * [E*H,2F] (moe_ffn_swiglu), W2 [E*F,H]; out y [T,H].
  *
@@ -17,10 +17,18 @@
  * Three GPU variants per row share the router and the sort; the two rows'
  * variants differ only in the activation (moe_act):
  *   fused:          route, counting sort of the (token, k) pairs by expert
- *                   on the device, our grouped GEMM (grouped_gemm.cuh) with
- *                   relu^2 or SwiGLU in GEMM1's epilogue and the routing
- *                   weight in GEMM2's, a combine over k. No host sync, no
- *                   padding: graph-capturable.
+ *                   on the device, our grouped GEMM with relu^2 or SwiGLU
+ *                   in GEMM1's epilogue and the routing weight in GEMM2's,
+ *                   a combine over k. No host sync, no padding:
+ *                   graph-capturable. The grouped GEMM is the wgmma/TMA
+ *                   kernel (grouped_gemm_sm90.cuh) where the device is
+ *                   compute capability 9.0 and the build has sm_90a code
+ *                   for it, else the mma.sync kernel (grouped_gemm.cuh);
+ *                   MEGABENCH_MOE_GEMM=mma forces the latter, =wgmma the
+ *                   former (an error where it cannot run). The kernel
+ *                   names CUPTI records in the receipt say which ran:
+ *                   moe_ffn_grouped_gemm_wgmma_kernel or
+ *                   moe_ffn_grouped_gemm_kernel.
  *   standard:       a framework's path without grouped GEMM: route, count,
  *                   read the counts back (host sync), permute the tokens
  *                   into per-expert buffers padded to one capacity, two
@@ -32,8 +40,9 @@
  *                   two cublasGemmGroupedBatchedEx calls over the non-empty
  *                   experts with an activation pass between, the weighted
  *                   sum.
- * Every variant stores the [rows, F] activation in bf16; the cuBLAS ones
- * also store GEMM1's output (x W1, F or 2F columns) in bf16 before their
+ * Every variant stores the [rows, F] activation in the case dtype (bf16
+ * or fp16, written T below); the cuBLAS ones also store GEMM1's output
+ * (x W1, F or 2F columns) in T before their
  * activation pass (relu^2 in place; SwiGLU into a buffer of its own). All
  * scratch lives in workspace slots (workspace.h).
  *
@@ -44,11 +53,15 @@
  */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <limits.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/grouped_gemm.cuh"
+#include "kernels/grouped_gemm_sm90.cuh"
 #include "kernels/launch.h"
 #include "kernels/vec.cuh"
 #include "kernels/workspace.h"
@@ -74,8 +87,6 @@ enum { AX_T, AX_H, AX_E, AX_K, AX_F };
 #define MOE_CAPACITY_ROUND 128
 #define MOE_WS_ALIGN 256
 
-typedef __nv_bfloat16 bf16;
-
 /* The expert activation, which tells the two rows apart. */
 typedef enum moe_act { MOE_RELU2, MOE_SWIGLU } moe_act;
 
@@ -95,7 +106,8 @@ __device__ __forceinline__ float moe_bias(int e)
 /* Per token: the K chosen experts (eid[t*K + k], rank order) and their
  * softmax weights (wt); per block: hist[block * E + e], the block's pairs
  * routed to e. */
-__global__ void __launch_bounds__(MOE_ROUTE_TOKENS) moe_ffn_route_kernel(const bf16 *__restrict__ logits,
+template <typename T>
+__global__ void __launch_bounds__(MOE_ROUTE_TOKENS) moe_ffn_route_kernel(const T *__restrict__ logits,
 	int64_t tokens, int experts, int k_top, int32_t *__restrict__ eid, float *__restrict__ wt,
 	int32_t *__restrict__ hist)
 {
@@ -106,12 +118,12 @@ __global__ void __launch_bounds__(MOE_ROUTE_TOKENS) moe_ffn_route_kernel(const b
 		s_hist[e] = 0;
 	__syncthreads();
 	if (t < tokens) {
-		const bf16 *row = logits + t * experts;
+		const T *row = logits + t * experts;
 		float score[MOE_K_MAX];
 		int id[MOE_K_MAX];
 		int n = 0;
 		for (int e = 0; e < experts; e++) {
-			const float s = __fadd_rn(__bfloat162float(row[e]), moe_bias(e));
+			const float s = __fadd_rn(mb_to_f32<T>(row[e]), moe_bias(e));
 			if (n < k_top || s > score[k_top - 1]) {
 				/* insert below every kept score >= s (those have lower
 				 * indices, so ties keep the lower index first) */
@@ -144,21 +156,23 @@ __global__ void __launch_bounds__(MOE_ROUTE_TOKENS) moe_ffn_route_kernel(const b
 }
 
 /* The tile schedule of one grouped GEMM: BM rows per m-tile, n_tiles
- * column tiles. */
+ * column tiles; counter (the wgmma kernel's next tile, or NULL) is zeroed
+ * with it. */
 typedef struct moe_tiles {
 	int bm, n_tiles;
 	int32_t *tile_off; /* [E + 1] */
+	int32_t *counter;
 } moe_tiles;
 
 /* Device pointer arrays for cublasGemmGroupedBatchedEx, one entry per
  * non-empty expert in ascending order (the host compacts the same way). */
-typedef struct moe_ptr_args {
-	const bf16 *x_sorted, *w1, *w2;
-	bf16 *h, *o;
+template <typename T> struct moe_ptr_args {
+	const T *x_sorted, *w1, *w2;
+	T *h, *o;
 	const void **a1, **b1, **a2, **b2;
 	void **c1, **c2;
 	int hidden, ffn;
-} moe_ptr_args;
+};
 
 /* One block: counts[e] (sum over blocks), base[b * E + e] (where block b's
  * pairs of expert e start in the sorted list), group_off[E + 1] (int64),
@@ -166,10 +180,10 @@ typedef struct moe_ptr_args {
  * arrays. GLU (moe_ffn_swiglu): W1_e and GEMM1's output rows are 2F wide
  * and GEMM2 reads `act` ([rows, F]) rather than h; moe_ffn's kernel passes
  * h and compiles to what it did before the swiglu row. */
-template <bool GLU>
+template <typename T, bool GLU>
 __device__ __forceinline__ void moe_sort_scan(const int32_t *__restrict__ hist, int blocks, int experts,
 	int32_t *__restrict__ counts, int32_t *__restrict__ base, int64_t *__restrict__ group_off,
-	const moe_tiles &t1, const moe_tiles &t2, const moe_ptr_args &ptrs, const bf16 *act, int64_t *s_off)
+	const moe_tiles &t1, const moe_tiles &t2, const moe_ptr_args<T> &ptrs, const T *act, int64_t *s_off)
 {
 	const int w1_cols = GLU ? 2 * ptrs.ffn : ptrs.ffn;
 
@@ -209,28 +223,34 @@ __device__ __forceinline__ void moe_sort_scan(const int32_t *__restrict__ hist, 
 		group_off[experts] = off;
 		t1.tile_off[experts] = tiles1;
 		t2.tile_off[experts] = tiles2;
+		if (t1.counter)
+			*t1.counter = 0;
+		if (t2.counter)
+			*t2.counter = 0;
 	}
 	__syncthreads();
 	for (int64_t i = threadIdx.x; i < (int64_t)blocks * experts; i += blockDim.x)
 		base[i] += (int32_t)s_off[i % experts];
 }
 
+template <typename T>
 __global__ void __launch_bounds__(MOE_SCAN_THREADS) moe_ffn_sort_scan_kernel(const int32_t *__restrict__ hist,
 	int blocks, int experts, int32_t *__restrict__ counts, int32_t *__restrict__ base,
-	int64_t *__restrict__ group_off, moe_tiles t1, moe_tiles t2, moe_ptr_args ptrs)
+	int64_t *__restrict__ group_off, moe_tiles t1, moe_tiles t2, moe_ptr_args<T> ptrs)
 {
 	__shared__ int64_t s_off[MOE_E_MAX + 1];
 
-	moe_sort_scan<false>(hist, blocks, experts, counts, base, group_off, t1, t2, ptrs, ptrs.h, s_off);
+	moe_sort_scan<T, false>(hist, blocks, experts, counts, base, group_off, t1, t2, ptrs, ptrs.h, s_off);
 }
 
+template <typename T>
 __global__ void __launch_bounds__(MOE_SCAN_THREADS) moe_ffn_sort_scan_glu_kernel(const int32_t *__restrict__ hist,
 	int blocks, int experts, int32_t *__restrict__ counts, int32_t *__restrict__ base,
-	int64_t *__restrict__ group_off, moe_tiles t1, moe_tiles t2, moe_ptr_args ptrs, const bf16 *act)
+	int64_t *__restrict__ group_off, moe_tiles t1, moe_tiles t2, moe_ptr_args<T> ptrs, const T *act)
 {
 	__shared__ int64_t s_off[MOE_E_MAX + 1];
 
-	moe_sort_scan<true>(hist, blocks, experts, counts, base, group_off, t1, t2, ptrs, act, s_off);
+	moe_sort_scan<T, true>(hist, blocks, experts, counts, base, group_off, t1, t2, ptrs, act, s_off);
 }
 
 /* Per route block: each pair (t, k) goes to sorted[base[b, e] + its rank
@@ -296,6 +316,7 @@ static void *moe_take(moe_carve *c, size_t bytes)
 /* The router's and the sort's scratch, shared by every variant. */
 typedef struct moe_route_ws {
 	int32_t *eid, *hist, *counts, *base, *sorted, *inv, *tile1, *tile2;
+	int32_t *counters; /* the wgmma kernel's tile counters, one per GEMM */
 	float *wt;
 	int64_t *group_off;
 	const void **ptrs; /* 6 * E pointers for the cuBLAS grouped calls */
@@ -319,6 +340,7 @@ static void moe_route_carve(moe_carve *c, moe_route_ws *w, int64_t tokens, int64
 	w->tile1 = (int32_t *)moe_take(c, (size_t)(experts + 1) * sizeof(int32_t));
 	w->tile2 = (int32_t *)moe_take(c, (size_t)(experts + 1) * sizeof(int32_t));
 	w->group_off = (int64_t *)moe_take(c, (size_t)(experts + 1) * sizeof(int64_t));
+	w->counters = (int32_t *)moe_take(c, 2 * sizeof(int32_t));
 	w->ptrs = (const void **)moe_take(c, (size_t)(6 * experts) * sizeof(void *));
 }
 
@@ -360,8 +382,9 @@ static bool moe_shape_ok(const int64_t *axis, const void *const *in, void *const
  * variants sort_scan and sort_scatter. glu_act: the [rows, F] SwiGLU activation the
  * cuBLAS pointers' GEMM2 reads (moe_ffn_swiglu's cublas_grouped), else
  * NULL (GEMM2 reads h, or there are no pointers). */
-static int moe_route_sort(cudaStream_t stream, const int64_t *axis, const bf16 *logits, moe_route_ws *w,
-	moe_tiles t1, moe_tiles t2, moe_ptr_args ptrs, const bf16 *glu_act, bool sort, bool want_inv)
+template <typename T>
+static int moe_route_sort(cudaStream_t stream, const int64_t *axis, const T *logits, moe_route_ws *w,
+	moe_tiles t1, moe_tiles t2, moe_ptr_args<T> ptrs, const T *glu_act, bool sort, bool want_inv)
 {
 	const int64_t tokens = axis[AX_T];
 	const int experts = (int)axis[AX_E], k_top = (int)axis[AX_K];
@@ -393,8 +416,9 @@ static int moe_route_sort(cudaStream_t stream, const int64_t *axis, const bf16 *
 /* y[t, :] = sum_k rows[t*K + k, :] in k order (fp32), the rows already
  * weighted (fused: GEMM2's epilogue wrote them by pair index). One thread
  * per 8 columns of a token. */
-__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_combine_kernel(const bf16 *__restrict__ rows,
-	int64_t tokens, int hidden, int k_top, bf16 *__restrict__ y)
+template <typename T>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_combine_kernel(const T *__restrict__ rows,
+	int64_t tokens, int hidden, int k_top, T *__restrict__ y)
 {
 	const int64_t vecs_per_row = hidden / 8;
 	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -403,22 +427,22 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_combine_kernel(const 
 	const int64_t t = i / vecs_per_row, col = (i % vecs_per_row) * 8;
 	float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
 	for (int k = 0; k < k_top; k++) {
-		mb_packed<bf16, 8> v;
+		mb_packed<T, 8> v;
 		v.load(rows + (t * k_top + k) * hidden + col);
 #pragma unroll
 		for (int j = 0; j < 8; j++)
 			acc[j] += v.get(j);
 	}
-	mb_store_f32<bf16, 8>(y + t * hidden + col, acc);
+	mb_store_f32<T, 8>(y + t * hidden + col, acc);
 }
 
 /* y[t, :] = sum_k wt[t*K + k] * rows[at(t*K + k), :] in k order (fp32),
  * at = the pair's row in the GEMM output: `pos` (int64, standard's padded
  * layout) or `inv` (int32, cublas_grouped's sorted layout). */
-template <typename POS>
-__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_combine_kernel(const bf16 *__restrict__ rows,
+template <typename T, typename POS>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_combine_kernel(const T *__restrict__ rows,
 	const POS *__restrict__ at, const float *__restrict__ wt, int64_t tokens, int hidden, int k_top,
-	bf16 *__restrict__ y)
+	T *__restrict__ y)
 {
 	const int64_t vecs_per_row = hidden / 8;
 	const int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -429,13 +453,13 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_combine_kernel(co
 	for (int k = 0; k < k_top; k++) {
 		const int64_t p = t * k_top + k;
 		const float w = wt[p];
-		mb_packed<bf16, 8> v;
+		mb_packed<T, 8> v;
 		v.load(rows + (int64_t)at[p] * hidden + col);
 #pragma unroll
 		for (int j = 0; j < 8; j++)
 			acc[j] += w * v.get(j);
 	}
-	mb_store_f32<bf16, 8>(y + t * hidden + col, acc);
+	mb_store_f32<T, 8>(y + t * hidden + col, acc);
 }
 
 /* The cuBLAS variants' activation pass, as a framework's flat elementwise
@@ -444,11 +468,11 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_combine_kernel(co
  * h in place; SwiGLU reads, with the 8-column interleave (top of this
  * file), vector i's gates at h[16 i .. 16 i + 7] and its ups right after,
  * whatever the row width, and writes act. */
-template <moe_act ACT>
-__device__ __forceinline__ void moe_lib_activate(const bf16 *h, bf16 *act, int64_t nvec)
+template <typename T, moe_act ACT>
+__device__ __forceinline__ void moe_lib_activate(const T *h, T *act, int64_t nvec)
 {
 	constexpr int H_VEC = ACT == MOE_SWIGLU ? 2 * GG_GLU_BLOCK : 8; /* h elements per activation vector */
-	mb_packed<bf16, 8> in[MB_FLAT_VECS], up[MB_FLAT_VECS];
+	mb_packed<T, 8> in[MB_FLAT_VECS], up[MB_FLAT_VECS];
 #pragma unroll
 	for (int k = 0; k < MB_FLAT_VECS; k++) {
 		const int64_t i = mb_flat_index<int64_t>(k);
@@ -471,23 +495,25 @@ __device__ __forceinline__ void moe_lib_activate(const bf16 *h, bf16 *act, int64
 				else
 					out[j] = x > 0.0f ? x * x : 0.0f;
 			}
-			mb_store_f32<bf16, 8>(act + i * 8, out);
+			mb_store_f32<T, 8>(act + i * 8, out);
 		}
 	}
 }
 
 /* relu(v)^2 in place over n elements (n a multiple of 8, 16-byte aligned). */
-__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_relu2_kernel(bf16 *__restrict__ v, int64_t nvec)
+template <typename T>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_relu2_kernel(T *__restrict__ v, int64_t nvec)
 {
-	moe_lib_activate<MOE_RELU2>(v, v, nvec);
+	moe_lib_activate<T, MOE_RELU2>(v, v, nvec);
 }
 
 /* act = silu(gate) * up over n activation elements from h's 2n (n a
  * multiple of 8, 16-byte aligned). */
-__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_swiglu_kernel(const bf16 *__restrict__ h,
-	bf16 *__restrict__ act, int64_t nvec)
+template <typename T>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_lib_swiglu_kernel(const T *__restrict__ h,
+	T *__restrict__ act, int64_t nvec)
 {
-	moe_lib_activate<MOE_SWIGLU>(h, act, nvec);
+	moe_lib_activate<T, MOE_SWIGLU>(h, act, nvec);
 }
 
 static int moe_flat_launch_blocks(int64_t n, unsigned *out)
@@ -501,7 +527,8 @@ static int moe_flat_launch_blocks(int64_t n, unsigned *out)
 
 /* The cuBLAS variants' activation pass over `elems` activation elements:
  * relu^2 in place on h, or SwiGLU from h (2 * elems) into act. */
-static int moe_activate(cudaStream_t stream, moe_act act_fn, bf16 *h, bf16 *act, int64_t elems)
+template <typename T>
+static int moe_activate(cudaStream_t stream, moe_act act_fn, T *h, T *act, int64_t elems)
 {
 	const unsigned blocks = mb_flat_blocks(elems / 8);
 	if (blocks == 0)
@@ -515,123 +542,207 @@ static int moe_activate(cudaStream_t stream, moe_act act_fn, bf16 *h, bf16 *act,
 
 /* ---- fused ------------------------------------------------------------------------ */
 
-/* The tile shape of a grouped GEMM with n columns: 128x256 when n is a
- * whole number of 256-column tiles (GEMM2 at H = 2048), else 256x128
- * (GEMM1 at F = 1408 = 11 x 128). */
+/* Which grouped GEMM the fused variant runs (the top of this file). */
+typedef enum moe_gemm_path { MOE_GEMM_MMA, MOE_GEMM_WGMMA } moe_gemm_path;
+
+#define MOE_GEMM_ENV "MEGABENCH_MOE_GEMM"
+
+/* MEGABENCH_MOE_GEMM unset, empty or "auto": wgmma where
+ * gw_device_has_wgmma says it runs, else mma.sync; "mma": mma.sync;
+ * "wgmma": wgmma, or cudaErrorNotSupported where it cannot run. Any other
+ * value is cudaErrorInvalidValue (a typo must not measure the wrong
+ * kernel). */
+static int moe_gemm_path_pick(moe_gemm_path *out)
+{
+	const char *want = getenv(MOE_GEMM_ENV);
+	const bool force_wgmma = want && strcmp(want, "wgmma") == 0;
+	bool has = false;
+	int rc;
+
+	if (want && strcmp(want, "mma") == 0) {
+		*out = MOE_GEMM_MMA;
+		return 0;
+	}
+	if (want && *want && !force_wgmma && strcmp(want, "auto") != 0)
+		return (int)cudaErrorInvalidValue;
+	if ((rc = gw_device_has_wgmma(&has)) != 0)
+		return rc;
+	if (force_wgmma && !has)
+		return (int)cudaErrorNotSupported;
+	*out = has ? MOE_GEMM_WGMMA : MOE_GEMM_MMA;
+	return 0;
+}
+
+/* The mma.sync kernel's tile shape for a grouped GEMM with n columns:
+ * 128x256 when n is a whole number of 256-column tiles (GEMM2 at H =
+ * 2048), else 256x128 (GEMM1 at F = 1408 = 11 x 128). */
 static bool moe_wide_tiles(int64_t n)
 {
 	return n % 256 == 0;
 }
 
-template <int BM, int BN, bool GATHER, int EPI>
-static int moe_gemm_launch(cudaStream_t stream, const gg_params &p, int64_t max_tiles)
+/* The tile schedule of a grouped GEMM with n columns on `path`: the wgmma
+ * kernel's 128-row tiles, 256 columns but a narrow last one
+ * (grouped_gemm_sm90_layout.h), or the mma.sync kernel's shape above. */
+static moe_tiles moe_gemm_tiles(moe_gemm_path path, int64_t n, int32_t *tile_off, int32_t *counter)
 {
-	static bool smem_set;
-	static int sms;
-	cudaError_t ce = cudaSuccess;
-	auto kernel = moe_ffn_grouped_gemm_kernel<BM, BN, GATHER, EPI>;
+	if (path == MOE_GEMM_WGMMA)
+		return moe_tiles{GW_BM, gw_n_tiles((int)n), tile_off, counter};
+	const bool wide = moe_wide_tiles(n);
+	return moe_tiles{wide ? 128 : 256, (int)(n / (wide ? 256 : 128)), tile_off, NULL};
+}
 
-	/* once per instantiation, on the first (never captured) call */
-	if (!smem_set) {
-		int device = 0;
-		if ((ce = cudaGetDevice(&device)) == cudaSuccess)
-			ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-		if (ce == cudaSuccess)
-			ce = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-				gg_cfg<BM, BN>::SMEM_BYTES);
-		if (ce != cudaSuccess)
-			return (int)ce;
-		smem_set = true;
-	}
-	int64_t grid = max_tiles < sms ? max_tiles : sms;
-	if (grid < 1)
-		grid = 1;
-	kernel<<<(unsigned)grid, GG_THREADS, gg_cfg<BM, BN>::SMEM_BYTES, stream>>>(p);
+/* Once per kernel, on its first call (the harness's checked call, never
+ * captured): the SM count, and the dynamic shared memory it needs beyond
+ * the default 48 KB. */
+static int moe_kernel_prepare(const void *kernel, int smem_bytes, bool *done, int *sms)
+{
+	int device = 0;
+	cudaError_t ce = cudaSuccess;
+
+	if (*done)
+		return 0;
+	if ((ce = cudaGetDevice(&device)) == cudaSuccess)
+		ce = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+	if (ce == cudaSuccess)
+		ce = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes);
+	*done = ce == cudaSuccess;
+	return (int)ce;
+}
+
+/* A persistent grid: one block per SM, or one per tile when there are
+ * fewer. */
+static unsigned moe_persistent_grid(int64_t max_tiles, int sms)
+{
+	const int64_t grid = max_tiles < sms ? max_tiles : sms;
+	return grid < 1 ? 1u : (unsigned)grid;
+}
+
+template <typename T, int BM, int BN, bool GATHER, int EPI>
+static int moe_gemm_mma(cudaStream_t stream, const gg_params<T> &p, int64_t max_tiles)
+{
+	static bool ready;
+	static int sms;
+	auto kernel = moe_ffn_grouped_gemm_kernel<T, BM, BN, GATHER, EPI>;
+	int rc = moe_kernel_prepare((const void *)kernel, gg_cfg<BM, BN>::SMEM_BYTES, &ready, &sms);
+
+	if (rc != 0)
+		return rc;
+	kernel<<<moe_persistent_grid(max_tiles, sms), GG_THREADS, gg_cfg<BM, BN>::SMEM_BYTES, stream>>>(p);
+	return (int)cudaGetLastError();
+}
+
+/* The wgmma kernel: p's fields, B's tensor map over [groups * KD, N] and,
+ * where A's rows are not gathered, A's over [a_rows, KD] (the maps hold
+ * this call's pointers, so they are made on every call: host work only,
+ * captured by value into a graph). */
+template <typename T, bool GATHER, int EPI>
+static int moe_gemm_wgmma(cudaStream_t stream, const gg_params<T> &p, int64_t a_rows, int64_t max_tiles)
+{
+	static bool ready;
+	static int sms;
+	auto kernel = moe_ffn_grouped_gemm_wgmma_kernel<T, GATHER, EPI>;
+	int rc = moe_kernel_prepare((const void *)kernel, GW_SMEM_BYTES, &ready, &sms);
+	gw_params<T> w;
+
+	if (rc != 0)
+		return rc;
+	memset(&w, 0, sizeof(w));
+	w.g = p;
+	if ((rc = gw_tmap_2d<T>(&w.tmap_b, p.b, (int64_t)p.groups * p.kd, p.n, GW_BK)) != 0)
+		return rc;
+	if (!GATHER && (rc = gw_tmap_2d<T>(&w.tmap_a, p.a, a_rows, p.kd, GW_A_BOX_ROWS)) != 0)
+		return rc;
+	kernel<<<moe_persistent_grid(max_tiles, sms), GW_THREADS, GW_SMEM_BYTES, stream>>>(w);
 	return (int)cudaGetLastError();
 }
 
 /* The most tiles a schedule can have: sum over groups of ceil(rows / bm)
  * is at most rows / bm + groups. */
-static int64_t moe_max_tiles(int64_t pairs, int64_t experts, int bm, int64_t n_tiles)
+static int64_t moe_max_tiles(int64_t pairs, int64_t experts, const moe_tiles &t)
 {
-	return (pairs / bm + experts) * n_tiles;
+	return (pairs / t.bm + experts) * t.n_tiles;
 }
 
-/* GEMM1 or GEMM2 at the tile shape moe_wide_tiles picks. */
-template <bool GATHER, int EPI>
-static int moe_gemm(cudaStream_t stream, const gg_params &p, bool wide, int64_t max_tiles)
+/* GEMM1 or GEMM2 on `path`, at the tile shape moe_gemm_tiles gave; a_rows:
+ * A's rows when they are not gathered. */
+template <typename T, bool GATHER, int EPI>
+static int moe_gemm(cudaStream_t stream, moe_gemm_path path, const gg_params<T> &p, int64_t a_rows,
+	int64_t max_tiles)
 {
-	return wide ? moe_gemm_launch<128, 256, GATHER, EPI>(stream, p, max_tiles)
-		    : moe_gemm_launch<256, 128, GATHER, EPI>(stream, p, max_tiles);
+	if (path == MOE_GEMM_WGMMA)
+		return moe_gemm_wgmma<T, GATHER, EPI>(stream, p, a_rows, max_tiles);
+	return moe_wide_tiles(p.n) ? moe_gemm_mma<T, 128, 256, GATHER, EPI>(stream, p, max_tiles)
+				   : moe_gemm_mma<T, 256, 128, GATHER, EPI>(stream, p, max_tiles);
 }
 
 static mb_ws_slot fused_act_slot, fused_rows_slot;
 
-static int moe_fused(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_dtype dtype, const void *const *in,
-	void *const *out)
+template <typename T>
+static int moe_fused(moe_act act_fn, cudaStream_t s, const int64_t *axis, const void *const *in, void *const *out)
 {
 	const int64_t tokens = axis[AX_T], hidden = axis[AX_H], experts = axis[AX_E], k_top = axis[AX_K];
 	const int64_t ffn = axis[AX_F], pairs = tokens * k_top, w1_cols = moe_w1_cols(act_fn, ffn);
 	moe_route_ws w;
+	moe_gemm_path path;
 	void *act = NULL, *rows = NULL;
 	int rc;
 
-	if (dtype != MB_BF16 || !moe_shape_ok(axis, in, out))
+	if (!moe_shape_ok(axis, in, out))
 		return (int)cudaErrorInvalidValue;
-	if ((rc = moe_route_reserve(&w, tokens, experts, k_top)) != 0
-		|| (rc = mb_ws_reserve(&fused_act_slot, (size_t)(pairs * ffn) * sizeof(bf16), &act)) != 0
-		|| (rc = mb_ws_reserve(&fused_rows_slot, (size_t)(pairs * hidden) * sizeof(bf16), &rows)) != 0)
+	if ((rc = moe_gemm_path_pick(&path)) != 0 || (rc = moe_route_reserve(&w, tokens, experts, k_top)) != 0
+		|| (rc = mb_ws_reserve(&fused_act_slot, (size_t)(pairs * ffn) * sizeof(T), &act)) != 0
+		|| (rc = mb_ws_reserve(&fused_rows_slot, (size_t)(pairs * hidden) * sizeof(T), &rows)) != 0)
 		return rc;
 
-	const bool wide1 = moe_wide_tiles(w1_cols), wide2 = moe_wide_tiles(hidden);
-	const int bm1 = wide1 ? 128 : 256, bn1 = wide1 ? 256 : 128;
-	const int bm2 = wide2 ? 128 : 256, bn2 = wide2 ? 256 : 128;
-	const moe_tiles t1 = {bm1, (int)(w1_cols / bn1), w.tile1}, t2 = {bm2, (int)(hidden / bn2), w.tile2};
-	const moe_ptr_args no_ptrs = {};
-	if ((rc = moe_route_sort(s, axis, (const bf16 *)in[1], &w, t1, t2, no_ptrs, NULL, true, false)) != 0)
+	const moe_tiles t1 = moe_gemm_tiles(path, w1_cols, w.tile1, w.counters);
+	const moe_tiles t2 = moe_gemm_tiles(path, hidden, w.tile2, w.counters + 1);
+	const moe_ptr_args<T> no_ptrs = {};
+	if ((rc = moe_route_sort<T>(s, axis, (const T *)in[1], &w, t1, t2, no_ptrs, NULL, true, false)) != 0)
 		return rc;
 
 	/* GEMM1: act[r] = relu(x[token(r)] W1_e)^2, or silu(gate) * up of
 	 * x[token(r)] W1_e, sorted rows */
-	gg_params p1 = {};
-	p1.a = (const bf16 *)in[0];
+	gg_params<T> p1 = {};
+	p1.a = (const T *)in[0];
 	p1.pair = w.sorted;
 	p1.k_top = (int)k_top;
-	p1.b = (const bf16 *)in[2];
+	p1.b = (const T *)in[2];
 	p1.group_off = w.group_off;
 	p1.tile_off = w.tile1;
+	p1.tile_counter = w.counters;
 	p1.groups = (int)experts;
 	p1.n = (int)w1_cols;
 	p1.kd = (int)hidden;
-	p1.out = (bf16 *)act;
-	const int64_t max1 = moe_max_tiles(pairs, experts, bm1, t1.n_tiles);
-	rc = act_fn == MOE_SWIGLU ? moe_gemm<true, GG_EPI_SWIGLU>(s, p1, wide1, max1)
-				  : moe_gemm<true, GG_EPI_RELU2>(s, p1, wide1, max1);
+	p1.out = (T *)act;
+	const int64_t max1 = moe_max_tiles(pairs, experts, t1);
+	rc = act_fn == MOE_SWIGLU ? moe_gemm<T, true, GG_EPI_SWIGLU>(s, path, p1, tokens, max1)
+				  : moe_gemm<T, true, GG_EPI_RELU2>(s, path, p1, tokens, max1);
 	if (rc != 0)
 		return rc;
 
 	/* GEMM2: rows[pair(r)] = w(pair(r)) * act[r] W2_e */
-	gg_params p2 = {};
-	p2.a = (const bf16 *)act;
+	gg_params<T> p2 = {};
+	p2.a = (const T *)act;
 	p2.pair = w.sorted;
 	p2.k_top = (int)k_top;
-	p2.b = (const bf16 *)in[3];
+	p2.b = (const T *)in[3];
 	p2.group_off = w.group_off;
 	p2.tile_off = w.tile2;
+	p2.tile_counter = w.counters + 1;
 	p2.groups = (int)experts;
 	p2.n = (int)hidden;
 	p2.kd = (int)ffn;
 	p2.weight = w.wt;
-	p2.out = (bf16 *)rows;
-	const int64_t max2 = moe_max_tiles(pairs, experts, bm2, t2.n_tiles);
-	if ((rc = moe_gemm<false, GG_EPI_WEIGHTED>(s, p2, wide2, max2)) != 0)
+	p2.out = (T *)rows;
+	if ((rc = moe_gemm<T, false, GG_EPI_WEIGHTED>(s, path, p2, pairs, moe_max_tiles(pairs, experts, t2))) != 0)
 		return rc;
 
 	unsigned blocks;
 	if ((rc = moe_flat_launch_blocks(tokens * (hidden / 8), &blocks)) != 0)
 		return rc;
-	moe_ffn_combine_kernel<<<blocks, MB_FLAT_THREADS, 0, s>>>((const bf16 *)rows, tokens, (int)hidden,
-		(int)k_top, (bf16 *)out[0]);
+	moe_ffn_combine_kernel<<<blocks, MB_FLAT_THREADS, 0, s>>>((const T *)rows, tokens, (int)hidden,
+		(int)k_top, (T *)out[0]);
 	return (int)cudaGetLastError();
 }
 
@@ -650,6 +761,11 @@ static int moe_read_counts(cudaStream_t s, const int32_t *counts, int64_t expert
 		ce = cudaStreamSynchronize(s);
 	return (int)ce;
 }
+
+/* The cuBLAS type of the storage type T. */
+template <typename T> constexpr cudaDataType_t moe_blas_type();
+template <> constexpr cudaDataType_t moe_blas_type<__nv_bfloat16>() { return CUDA_R_16BF; }
+template <> constexpr cudaDataType_t moe_blas_type<__half>() { return CUDA_R_16F; }
 
 static cublasHandle_t moe_blas(cudaStream_t s, int *rc)
 {
@@ -681,9 +797,10 @@ __global__ void __launch_bounds__(MOE_SCAN_THREADS) moe_ffn_std_count_kernel(con
 /* One warp per pair p = t*K + k: a slot in expert e's buffer (an atomic
  * cursor: slot order does not change any row's result), pos[p] = its row
  * e * cap + slot, and x[t] copied there. */
-__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_std_permute_kernel(const bf16 *__restrict__ x,
+template <typename T>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_std_permute_kernel(const T *__restrict__ x,
 	const int32_t *__restrict__ eid, int64_t pairs, int hidden, int k_top, int64_t cap,
-	int32_t *__restrict__ cursor, int64_t *__restrict__ pos, bf16 *__restrict__ xp)
+	int32_t *__restrict__ cursor, int64_t *__restrict__ pos, T *__restrict__ xp)
 {
 	const int64_t p = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	const int lane = threadIdx.x & 31;
@@ -706,17 +823,19 @@ static mb_ws_slot std_small_slot, std_x_slot, std_h_slot, std_a_slot, std_o_slot
 
 /* The activation buffer of a cuBLAS variant: relu^2 rewrites h in place;
  * SwiGLU writes `elems` elements into `slot`. */
+template <typename T>
 static int moe_act_buffer(moe_act act_fn, mb_ws_slot *slot, int64_t elems, void *h, void **out)
 {
 	if (act_fn != MOE_SWIGLU) {
 		*out = h;
 		return 0;
 	}
-	return mb_ws_reserve(slot, (size_t)elems * sizeof(bf16), out);
+	return mb_ws_reserve(slot, (size_t)elems * sizeof(T), out);
 }
 
-static int moe_standard(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_dtype dtype,
-	const void *const *in, void *const *out)
+template <typename T>
+static int moe_standard(moe_act act_fn, cudaStream_t s, const int64_t *axis, const void *const *in,
+	void *const *out)
 {
 	const int64_t tokens = axis[AX_T], hidden = axis[AX_H], experts = axis[AX_E], k_top = axis[AX_K];
 	const int64_t ffn = axis[AX_F], pairs = tokens * k_top, w1_cols = moe_w1_cols(act_fn, ffn);
@@ -724,7 +843,7 @@ static int moe_standard(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_
 	void *small = NULL, *xp = NULL, *hp = NULL, *ap = NULL, *op = NULL;
 	int rc;
 
-	if (dtype != MB_BF16 || !moe_shape_ok(axis, in, out))
+	if (!moe_shape_ok(axis, in, out))
 		return (int)cudaErrorInvalidValue;
 	if ((rc = moe_route_reserve(&w, tokens, experts, k_top)) != 0
 		|| (rc = mb_ws_reserve(&std_small_slot, (size_t)experts * sizeof(int32_t)
@@ -734,9 +853,9 @@ static int moe_standard(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_
 	int64_t *pos = (int64_t *)((char *)small + ((size_t)experts * sizeof(int32_t) + MOE_WS_ALIGN - 1)
 		/ MOE_WS_ALIGN * MOE_WS_ALIGN);
 
-	const moe_tiles none = {1, 0, NULL};
-	const moe_ptr_args no_ptrs = {};
-	if ((rc = moe_route_sort(s, axis, (const bf16 *)in[1], &w, none, none, no_ptrs, NULL, false, false)) != 0)
+	const moe_tiles none = {1, 0, NULL, NULL};
+	const moe_ptr_args<T> no_ptrs = {};
+	if ((rc = moe_route_sort<T>(s, axis, (const T *)in[1], &w, none, none, no_ptrs, NULL, false, false)) != 0)
 		return rc;
 	const int64_t blocks = moe_route_blocks(tokens);
 	moe_ffn_std_count_kernel<<<1, MOE_SCAN_THREADS, 0, s>>>(w.hist, (int)blocks, (int)experts, w.counts,
@@ -754,10 +873,10 @@ static int moe_standard(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_
 	if (cap > INT32_MAX)
 		return (int)cudaErrorInvalidValue;
 	const int64_t padded = experts * cap;
-	if ((rc = mb_ws_reserve(&std_x_slot, (size_t)(padded * hidden) * sizeof(bf16), &xp)) != 0
-		|| (rc = mb_ws_reserve(&std_h_slot, (size_t)(padded * w1_cols) * sizeof(bf16), &hp)) != 0
-		|| (rc = moe_act_buffer(act_fn, &std_a_slot, padded * ffn, hp, &ap)) != 0
-		|| (rc = mb_ws_reserve(&std_o_slot, (size_t)(padded * hidden) * sizeof(bf16), &op)) != 0)
+	if ((rc = mb_ws_reserve(&std_x_slot, (size_t)(padded * hidden) * sizeof(T), &xp)) != 0
+		|| (rc = mb_ws_reserve(&std_h_slot, (size_t)(padded * w1_cols) * sizeof(T), &hp)) != 0
+		|| (rc = moe_act_buffer<T>(act_fn, &std_a_slot, padded * ffn, hp, &ap)) != 0
+		|| (rc = mb_ws_reserve(&std_o_slot, (size_t)(padded * hidden) * sizeof(T), &op)) != 0)
 		return rc;
 
 	/* permute: padding rows keep whatever the slot held; the GEMMs compute
@@ -766,8 +885,8 @@ static int moe_standard(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_
 	unsigned blocks_p;
 	if ((rc = moe_flat_launch_blocks(pairs * 32, &blocks_p)) != 0)
 		return rc;
-	moe_ffn_std_permute_kernel<<<blocks_p, MB_FLAT_THREADS, 0, s>>>((const bf16 *)in[0], w.eid, pairs,
-		(int)hidden, (int)k_top, cap, cursor, pos, (bf16 *)xp);
+	moe_ffn_std_permute_kernel<<<blocks_p, MB_FLAT_THREADS, 0, s>>>((const T *)in[0], w.eid, pairs,
+		(int)hidden, (int)k_top, cap, cursor, pos, (T *)xp);
 	if ((rc = (int)cudaGetLastError()) != 0)
 		return rc;
 
@@ -779,17 +898,17 @@ static int moe_standard(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_
 	 * for SwiGLU), as the column-major h^T = W1_e^T xp^T: m = C, n = cap,
 	 * k = H */
 	cublasStatus_t st = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)w1_cols, (int)cap,
-		(int)hidden, &one, in[2], CUDA_R_16BF, (int)w1_cols, (long long)(hidden * w1_cols), xp, CUDA_R_16BF,
-		(int)hidden, (long long)(cap * hidden), &zero, hp, CUDA_R_16BF, (int)w1_cols, (long long)(cap * w1_cols),
+		(int)hidden, &one, in[2], moe_blas_type<T>(), (int)w1_cols, (long long)(hidden * w1_cols), xp, moe_blas_type<T>(),
+		(int)hidden, (long long)(cap * hidden), &zero, hp, moe_blas_type<T>(), (int)w1_cols, (long long)(cap * w1_cols),
 		(int)experts, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return (int)st;
-	if ((rc = moe_activate(s, act_fn, (bf16 *)hp, (bf16 *)ap, padded * ffn)) != 0)
+	if ((rc = moe_activate(s, act_fn, (T *)hp, (T *)ap, padded * ffn)) != 0)
 		return rc;
 	/* o[e] [cap, H] = a[e] [cap, F] W2_e [F, H]: m = H, n = cap, k = F */
 	st = cublasGemmStridedBatchedEx(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)hidden, (int)cap, (int)ffn, &one, in[3],
-		CUDA_R_16BF, (int)hidden, (long long)(ffn * hidden), ap, CUDA_R_16BF, (int)ffn, (long long)(cap * ffn),
-		&zero, op, CUDA_R_16BF, (int)hidden, (long long)(cap * hidden), (int)experts, CUBLAS_COMPUTE_32F,
+		moe_blas_type<T>(), (int)hidden, (long long)(ffn * hidden), ap, moe_blas_type<T>(), (int)ffn, (long long)(cap * ffn),
+		&zero, op, moe_blas_type<T>(), (int)hidden, (long long)(cap * hidden), (int)experts, CUBLAS_COMPUTE_32F,
 		CUBLAS_GEMM_DEFAULT);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return (int)st;
@@ -797,16 +916,17 @@ static int moe_standard(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_
 	unsigned blocks_c;
 	if ((rc = moe_flat_launch_blocks(tokens * (hidden / 8), &blocks_c)) != 0)
 		return rc;
-	moe_ffn_lib_combine_kernel<int64_t><<<blocks_c, MB_FLAT_THREADS, 0, s>>>((const bf16 *)op, pos, w.wt,
-		tokens, (int)hidden, (int)k_top, (bf16 *)out[0]);
+	moe_ffn_lib_combine_kernel<T, int64_t><<<blocks_c, MB_FLAT_THREADS, 0, s>>>((const T *)op, pos, w.wt,
+		tokens, (int)hidden, (int)k_top, (T *)out[0]);
 	return (int)cudaGetLastError();
 }
 
 /* ---- cublas_grouped: sorted rows, cublasGemmGroupedBatchedEx --------------------- */
 
 /* One warp per sorted row r: xs[r] = x[token of sorted[r]]. */
-__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_cublas_gather_kernel(const bf16 *__restrict__ x,
-	const int32_t *__restrict__ sorted, int64_t pairs, int hidden, int k_top, bf16 *__restrict__ xs)
+template <typename T>
+__global__ void __launch_bounds__(MB_FLAT_THREADS) moe_ffn_cublas_gather_kernel(const T *__restrict__ x,
+	const int32_t *__restrict__ sorted, int64_t pairs, int hidden, int k_top, T *__restrict__ xs)
 {
 	const int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	const int lane = threadIdx.x & 31;
@@ -826,8 +946,9 @@ static int grp_m1[MOE_E_MAX], grp_m2[MOE_E_MAX], grp_n[MOE_E_MAX], grp_k1[MOE_E_
 static int grp_size[MOE_E_MAX];
 static float grp_one[MOE_E_MAX], grp_zero[MOE_E_MAX];
 
-static int moe_cublas_grouped(moe_act act_fn, cudaStream_t s, const int64_t *axis, mb_dtype dtype,
-	const void *const *in, void *const *out)
+template <typename T>
+static int moe_cublas_grouped(moe_act act_fn, cudaStream_t s, const int64_t *axis, const void *const *in,
+	void *const *out)
 {
 	const int64_t tokens = axis[AX_T], hidden = axis[AX_H], experts = axis[AX_E], k_top = axis[AX_K];
 	const int64_t ffn = axis[AX_F], pairs = tokens * k_top, w1_cols = moe_w1_cols(act_fn, ffn);
@@ -835,21 +956,21 @@ static int moe_cublas_grouped(moe_act act_fn, cudaStream_t s, const int64_t *axi
 	void *xs = NULL, *hbuf = NULL, *abuf = NULL, *obuf = NULL;
 	int rc;
 
-	if (dtype != MB_BF16 || !moe_shape_ok(axis, in, out))
+	if (!moe_shape_ok(axis, in, out))
 		return (int)cudaErrorInvalidValue;
 	if ((rc = moe_route_reserve(&w, tokens, experts, k_top)) != 0
-		|| (rc = mb_ws_reserve(&grp_x_slot, (size_t)(pairs * hidden) * sizeof(bf16), &xs)) != 0
-		|| (rc = mb_ws_reserve(&grp_h_slot, (size_t)(pairs * w1_cols) * sizeof(bf16), &hbuf)) != 0
-		|| (rc = moe_act_buffer(act_fn, &grp_a_slot, pairs * ffn, hbuf, &abuf)) != 0
-		|| (rc = mb_ws_reserve(&grp_o_slot, (size_t)(pairs * hidden) * sizeof(bf16), &obuf)) != 0)
+		|| (rc = mb_ws_reserve(&grp_x_slot, (size_t)(pairs * hidden) * sizeof(T), &xs)) != 0
+		|| (rc = mb_ws_reserve(&grp_h_slot, (size_t)(pairs * w1_cols) * sizeof(T), &hbuf)) != 0
+		|| (rc = moe_act_buffer<T>(act_fn, &grp_a_slot, pairs * ffn, hbuf, &abuf)) != 0
+		|| (rc = mb_ws_reserve(&grp_o_slot, (size_t)(pairs * hidden) * sizeof(T), &obuf)) != 0)
 		return rc;
 
-	moe_ptr_args ptrs = {};
-	ptrs.x_sorted = (const bf16 *)xs;
-	ptrs.w1 = (const bf16 *)in[2];
-	ptrs.w2 = (const bf16 *)in[3];
-	ptrs.h = (bf16 *)hbuf;
-	ptrs.o = (bf16 *)obuf;
+	moe_ptr_args<T> ptrs = {};
+	ptrs.x_sorted = (const T *)xs;
+	ptrs.w1 = (const T *)in[2];
+	ptrs.w2 = (const T *)in[3];
+	ptrs.h = (T *)hbuf;
+	ptrs.o = (T *)obuf;
 	ptrs.a1 = w.ptrs;
 	ptrs.b1 = w.ptrs + experts;
 	ptrs.a2 = w.ptrs + 2 * experts;
@@ -860,9 +981,9 @@ static int moe_cublas_grouped(moe_act act_fn, cudaStream_t s, const int64_t *axi
 	ptrs.ffn = (int)ffn;
 	/* the tile schedules are computed and unused (the scan is the fused
 	 * variant's, unchanged) */
-	const moe_tiles t1 = {128, 1, w.tile1}, t2 = {128, 1, w.tile2};
-	const bf16 *glu_act = act_fn == MOE_SWIGLU ? (const bf16 *)abuf : NULL;
-	if ((rc = moe_route_sort(s, axis, (const bf16 *)in[1], &w, t1, t2, ptrs, glu_act, true, true)) != 0)
+	const moe_tiles t1 = {128, 1, w.tile1, NULL}, t2 = {128, 1, w.tile2, NULL};
+	const T *glu_act = act_fn == MOE_SWIGLU ? (const T *)abuf : NULL;
+	if ((rc = moe_route_sort<T>(s, axis, (const T *)in[1], &w, t1, t2, ptrs, glu_act, true, true)) != 0)
 		return rc;
 	if ((rc = moe_read_counts(s, w.counts, experts)) != 0)
 		return rc;
@@ -870,8 +991,8 @@ static int moe_cublas_grouped(moe_act act_fn, cudaStream_t s, const int64_t *axi
 	unsigned blocks_g;
 	if ((rc = moe_flat_launch_blocks(pairs * 32, &blocks_g)) != 0)
 		return rc;
-	moe_ffn_cublas_gather_kernel<<<blocks_g, MB_FLAT_THREADS, 0, s>>>((const bf16 *)in[0], w.sorted, pairs,
-		(int)hidden, (int)k_top, (bf16 *)xs);
+	moe_ffn_cublas_gather_kernel<<<blocks_g, MB_FLAT_THREADS, 0, s>>>((const T *)in[0], w.sorted, pairs,
+		(int)hidden, (int)k_top, (T *)xs);
 	if ((rc = (int)cudaGetLastError()) != 0)
 		return rc;
 
@@ -899,14 +1020,14 @@ static int moe_cublas_grouped(moe_act act_fn, cudaStream_t s, const int64_t *axi
 		return rc;
 	/* lda = m, ldb = k, ldc = m for both: the packed row-major blocks */
 	cublasStatus_t st = cublasGemmGroupedBatchedEx(h, grp_op_n, grp_op_n, grp_m1, grp_n, grp_k1, grp_one,
-		ptrs.a1, CUDA_R_16BF, grp_m1, ptrs.b1, CUDA_R_16BF, grp_k1, grp_zero, ptrs.c1, CUDA_R_16BF, grp_m1,
+		ptrs.a1, moe_blas_type<T>(), grp_m1, ptrs.b1, moe_blas_type<T>(), grp_k1, grp_zero, ptrs.c1, moe_blas_type<T>(), grp_m1,
 		groups, grp_size, CUBLAS_COMPUTE_32F);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return (int)st;
-	if ((rc = moe_activate(s, act_fn, (bf16 *)hbuf, (bf16 *)abuf, pairs * ffn)) != 0)
+	if ((rc = moe_activate(s, act_fn, (T *)hbuf, (T *)abuf, pairs * ffn)) != 0)
 		return rc;
 	st = cublasGemmGroupedBatchedEx(h, grp_op_n, grp_op_n, grp_m2, grp_n, grp_k2, grp_one, ptrs.a2,
-		CUDA_R_16BF, grp_m2, ptrs.b2, CUDA_R_16BF, grp_k2, grp_zero, ptrs.c2, CUDA_R_16BF, grp_m2, groups,
+		moe_blas_type<T>(), grp_m2, ptrs.b2, moe_blas_type<T>(), grp_k2, grp_zero, ptrs.c2, moe_blas_type<T>(), grp_m2, groups,
 		grp_size, CUBLAS_COMPUTE_32F);
 	if (st != CUBLAS_STATUS_SUCCESS)
 		return (int)st;
@@ -914,8 +1035,8 @@ static int moe_cublas_grouped(moe_act act_fn, cudaStream_t s, const int64_t *axi
 	unsigned blocks_c;
 	if ((rc = moe_flat_launch_blocks(tokens * (hidden / 8), &blocks_c)) != 0)
 		return rc;
-	moe_ffn_lib_combine_kernel<int32_t><<<blocks_c, MB_FLAT_THREADS, 0, s>>>((const bf16 *)obuf, w.inv,
-		w.wt, tokens, (int)hidden, (int)k_top, (bf16 *)out[0]);
+	moe_ffn_lib_combine_kernel<T, int32_t><<<blocks_c, MB_FLAT_THREADS, 0, s>>>((const T *)obuf, w.inv,
+		w.wt, tokens, (int)hidden, (int)k_top, (T *)out[0]);
 	return (int)cudaGetLastError();
 }
 
@@ -924,7 +1045,11 @@ static int moe_cublas_grouped(moe_act act_fn, cudaStream_t s, const int64_t *axi
 #define MOE_LAUNCH(fn, path, act_fn) \
 	extern "C" MB_DECLARE_LAUNCH(fn) \
 	{ \
-		return path(act_fn, (cudaStream_t)stream, axis, dtype, in, out); \
+		if (dtype == MB_BF16) \
+			return path<__nv_bfloat16>(act_fn, (cudaStream_t)stream, axis, in, out); \
+		if (dtype == MB_FP16) \
+			return path<__half>(act_fn, (cudaStream_t)stream, axis, in, out); \
+		return (int)cudaErrorInvalidValue; \
 	}
 
 MOE_LAUNCH(mb_moe_ffn_fused_launch, moe_fused, MOE_RELU2)

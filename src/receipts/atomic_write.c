@@ -18,6 +18,8 @@
  * mkstemp creates 0600 and a receipt is meant to be shared. */
 #define NEW_FILE_MODE 0644
 #define PERMISSION_BITS 07777
+/* Directories made for a file: 0777 under the usual 022 umask. */
+#define NEW_DIR_MODE 0755
 #define JSON_WRITE_FLAGS (JSON_INDENT(1) | JSON_REAL_PRECISION(17))
 /* What the temporary adds to the name: the leading dot and TEMP_SUFFIX. */
 #define TEMP_EXTRA_CHARS (1 + sizeof(TEMP_SUFFIX) - 1)
@@ -250,8 +252,13 @@ int mb_atomic_write_probe(const char *path, unsigned flags, mb_error *err)
 			goto cleanup;
 		}
 	}
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
-		rc = mb_error_set(err, MB_EIO, path, "cannot write: directory %s does not exist", dir);
+	if (stat(dir, &st) != 0) {
+		rc = mb_error_set(err, MB_EIO, path, "cannot write: directory %s %s", dir,
+			errno == ENOENT ? "does not exist" : strerror(errno));
+		goto cleanup;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		rc = mb_error_set(err, MB_EIO, path, "cannot write: %s is a file, not a directory", dir);
 		goto cleanup;
 	}
 	fd = mkostemp(temp, O_CLOEXEC);
@@ -270,6 +277,41 @@ cleanup:
 		unlink(temp);
 	}
 	return rc;
+}
+
+/* mkdir of one level: 0, or an error naming the level. A level that
+ * exists is fine when it is a directory, whatever mkdir said (a read-only
+ * or unwritable parent may answer EROFS or EACCES before EEXIST). */
+static int make_dir(const char *dir, mb_error *err)
+{
+	struct stat st;
+	int sys;
+
+	if (mkdir(dir, NEW_DIR_MODE) == 0)
+		return 0;
+	sys = errno;
+	if (stat(dir, &st) == 0)
+		return S_ISDIR(st.st_mode) ? 0 : mb_error_set(err, MB_EIO, dir, "is a file, not a directory");
+	return mb_error_set(err, MB_EIO, dir, "cannot create directory: %s", strerror(sys));
+}
+
+int mb_make_dirs(const char *dir, mb_error *err)
+{
+	char buf[PATH_MAX];
+	int rc = 0;
+
+	if (!dir || !*dir)
+		return mb_error_set(err, MB_EINVAL, "", "no directory named");
+	if (snprintf(buf, sizeof(buf), "%s", dir) >= (int)sizeof(buf))
+		return mb_error_set(err, MB_EINVAL, dir, "path is too long");
+	for (char *p = buf + 1; !rc && *p; p++) {
+		if (*p != '/' || p[-1] == '/')
+			continue;
+		*p = '\0';
+		rc = make_dir(buf, err);
+		*p = '/';
+	}
+	return rc ? rc : make_dir(buf, err);
 }
 
 int mb_json_write_atomic(const json_t *doc, const char *path, mb_error *err)

@@ -54,6 +54,14 @@ int mb_atomic_write_ex(const char *path, const void *data, size_t len, unsigned 
  * exists"). "-" (standard output) always passes. */
 int mb_atomic_write_probe(const char *path, unsigned flags, mb_error *err);
 
+/* Make directory `dir` and every missing level above it (mkdir -p; new
+ * levels get mode 0755 less the umask). Returns 0 when `dir` is a
+ * directory afterwards. Errors are MB_EIO naming the level that failed and
+ * why, as the system said it: "nightly/x: is a file, not a directory",
+ * "nightly: cannot create directory: Read-only file system", "...:
+ * Permission denied"; MB_EINVAL for an empty or too long path. */
+int mb_make_dirs(const char *dir, mb_error *err);
+
 /* Serialize `doc` the way every receipt is written (one space of indent per
  * level, members in insertion order, reals with 17 significant digits so that
  * they read back bit for bit, a trailing newline) and mb_atomic_write it. */

@@ -37,6 +37,7 @@ const char *mb_cmp_why_name(mb_cmp_why why)
 	case MB_WHY_NOT_SIGNIFICANT: return "not significant";
 	case MB_WHY_WITHIN_NOISE: return "within the noise";
 	case MB_WHY_TAIL_CONFLICT: return "median and tail disagree";
+	case MB_WHY_NOT_JUDGED: return "timing not judged (cpu backend)";
 	case MB_WHY_COUNT: break;
 	}
 	return "";
@@ -421,7 +422,7 @@ static bool same_member(const json_t *a, const json_t *b, const char *key)
  * group once, and a question costs one look-up per "_"-separated prefix of
  * the row's name. */
 struct mb_code_index {
-	bool same_build;     /* provenance on both sides, same build and device */
+	bool same_build;     /* binary provenance on both sides, same build and device */
 	json_t *groups;      /* stem of a row -> [all sources match, sources counted] */
 	bool shared_match;   /* every source named after no row matches */
 	size_t shared_count;
@@ -445,8 +446,27 @@ static int sources_by_path(json_t **out, const json_t *sources)
 	return 0;
 }
 
-/* Fold every source of `from` into its group: it matches when `to` lists
- * its path with an equal blob id. */
+/* The sources that decide a timing: the kernels, the references (inputs
+ * and checks), the harness (the timing itself) and the build files that set
+ * every compiler flag. Printers and the rest of the receipts code do not
+ * change a number a case records. */
+static const char *const timing_sources[] = {"src/kernels/", "src/reference/", "src/harness/", "meson.build",
+	"meson_options.txt"};
+
+static bool decides_timing(const char *path)
+{
+	for (size_t i = 0; i < sizeof(timing_sources) / sizeof(timing_sources[0]); i++) {
+		size_t n = strlen(timing_sources[i]);
+
+		if (timing_sources[i][n - 1] == '/' ? strncmp(path, timing_sources[i], n) == 0
+			: strcmp(path, timing_sources[i]) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Fold every source of `from` that decides a timing into its group: it
+ * matches when `to` lists its path with an equal blob id. */
 static int fold_sources(mb_code_index *ix, const json_t *from, const json_t *to_by_path, const json_t *rows)
 {
 	char stem[STEM_MAX];
@@ -458,7 +478,7 @@ static int fold_sources(mb_code_index *ix, const json_t *from, const json_t *to_
 
 	json_array_foreach(from, i, s) {
 		path = json_string_value(json_object_get(s, "path"));
-		if (!path)
+		if (!path || !decides_timing(path))
 			continue;
 		other = json_object_get(to_by_path, path);
 		blob = json_object_get(s, "blob_id");
@@ -497,17 +517,23 @@ static int add_rows(json_t *rows, const json_t *receipt)
 	return 0;
 }
 
+bool mb_compare_binary_provenance(const json_t *receipt)
+{
+	const json_t *p = json_object_get(receipt, "provenance");
+	const char *origin = json_string_value(json_object_get(p, "origin"));
+
+	return origin && strcmp(origin, "binary") == 0 && json_is_array(json_object_get(p, "sources"));
+}
+
 static bool same_build(const json_t *base_receipt, const json_t *head_receipt)
 {
 	/* what builds the code: a new compiler or flag is new code */
 	static const char *const build_keys[] = {"c_compiler", "cxx_compiler", "cuda_compiler", "c_args",
 		"cuda_args", "cuda_archs", "buildtype", "features"};
-	const json_t *pa = json_object_get(base_receipt, "provenance");
-	const json_t *pb = json_object_get(head_receipt, "provenance");
 	const json_t *ba = json_object_get(base_receipt, "build");
 	const json_t *bb = json_object_get(head_receipt, "build");
 
-	if (!json_is_true(json_object_get(pa, "available")) || !json_is_true(json_object_get(pb, "available")))
+	if (!mb_compare_binary_provenance(base_receipt) || !mb_compare_binary_provenance(head_receipt))
 		return false;
 	for (size_t k = 0; k < sizeof(build_keys) / sizeof(build_keys[0]); k++)
 		if (!same_member(ba, bb, build_keys[k]))

@@ -63,6 +63,7 @@ typedef enum mb_cmp_why {
 	MB_WHY_NOT_SIGNIFICANT,
 	MB_WHY_WITHIN_NOISE,     /* significant, but within the noise or the between-run spread */
 	MB_WHY_TAIL_CONFLICT,    /* the median is faster, the tail slower */
+	MB_WHY_NOT_JUDGED,       /* timings of the cpu backend are not judged (diff.h) */
 	MB_WHY_COUNT
 } mb_cmp_why;
 
@@ -141,11 +142,20 @@ int mb_compare_cases(mb_comparison *out, const json_t *base_case, const json_t *
 int mb_compare_under_identical_code(mb_comparison *out, const json_t *base_case, const json_t *head_case,
 	const mb_thresholds *t, mb_error *err);
 
-/* The same code ran on both sides for `row`: provenance available on both;
+/* Whether `receipt` carries binary provenance: the ids of the sources its
+ * executable was built from, embedded by the build (provenance.origin
+ * "binary", schema version 2). A receipt without it (version 1: ids read
+ * from a checkout at run time) says nothing certain about the code that ran,
+ * so the identical-code rule never holds for it. */
+bool mb_compare_binary_provenance(const json_t *receipt);
+
+/* The same code ran on both sides for `row`: binary provenance on both;
  * the same build (c_compiler, cxx_compiler, cuda_compiler, c_args,
  * cuda_args, cuda_archs, buildtype, features) and device name; and the same
- * blob id for every provenance source that belongs to the row, a source
- * listed on one side only being a difference. A source belongs to `row`
+ * blob id for every source that decides a timing (under src/kernels/,
+ * src/reference/, src/harness/, and the top-level meson.build and
+ * meson_options.txt) and belongs to the row, a source listed on one side
+ * only being a difference. A source belongs to `row`
  * unless its file name (without extension) names another row of either
  * receipt that `row` does not extend: shared files (headers, rows.def,
  * the harness's timing code, anything named after no row) belong to every

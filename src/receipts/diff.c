@@ -458,6 +458,31 @@ static int missing_fallbacks(mb_diff *d, const diff_index *ix, mb_error *err)
 	return rc;
 }
 
+/* A case's weight: how often its shape occurs in a training step, which
+ * the time saved per step multiplies. */
+static int weight_drift(mb_diff *d, const char *id, const json_t *b, const json_t *h, mb_error *err)
+{
+	const json_t *wb = json_object_get(b, "weight"), *wh = json_object_get(h, "weight");
+
+	if (!json_is_number(wb) || !json_is_number(wh) || json_number_value(wb) == json_number_value(wh))
+		return 0;
+	return add_finding(d, MB_FINDING_WEIGHT_CHANGE, id, err, "weight %g -> %g (calls per training step): the time "
+		"saved per step changes with it, whatever the kernels did", json_number_value(wb), json_number_value(wh));
+}
+
+/* A variant's kind decides which pair a verdict compares (fused against
+ * fallback), so a variant that changed kind under the same name is
+ * another comparison. */
+static int kind_drift(mb_diff *d, const char *id, const json_t *b, const json_t *h, mb_error *err)
+{
+	const char *kb = mb_text_get(b, "variant_kind"), *kh = mb_text_get(h, "variant_kind");
+
+	if (!strcmp(kb, kh))
+		return 0;
+	return add_finding(d, MB_FINDING_VARIANT_KIND_CHANGE, id, err, "variant kind %s -> %s: the row's verdict "
+		"compares other pairs", *kb ? kb : "(none)", *kh ? kh : "(none)");
+}
+
 /* ---- fields and status ------------------------------------------------------- */
 
 /* Fields of a case that may come and go without anything drifting: `error`
@@ -628,6 +653,42 @@ static int memory_drift(mb_diff *d, mb_case_diff *cd, const mb_thresholds *t, mb
 	return add_finding(d, MB_FINDING_MEMORY_REGRESSION, cd->id, err, "scratch memory %s -> %s", from, to);
 }
 
+bool mb_diff_cpu_timing(const json_t *receipt)
+{
+	return !strcmp(mb_text_get(receipt, "backend"), "cpu");
+}
+
+/* The comparison of a case whose timing is not judged (diff.h). */
+static void not_judged(mb_diff *d, mb_comparison *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->cls = MB_CMP_SAME;
+	c->why = MB_WHY_NOT_JUDGED;
+	snprintf(c->reason, sizeof(c->reason), "cpu backend: timing not judged");
+	d->n_not_judged++;
+}
+
+static bool converged(const json_t *kase)
+{
+	return !json_is_false(json_object_get(json_object_get(kase, "timing"), "converged"));
+}
+
+/* Identical code holds a case to a loose bound on a time it must know: a
+ * side that did not converge leaves it as AMBIGUOUS as any other case. */
+static void unconverged_under_identical_code(mb_case_diff *cd)
+{
+	mb_comparison *c = &cd->cmp;
+	bool base = converged(cd->base), head = converged(cd->head);
+
+	if (c->why != MB_WHY_IDENTICAL_CODE || (base && head))
+		return;
+	c->cls = MB_CMP_AMBIGUOUS;
+	c->why = MB_WHY_NOT_CONVERGED;
+	c->direction = MB_DIR_NONE;
+	snprintf(c->reason, sizeof(c->reason), "identical code, but %s did not converge: its time is not known well "
+		"enough to hold it to the loose bound", !base && !head ? "neither side" : !head ? "the head" : "the base");
+}
+
 static int compare_pair(mb_diff *d, const diff_index *ix, mb_case_diff *cd, mb_error *err)
 {
 	const char *row = mb_text_get(cd->head, "row");
@@ -637,7 +698,9 @@ static int compare_pair(mb_diff *d, const diff_index *ix, mb_case_diff *cd, mb_e
 	int rc = 0;
 
 	cd->compared = true;
-	if (mb_code_index_identical(ix->code, row))
+	if (!d->timings_judged)
+		not_judged(d, &cd->cmp);
+	else if (mb_code_index_identical(ix->code, row))
 		rc = mb_compare_under_identical_code(&cd->cmp, cd->base, cd->head, t, err);
 	else
 		rc = mb_compare_cases(&cd->cmp, cd->base, cd->head, t, err);
@@ -645,7 +708,8 @@ static int compare_pair(mb_diff *d, const diff_index *ix, mb_case_diff *cd, mb_e
 		mb_error_prefix(err, cd->id);
 		return rc;
 	}
-	if ((rc = timing_findings(d, cd, err)) || (rc = memory_drift(d, cd, t, err)))
+	unconverged_under_identical_code(cd);
+	if ((d->timings_judged && (rc = timing_findings(d, cd, err))) || (rc = memory_drift(d, cd, t, err)))
 		return rc;
 	if (head_wrong) {
 		wrong_detail(detail, sizeof(detail), cd->head);
@@ -664,7 +728,9 @@ static int compare_pair(mb_diff *d, const diff_index *ix, mb_case_diff *cd, mb_e
 	if ((rc = field_drift(d, cd, err))
 		|| (rc = tolerance_drift(d, cd->id, cd->base, cd->head, err))
 		|| (rc = launch_drift(d, cd->id, cd->base, cd->head, err))
-		|| (rc = kernel_drift(d, cd->id, cd->base, cd->head, err)))
+		|| (rc = kernel_drift(d, cd->id, cd->base, cd->head, err))
+		|| (rc = weight_drift(d, cd->id, cd->base, cd->head, err))
+		|| (rc = kind_drift(d, cd->id, cd->base, cd->head, err)))
 		return rc;
 	return 0;
 }
@@ -714,6 +780,22 @@ static int diff_cases(mb_diff *d, const diff_index *ix, mb_error *err)
 	return missing_fallbacks(d, ix, err);
 }
 
+/* The identical-code shortcut needs both binaries' source ids: without
+ * them every row gets the statistics, and the output says why. */
+static int provenance_finding(mb_diff *d, mb_error *err)
+{
+	bool base = mb_compare_binary_provenance(d->base), head = mb_compare_binary_provenance(d->head);
+	char subject[256];
+
+	if (!d->policy->identical_code_shortcut || (base && head))
+		return 0;
+	snprintf(subject, sizeof(subject), "%s%s%s", base ? "" : d->base_name ? d->base_name : "base",
+		!base && !head ? ", " : "", head ? "" : d->head_name ? d->head_name : "head");
+	return add_finding(d, MB_FINDING_NO_BINARY_PROVENANCE, subject, err, "no binary provenance: statistics on "
+		"every row (%s from a checkout, not from the binary that ran)",
+		!base && !head ? "both receipts took their source ids" : "the receipt took its source ids");
+}
+
 /* Each head status against the head's own evidence: a claim it does not
  * support is a finding; a demotion never is. */
 static int promotions(mb_diff *d, mb_error *err)
@@ -753,9 +835,10 @@ int mb_diff_receipts(mb_diff *out, json_t *base, json_t *head, const char *base_
 	if ((rc = diff_index_build(&ix, out, err)))
 		goto cleanup;
 	check_comparable(out, ix.head_ids);
+	out->timings_judged = !mb_diff_cpu_timing(base) && !mb_diff_cpu_timing(head);
 	if (!out->comparable && !force)
 		goto cleanup;
-	if ((rc = diff_cases(out, &ix, err)))
+	if ((rc = diff_cases(out, &ix, err)) || (rc = provenance_finding(out, err)))
 		goto cleanup;
 	if ((rc = mb_verdict_compute(&out->base_verdicts, base, policy, err))) {
 		mb_error_prefix(err, base_name);
@@ -780,10 +863,11 @@ bool mb_diff_refused(const mb_diff *d)
  * 2, which wins over a regression. */
 static const mb_finding_kind drift_kinds[] = {MB_FINDING_WRONG_ANSWER, MB_FINDING_STILL_WRONG,
 	MB_FINDING_TOLERANCE_CHANGE, MB_FINDING_LAUNCH_CHANGE, MB_FINDING_KERNEL_CHANGE, MB_FINDING_MISSING_CASE,
-	MB_FINDING_MISSING_FALLBACK, MB_FINDING_NEW_CASE, MB_FINDING_MISSING_FIELD, MB_FINDING_STATUS_CHANGE};
+	MB_FINDING_MISSING_FALLBACK, MB_FINDING_NEW_CASE, MB_FINDING_MISSING_FIELD, MB_FINDING_STATUS_CHANGE,
+	MB_FINDING_WEIGHT_CHANGE, MB_FINDING_VARIANT_KIND_CHANGE};
 /* Kinds that say the timing cannot be judged: exit 3. */
 static const mb_finding_kind inconclusive_kinds[] = {MB_FINDING_AMBIGUOUS, MB_FINDING_MACHINE_CHANGED,
-	MB_FINDING_AMBIGUOUS_FASTER};
+	MB_FINDING_AMBIGUOUS_FASTER, MB_FINDING_NO_BINARY_PROVENANCE};
 
 #define N_KINDS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -854,6 +938,8 @@ void mb_diff_gate_reason(const mb_diff *d, char *buf, size_t len)
 		mb_text_appendf(buf, len, "pass");
 		if (n)
 			mb_text_appendf(buf, len, " (%zu ambiguous speed-up%s, not failing)", n, n == 1 ? "" : "s");
+		if (!d->timings_judged)
+			mb_text_appendf(buf, len, " (correctness and structure only: cpu-backend timings are not judged)");
 		break;
 	case MB_GATE_DRIFT:
 		list_failing(list, sizeof(list), d, drift_kinds, N_KINDS(drift_kinds));
@@ -916,6 +1002,8 @@ void mb_diff_headline(const mb_diff *d, char *buf, size_t len)
 		{MB_FINDING_MISSING_FALLBACK, "missing fallback", "missing fallbacks"},
 		{MB_FINDING_MISSING_FIELD, "case with missing fields", "cases with missing fields"},
 		{MB_FINDING_STATUS_CHANGE, "case now skipped", "cases now skipped"},
+		{MB_FINDING_WEIGHT_CHANGE, "weight change", "weight changes"},
+		{MB_FINDING_VARIANT_KIND_CHANGE, "variant-kind change", "variant-kind changes"},
 	};
 
 	buf[0] = '\0';
@@ -929,8 +1017,12 @@ void mb_diff_headline(const mb_diff *d, char *buf, size_t len)
 		mb_text_appendf(buf, len, "not compared: %s", d->reasons);
 		return;
 	}
-	mb_text_appendf(buf, len, "%zu slower, %zu faster, %zu same, %zu ambiguous",
-		d->n_slower, d->n_faster, d->n_same, d->n_ambiguous);
+	if (!d->timings_judged)
+		mb_text_appendf(buf, len, "timings not judged (cpu backend: taken on a shared CPU, they measure nothing "
+			"about GPU kernels): %zu cases compared for correctness and structure only", d->n_not_judged);
+	else
+		mb_text_appendf(buf, len, "%zu slower, %zu faster, %zu same, %zu ambiguous",
+			d->n_slower, d->n_faster, d->n_same, d->n_ambiguous);
 	if (d->n_machine_changed)
 		mb_text_appendf(buf, len, ", %zu machine or harness change%s", d->n_machine_changed,
 			d->n_machine_changed == 1 ? "" : "s");

@@ -18,6 +18,15 @@
  * device's), and a case across GPUs (`collective`) on as many GPUs over the
  * same known topology class; GPU count, index and uuid alone never matter.
  *
+ * Timings of the cpu backend are not judged: taken on a shared CPU, by
+ * the fp32 references, they say nothing about GPU kernels and move between
+ * identical runs by more than any threshold that would still catch a real
+ * change. Where either receipt is from the cpu backend, every case is
+ * compared for correctness and structure only (wrong answers, tolerance,
+ * launch, kernel, field, status, weight and variant-kind drift, missing
+ * and new cases): its comparison is MB_WHY_NOT_JUDGED, it makes no timing
+ * finding, and the headline and the gate's reason say so.
+ *
  * An mb_diff holds references to both receipts and owns everything else;
  * release it with mb_diff_free.
  */
@@ -77,6 +86,7 @@ typedef struct mb_diff {
 	bool comparable;          /* false: the receipts differ in what a sample means (see reasons) */
 	bool forced;              /* --force was given (whether or not it was needed) */
 	bool inconsistent;        /* a receipt contradicts itself: refused even with --force */
+	bool timings_judged;      /* false: a side is from the cpu backend (see above) */
 	char reasons[MB_DIFF_TEXT_MAX]; /* why refused: fields that differ, or the inconsistency; "; "-separated */
 	mb_case_diff *cases;      /* base order, then new cases in head order */
 	size_t n_cases;
@@ -89,6 +99,7 @@ typedef struct mb_diff {
 	size_t n_same, n_faster, n_slower, n_ambiguous, n_wrong;
 	size_t n_still_wrong;     /* wrong on both sides (not in n_wrong) */
 	size_t n_machine_changed; /* identical code beyond the loose bound (not in n_slower, n_faster) */
+	size_t n_not_judged;      /* cases compared without their timing (cpu backend) */
 	/* what a reporter's selection did (select.h): cases taken out of
 	 * `cases` as unchanged (still in the counts above), and whether
 	 * `cases` is in the order to show (else the printers rank it) */
@@ -111,6 +122,10 @@ bool mb_diff_receipt_consistent(const json_t *receipt, const char *name, char *r
 /* Nothing was compared: an inconsistent receipt, or incomparable ones
  * without --force. Only `reasons` is meaningful then. */
 bool mb_diff_refused(const mb_diff *diff);
+
+/* Whether `receipt` comes from the cpu backend, whose timings are not
+ * judged (above). */
+bool mb_diff_cpu_timing(const json_t *receipt);
 
 /* The gate's exit code: 3 refused; else 2 on a failing drift finding; else 1
  * on a failing regression; else 4 on a failing unsupported_promotion;

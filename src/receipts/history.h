@@ -16,7 +16,11 @@
  *   confirmed  the row's last two or more nightlies are all keep.
  *   watch      anything else (one losing nightly between wins included).
  *
- * The history borrows the receipts and names; it owns the rest
+ * A history never holds a whole receipt: mb_history_add computes the
+ * receipt's verdicts and keeps only what the history and its printers read
+ * (a digest of the receipt and one small cell per row), so that the
+ * caller can free each receipt as soon as it is added and a year of
+ * nightlies fits in little memory. The history owns everything it holds
  * (mb_history_free).
  */
 #ifndef MB_RECEIPTS_HISTORY_H
@@ -49,9 +53,38 @@ typedef enum mb_history_decision {
 	MB_HISTORY_DROPPED
 } mb_history_decision;
 
+/* What the history keeps of one row's verdict in one receipt. */
+typedef struct mb_history_cell {
+	mb_verdict_kind kind;
+	mb_verdict_evidence evidence;
+	char *label;                  /* mb_verdict_label */
+	char *lane;                   /* mb_history_lane_text */
+	char *status;                 /* mb_verdict_status_text */
+	bool status_agrees;           /* the verdict supports the status (verdict.h) */
+	double saved_ns;              /* time saved (per step or per call); NaN: none */
+	/* what the page charts: the verdict's pair at the row's largest shape
+	 * (alt NULL and medians NaN without one) */
+	double fused_median_ns, alt_median_ns;
+	char *alt;                    /* the best alternative's variant */
+	char *shape;                  /* family/A=1,B=2 */
+	char dtype[8], mode[8];
+} mb_history_cell;
+
+/* One receipt, reduced. The digest holds the members of the receipt that
+ * grouping, ordering and the printers read: run_id, status, started_at,
+ * backend, device.name, suite.name, provenance (commit, commit_time,
+ * describe), catalog, and each lane's name. */
+typedef struct mb_history_rev {
+	json_t *digest;
+	char *name;
+	char **rows;                  /* its rows, in the receipt's order */
+	mb_history_cell *cells;       /* per row */
+	size_t n_rows;
+} mb_history_rev;
+
 typedef struct mb_history_row {
 	char *row;
-	const mb_row_verdict **cells; /* per revision; NULL where absent (borrowed from the sets) */
+	const mb_history_cell **cells; /* per revision of the group; NULL where absent */
 	mb_history_mark *marks;
 	mb_history_decision decision;
 	size_t streak;                /* nightlies in the trailing streak that decided it
@@ -60,22 +93,33 @@ typedef struct mb_history_row {
 } mb_history_row;
 
 typedef struct mb_history_group {
-	const mb_receipt_group *g;    /* borrowed from the history's groups */
-	mb_verdict_set *sets;         /* per revision */
-	size_t n_sets;
+	const mb_receipt_group *g;    /* borrowed from the history's groups; revs are digests */
+	size_t *revs;                 /* per revision of g: its index in the history's revs */
 	mb_history_row *rows;         /* newest receipt's rows first */
 	size_t n_rows;
 } mb_history_group;
 
 typedef struct mb_history {
+	mb_history_rev *revs;         /* in the order they were added */
+	size_t n_revs, cap_revs;
 	mb_receipt_groups rg;
 	mb_history_group *groups;
 	size_t n_groups;
 	const mb_policy *policy;      /* borrowed */
 } mb_history;
 
-int mb_history_build(mb_history *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err);
+/* An empty history judged by `policy`, which must outlive it. */
+void mb_history_init(mb_history *h, const mb_policy *policy);
+
+/* Compute the verdicts of `receipt` (a valid receipt, borrowed for the
+ * call only) and keep its digest and cells under `name`. Errors name the
+ * receipt: MB_ENOMEM, or what mb_verdict_compute says. */
+int mb_history_add(mb_history *h, const json_t *receipt, const char *name, mb_error *err);
+
+/* Group and order the receipts added so far and decide every row; call it
+ * once, after the last mb_history_add. */
+int mb_history_finish(mb_history *h, mb_error *err);
+
 void mb_history_free(mb_history *h);
 
 /* "demote", "confirmed", "watch", "dropped". */

@@ -33,13 +33,18 @@ static const char *const finding_names[MB_FINDING_KIND_COUNT] = {
 	[MB_FINDING_AMBIGUOUS_FASTER] = "ambiguous_faster",
 	[MB_FINDING_UNSUPPORTED_PROMOTION] = "unsupported_promotion",
 	[MB_FINDING_MEMORY_REGRESSION] = "memory_regression",
+	[MB_FINDING_NO_BINARY_PROVENANCE] = "no_binary_provenance",
+	[MB_FINDING_WEIGHT_CHANGE] = "weight_change",
+	[MB_FINDING_VARIANT_KIND_CHANGE] = "variant_kind_change",
 };
 
 /* A new case is information, not a failure: adding shapes must not break CI.
  * An ambiguous speed-up is not a failure either: whatever the truth, the
- * code did not get slower by any measure the data supports. */
+ * code did not get slower by any measure the data supports. Nor is a
+ * receipt without binary provenance: it only costs the shortcut, and its
+ * rows get the statistics. */
 #define DEFAULT_FAIL_ON (((1u << MB_FINDING_KIND_COUNT) - 1u) & ~(1u << MB_FINDING_NEW_CASE) \
-	& ~(1u << MB_FINDING_AMBIGUOUS_FASTER))
+	& ~(1u << MB_FINDING_AMBIGUOUS_FASTER) & ~(1u << MB_FINDING_NO_BINARY_PROVENANCE))
 
 const char *mb_finding_kind_name(mb_finding_kind kind)
 {
@@ -63,6 +68,7 @@ void mb_thresholds_defaults(mb_thresholds *out)
 	out->noise_floor = MB_POLICY_DEFAULT_NOISE_FLOOR;
 	out->identical_code_max_change = MB_POLICY_DEFAULT_IDENTICAL_CODE_MAX_CHANGE;
 	out->memory_max_growth = MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH;
+	out->lane_min_effect = MB_POLICY_DEFAULT_LANE_MIN_EFFECT;
 }
 
 void mb_policy_defaults(mb_policy *out)
@@ -103,6 +109,8 @@ static void merge_thresholds(mb_thresholds *t, const json_t *obj)
 		t->identical_code_max_change = json_number_value(v);
 	if ((v = json_object_get(obj, "memory_max_growth")))
 		t->memory_max_growth = json_number_value(v);
+	if ((v = json_object_get(obj, "lane_min_effect")))
+		t->lane_min_effect = json_number_value(v);
 }
 
 int mb_policy_from_json(mb_policy *out, const json_t *doc, const char *where, mb_error *err)
@@ -159,6 +167,8 @@ int mb_policy_from_json(mb_policy *out, const json_t *doc, const char *where, mb
 		}
 	}
 	gate = json_object_get(doc, "gate");
+	if (json_is_boolean(json_object_get(gate, "identical_code_shortcut")))
+		out->identical_code_shortcut = json_is_true(json_object_get(gate, "identical_code_shortcut"));
 	fail_on = gate ? json_object_get(gate, "fail_on") : NULL;
 	if (fail_on) {
 		size_t i;
@@ -268,9 +278,10 @@ bool mb_policy_fails_on(const mb_policy *policy, mb_finding_kind kind)
 
 static json_t *thresholds_json(const mb_thresholds *t)
 {
-	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "alpha", t->alpha, "min_effect", t->min_effect,
+	return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "alpha", t->alpha, "min_effect", t->min_effect,
 		"noise_ceiling", t->noise_ceiling, "noise_floor", t->noise_floor,
-		"identical_code_max_change", t->identical_code_max_change, "memory_max_growth", t->memory_max_growth);
+		"identical_code_max_change", t->identical_code_max_change, "memory_max_growth", t->memory_max_growth,
+		"lane_min_effect", t->lane_min_effect);
 }
 
 json_t *mb_policy_to_json(const mb_policy *policy)
@@ -326,6 +337,10 @@ static void describe_thresholds(char *buf, size_t len, size_t *used, const char 
 		snprintf(name, sizeof(name), "%sidentical_code_max_change", prefix);
 		append(buf, len, used, "%s = %g\n", t->identical_code_max_change, name);
 	}
+	if (t->lane_min_effect != ref->lane_min_effect) {
+		snprintf(name, sizeof(name), "%slane_min_effect", prefix);
+		append(buf, len, used, "%s = %g\n", t->lane_min_effect, name);
+	}
 	if (t->memory_max_growth != ref->memory_max_growth) {
 		snprintf(name, sizeof(name), "%smemory_max_growth", prefix);
 		append(buf, len, used, "%s = %g\n", t->memory_max_growth, name);
@@ -366,7 +381,8 @@ void mb_policy_describe_changes(const mb_policy *policy, char *buf, size_t len)
 		}
 	}
 	if (!policy->identical_code_shortcut && used < len) {
-		int n = snprintf(buf + used, len - used, "identical code: statistics run anyway (--always-test)\n");
+		int n = snprintf(buf + used, len - used,
+			"gate.identical_code_shortcut = false (statistics on rows of identical code too)\n");
 		used += n > 0 ? (size_t)n : 0;
 	}
 	if (used >= len)

@@ -28,6 +28,10 @@
 /* A case whose variant needs this much more scratch memory than in the base
  * (relative) is a memory regression, like a slower time. */
 #define MB_POLICY_DEFAULT_MEMORY_MAX_GROWTH 0.05
+/* A lane step runs whole rounds until its median resolves 1% of the step
+ * (harness/lane.h), so a row's run-level delta counts from half that: the
+ * isolated cases' 2% would call every resolved 1% delta SAME. */
+#define MB_POLICY_DEFAULT_LANE_MIN_EFFECT 0.005
 #define MB_POLICY_SOURCE_MAX 512
 
 /* Kinds of finding a diff can produce; the policy's [gate] fail_on names
@@ -49,6 +53,9 @@ typedef enum mb_finding_kind {
 	MB_FINDING_AMBIGUOUS_FASTER, /* ambiguous, but the estimate is a speed-up */
 	MB_FINDING_UNSUPPORTED_PROMOTION, /* a head status the head's evidence does not show (promotion.h) */
 	MB_FINDING_MEMORY_REGRESSION, /* more scratch memory than memory_max_growth allows */
+	MB_FINDING_NO_BINARY_PROVENANCE,  /* a receipt without its binary's source ids: statistics on every row */
+	MB_FINDING_WEIGHT_CHANGE,    /* a case's weight (calls per step) changed */
+	MB_FINDING_VARIANT_KIND_CHANGE, /* a variant's kind changed (fused, fallback, vendor, reference) */
 	MB_FINDING_KIND_COUNT
 } mb_finding_kind;
 
@@ -63,6 +70,7 @@ typedef struct mb_thresholds {
 	double noise_floor;   /* between-run noise, relative: a change must exceed it too */
 	double identical_code_max_change; /* identical code: a larger change is machine_changed */
 	double memory_max_growth; /* scratch memory growing more than this is a regression */
+	double lane_min_effect; /* min_effect of a lane step's delta (verdicts' run-level evidence) */
 } mb_thresholds;
 
 typedef struct mb_policy_row {
@@ -75,8 +83,10 @@ typedef struct mb_policy {
 	mb_policy_row *rows;
 	size_t n_rows;
 	unsigned fail_on;     /* bit (1u << kind) set: that finding fails the gate */
-	/* Where every file a row's code depends on is unchanged, call its cases
-	 * SAME without statistics (false: always run the statistics). */
+	/* Where every file a row's code depends on is unchanged, as both
+	 * binaries embedded it, call its cases SAME without statistics unless
+	 * they moved beyond the loose bound (false: always run the statistics;
+	 * [gate] identical_code_shortcut, or --always-test). */
 	bool identical_code_shortcut;
 	char source[MB_POLICY_SOURCE_MAX]; /* the file it came from, or "built-in defaults" */
 } mb_policy;

@@ -106,7 +106,8 @@ const json_t *mb_print_case_of(const mb_case_diff *cd)
 void mb_print_case_verdict(char *buf, size_t len, const mb_case_diff *cd)
 {
 	const char *word = !cd->head ? "MISSING" : !cd->base ? "NEW"
-		: cd->cmp.why == MB_WHY_NO_TIMING ? "NOT TIMED" : mb_cmp_class_name(cd->cmp.cls);
+		: cd->cmp.why == MB_WHY_NO_TIMING ? "NOT TIMED" : cd->cmp.why == MB_WHY_NOT_JUDGED ? "NOT JUDGED"
+		: mb_cmp_class_name(cd->cmp.cls);
 	const char *dir = cd->compared && cd->cmp.cls == MB_CMP_AMBIGUOUS ? mb_cmp_direction_name(cd->cmp.direction) : "";
 	const char *how = cd->compared && cd->cmp.machine_changed ? " (machine or harness changed)" : "";
 

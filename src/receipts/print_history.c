@@ -37,14 +37,14 @@
 static const char *status_of(const mb_history_group *g, const mb_history_row *r, char *buf, size_t len)
 {
 	const json_t *newest = g->g->revs[g->g->n - 1];
-	const mb_row_verdict *v = r->cells[g->g->n - 1];
+	const mb_history_cell *v = r->cells[g->g->n - 1];
 
 	if (!mb_promotion_recorded(newest))
 		return "unknown (the receipt predates recorded status)";
 	if (!mb_promotion_status(newest, r->row, NULL))
 		return "unknown (not in the receipt's catalog)";
 	if (v) {
-		mb_verdict_status_text(buf, len, v);
+		snprintf(buf, len, "%s", v->status);
 	} else {
 		const char *cond = NULL, *st = mb_promotion_status(newest, r->row, &cond);
 
@@ -77,15 +77,12 @@ static size_t newest_of(const mb_history_row *r, size_t n)
 static void newest_text(char *buf, size_t len, const mb_history_group *hg, const mb_history_row *r)
 {
 	size_t k = newest_of(r, hg->g->n);
-	char lane[LABEL_MAX];
 
 	if (k == hg->g->n) {
 		snprintf(buf, len, "-");
 		return;
 	}
-	mb_verdict_label(buf, len, r->cells[k]);
-	mb_history_lane_text(lane, sizeof(lane), r->cells[k]);
-	mb_text_appendf(buf, len, "; %s", lane);
+	snprintf(buf, len, "%s; %s", r->cells[k]->label, r->cells[k]->lane);
 	if (k != hg->g->n - 1)
 		mb_text_appendf(buf, len, " (#%zu)", k + 1);
 }
@@ -182,7 +179,7 @@ static const char *decision_class(mb_history_decision d)
 	}
 }
 
-static const char *mark_class(const mb_row_verdict *v)
+static const char *mark_class(const mb_history_cell *v)
 {
 	if (!v)
 		return "absent";
@@ -198,10 +195,10 @@ static const char *mark_class(const mb_row_verdict *v)
  * alternative at the row's largest shape; NaN where there is none. */
 static void medians(double *fused, double *alt, const mb_history_row *r, size_t k)
 {
-	const mb_verdict_pair *p = r->cells[k] ? r->cells[k]->largest : NULL;
+	const mb_history_cell *c = r->cells[k];
 
-	*fused = p ? mb_print_median_ns(p->fused) : NAN;
-	*alt = p ? mb_print_median_ns(p->alt) : NAN;
+	*fused = c && c->alt ? c->fused_median_ns : NAN;
+	*alt = c && c->alt ? c->alt_median_ns : NAN;
 }
 
 /* The round value (1, 2 or 5 times a power of ten; 1 only with `decades`)
@@ -325,24 +322,21 @@ static void series(FILE *out, const chart_scale *s, const mb_history_row *r, boo
 }
 
 /* " at family/A=1,B=2 (bf16, cold)": where the chart's pair is, escaped. */
-static void pair_where(FILE *out, const mb_verdict_pair *p)
+static void pair_where(FILE *out, const mb_history_cell *c)
 {
-	char shape[MB_VERDICT_SHAPE_MAX];
-
-	mb_verdict_shape_label(shape, sizeof(shape), p->fused);
 	fputs(" at ", out);
-	mb_print_xml_escaped(out, shape);
+	mb_print_xml_escaped(out, c->shape);
 	fputs(" (", out);
-	mb_print_xml_escaped(out, mb_text_get(p->fused, "dtype"));
+	mb_print_xml_escaped(out, c->dtype);
 	fputs(", ", out);
-	mb_print_xml_escaped(out, mb_text_get(p->fused, "mode"));
+	mb_print_xml_escaped(out, c->mode);
 	fputs(")", out);
 }
 
 static void points(FILE *out, const chart_scale *s, const mb_history_group *hg, const mb_history_row *r)
 {
 	for (size_t k = 0; k < s->n; k++) {
-		const mb_verdict_pair *p = r->cells[k] ? r->cells[k]->largest : NULL;
+		const mb_history_cell *p = r->cells[k] && r->cells[k]->alt ? r->cells[k] : NULL;
 		char f[32], a[32], label[LABEL_MAX];
 		double v[2];
 
@@ -357,7 +351,7 @@ static void points(FILE *out, const chart_scale *s, const mb_history_group *hg, 
 			FUSED_COLOR, chart_x(s, k) - MARK_R, chart_y(s, v[1]) - MARK_R, 2 * MARK_R, 2 * MARK_R, ALT_COLOR, k + 1);
 		mb_print_xml_escaped(out, label);
 		fprintf(out, ": fused %s, ", f);
-		mb_print_xml_escaped(out, mb_text_get(p->alt, "variant"));
+		mb_print_xml_escaped(out, p->alt);
 		fprintf(out, " %s", a);
 		pair_where(out, p);
 		fputs("; ", out);
@@ -371,7 +365,7 @@ static void points(FILE *out, const chart_scale *s, const mb_history_group *hg, 
  * that decided a demote or a confirmation behind them. */
 static void row_chart(FILE *out, const mb_history_group *hg, const mb_history_row *r)
 {
-	const mb_verdict_pair *p = NULL;
+	const mb_history_cell *p = NULL;
 	chart_scale s;
 	size_t k = newest_of(r, hg->g->n);
 	char tick[32];
@@ -407,11 +401,11 @@ static void row_chart(FILE *out, const mb_history_group *hg, const mb_history_ro
 	series(out, &s, r, false);
 	points(out, &s, hg, r);
 	fputs("</svg>\n", out);
-	if (k < hg->g->n)
-		p = r->cells[k]->largest;
+	if (k < hg->g->n && r->cells[k]->alt)
+		p = r->cells[k];
 	fprintf(out, "<div class=\"key\"><span style=\"color:%s\">&#9679; fused</span> <span style=\"color:%s\">&#9632; ",
 		FUSED_COLOR, ALT_COLOR);
-	mb_print_xml_escaped(out, p ? mb_text_get(p->alt, "variant") : "best alternative");
+	mb_print_xml_escaped(out, p ? p->alt : "best alternative");
 	fputs("</span>", out);
 	if (p)
 		pair_where(out, p);
@@ -434,11 +428,9 @@ static void nightly_list(FILE *out, const mb_history_group *hg, const mb_history
 		fprintf(out, "<li class=\"%s\">#%zu ", mark_class(r->cells[k]), k + 1);
 		mb_print_xml_escaped(out, text);
 		fputs(": ", out);
-		mb_verdict_label(text, sizeof(text), r->cells[k]);
-		mb_print_xml_escaped(out, text);
+		mb_print_xml_escaped(out, r->cells[k]->label);
 		fputs("; ", out);
-		mb_history_lane_text(text, sizeof(text), r->cells[k]);
-		mb_print_xml_escaped(out, text);
+		mb_print_xml_escaped(out, r->cells[k]->lane);
 		fputs("</li>", out);
 	}
 	fputs("</ul></details>", out);

@@ -27,27 +27,22 @@ static json_t *nightly_json(const mb_receipt_group *g, size_t k)
 		"started_at", mb_text_get(r, "started_at"), "lanes", (json_int_t)json_array_size(json_object_get(r, "lanes")));
 }
 
-static json_t *cell_json(const mb_row_verdict *v)
+static json_t *cell_json(const mb_history_cell *c)
 {
-	const mb_verdict_pair *p = v ? v->largest : NULL;
-	char label[MB_VERDICT_TEXT_MAX + 32], lane[MB_VERDICT_TEXT_MAX], shape[MB_VERDICT_SHAPE_MAX] = "";
+	bool pair = c && c->alt;
 	json_t *o;
 
-	if (!v)
+	if (!c)
 		return json_null();
-	mb_verdict_label(label, sizeof(label), v);
-	mb_history_lane_text(lane, sizeof(lane), v);
-	if (p)
-		mb_verdict_shape_label(shape, sizeof(shape), p->fused);
-	o = json_pack("{s:s, s:s, s:s, s:s}", "verdict", mb_verdict_kind_name(v->kind), "label", label,
-		"evidence", mb_verdict_evidence_name(v->evidence), "lane", lane);
-	json_object_set_new(o, "best_alternative", p ? json_string(mb_text_get(p->alt, "variant")) : json_null());
-	json_object_set_new(o, "shape", p ? json_string(shape) : json_null());
-	json_object_set_new(o, "dtype", p ? json_string(mb_text_get(p->fused, "dtype")) : json_null());
-	json_object_set_new(o, "mode", p ? json_string(mb_text_get(p->fused, "mode")) : json_null());
-	json_object_set_new(o, "fused_median_ns", p ? num(mb_print_median_ns(p->fused)) : json_null());
-	json_object_set_new(o, "alternative_median_ns", p ? num(mb_print_median_ns(p->alt)) : json_null());
-	json_object_set_new(o, "status", v->status[0] ? json_string(v->status) : json_null());
+	o = json_pack("{s:s, s:s, s:s, s:s}", "verdict", mb_verdict_kind_name(c->kind), "label", c->label,
+		"evidence", mb_verdict_evidence_name(c->evidence), "lane", c->lane);
+	json_object_set_new(o, "best_alternative", pair ? json_string(c->alt) : json_null());
+	json_object_set_new(o, "shape", pair ? json_string(c->shape) : json_null());
+	json_object_set_new(o, "dtype", pair ? json_string(c->dtype) : json_null());
+	json_object_set_new(o, "mode", pair ? json_string(c->mode) : json_null());
+	json_object_set_new(o, "fused_median_ns", pair ? num(c->fused_median_ns) : json_null());
+	json_object_set_new(o, "alternative_median_ns", pair ? num(c->alt_median_ns) : json_null());
+	json_object_set_new(o, "status", json_string(c->status));
 	return o;
 }
 

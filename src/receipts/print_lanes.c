@@ -1,6 +1,7 @@
 /* The lanes of a receipt (src/harness/lane.h) as text, Markdown or HTML:
- * for each lane its step time and goodput per configuration and mode, then
- * the catalog rows ranked by what their fused kernel saves in the step.
+ * for each lane how its rounds went per mode, its step time and goodput per
+ * configuration and mode, then the catalog rows ranked by what their fused
+ * kernel saves in the step against each alternative.
  *
  * A printer only shows; the deltas and their classes were decided when
  * the receipt was written. The three formats share one small table writer,
@@ -104,7 +105,7 @@ static void print_runs(FILE *out, const json_t *runs, mb_print_format fmt)
 {
 	static const lane_table t = {7,
 		{"configuration", "mode", "step", "busy", "goodput", "idle", "first step extra"},
-		{28, 6, 11, 11, 8, 11, 0},
+		{32, 6, 11, 11, 8, 11, 0},
 		{false, false, true, true, true, true, true}};
 	size_t i;
 	const json_t *run;
@@ -137,7 +138,7 @@ static const char *meaning(const char *cls)
 	if (!strcmp(cls, "SLOWER"))
 		return "fused wins";
 	if (!strcmp(cls, "FASTER"))
-		return "fallback wins";
+		return "alternative wins";
 	if (!strcmp(cls, "SAME"))
 		return "no difference";
 	return "not enough evidence";
@@ -145,8 +146,8 @@ static const char *meaning(const char *cls)
 
 static void print_deltas(FILE *out, const json_t *deltas, mb_print_format fmt)
 {
-	static const lane_table t = {5, {"row", "mode", "saved per step", "of the step", "verdict"},
-		{24, 6, 15, 12, 0}, {false, false, true, true, false}};
+	static const lane_table t = {6, {"row", "variant", "mode", "saved per step", "of the step", "verdict"},
+		{24, 14, 6, 15, 12, 0}, {false, false, false, true, true, false}};
 	size_t n = json_array_size(deltas);
 	const json_t **order = malloc((n ? n : 1) * sizeof(*order));
 
@@ -164,10 +165,12 @@ static void print_deltas(FILE *out, const json_t *deltas, mb_print_format fmt)
 		const char *cls = text(order[i], "fallback_is");
 
 		snprintf(cells[0], CELL_LEN, "%s", text(order[i], "row"));
-		snprintf(cells[1], CELL_LEN, "%s", text(order[i], "mode"));
-		mb_print_duration(cells[2], CELL_LEN, number(order[i], "delta_ns"));
-		snprintf(cells[3], CELL_LEN, "%+.2f%%", 100.0 * number(order[i], "delta_fraction"));
-		snprintf(cells[4], CELL_LEN, "%s (%s)", meaning(cls), cls);
+		/* receipts before the lanes held every row: the fallback */
+		snprintf(cells[1], CELL_LEN, "%s", json_object_get(order[i], "variant") ? text(order[i], "variant") : "fallback");
+		snprintf(cells[2], CELL_LEN, "%s", text(order[i], "mode"));
+		mb_print_duration(cells[3], CELL_LEN, number(order[i], "delta_ns"));
+		snprintf(cells[4], CELL_LEN, "%+.2f%%", 100.0 * number(order[i], "delta_fraction"));
+		snprintf(cells[5], CELL_LEN, "%s (%s)", meaning(cls), cls);
 		table_row(out, &t, cells, fmt);
 	}
 	table_end(out, fmt);
@@ -181,6 +184,37 @@ static void line(FILE *out, const char *lead, const char *s, mb_print_format fmt
 	fputs(lead, out);
 	put(out, s, fmt);
 	fputs(fmt == MB_PRINT_HTML ? "</p>\n" : "\n", out);
+}
+
+/* Per mode: its rounds, why they stopped, the noise reached and the seed
+ * that orders them; then the rows that run fused only (a list in
+ * Markdown). */
+static void print_stopping(FILE *out, const json_t *lane, mb_print_format fmt)
+{
+	const char *item = fmt == MB_PRINT_MARKDOWN ? "- " : "";
+	size_t i;
+	const json_t *e;
+
+	json_array_foreach(json_object_get(lane, "stopping"), i, e) {
+		char s[CELL_LEN * 2], noise[64] = "", resolved[96] = "";
+		if (json_is_number(json_object_get(e, "fused_round_noise")))
+			snprintf(noise, sizeof(noise), "; all fused round to round %.2f%%",
+				100.0 * number(e, "fused_round_noise"));
+		if (json_is_number(json_object_get(e, "resolvable_delta")))
+			snprintf(resolved, sizeof(resolved), "; resolves %.2f%% of the step (target %.2f%%, worst %s)",
+				100.0 * number(e, "resolvable_delta"), 100.0 * number(e, "target"), text(e, "worst_config"));
+		snprintf(s, sizeof(s), "%s: %.0f rounds, stopped by %s%s%s; shuffle seed %lld", text(e, "mode"),
+			number(e, "rounds"), text(e, "stopped"), resolved, noise,
+			(long long)json_integer_value(json_object_get(e, "seed")));
+		line(out, item, s, fmt);
+	}
+	json_array_foreach(json_object_get(lane, "fused_only"), i, e) {
+		char s[CELL_LEN * 4];
+		snprintf(s, sizeof(s), "%s, %s: fused only: %s", text(e, "row"), text(e, "mode"), text(e, "why"));
+		line(out, item, s, fmt);
+	}
+	if (fmt == MB_PRINT_MARKDOWN && json_array_size(json_object_get(lane, "stopping")))
+		fputs("\n", out);
 }
 
 void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt)
@@ -197,11 +231,14 @@ void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt)
 		fputs(" (", out);
 		put(out, text(lane, "pattern"), fmt);
 		fputs(fmt == MB_PRINT_HTML ? ")</h4>\n" : fmt == MB_PRINT_MARKDOWN ? ")\n\n" : ")\n", out);
-		snprintf(summary, sizeof(summary), "tokens %.0f, hidden %.0f, %.0f steps x %.0f rounds",
-			number(shape, "tokens"), number(shape, "hidden"), number(lane, "steps"), number(lane, "rounds"));
+		snprintf(summary, sizeof(summary), "tokens %.0f, hidden %.0f, %s, %.0f steps a round, up to %.0f rounds",
+			number(shape, "tokens"), number(shape, "hidden"),
+			json_is_false(json_object_get(lane, "backward")) ? "forward only" : "forward and backward",
+			number(lane, "steps"), number(lane, "rounds"));
 		line(out, "", summary, fmt);
 		if (fmt == MB_PRINT_MARKDOWN)
 			fputs("\n", out);
+		print_stopping(out, lane, fmt);
 		if (json_object_get(lane, "error"))
 			line(out, "stopped: ", text(lane, "error"), fmt);
 		if (json_object_get(lane, "busy_note"))

@@ -119,115 +119,12 @@ cleanup:
 	return rc;
 }
 
-/* One {path, blob_id, modified} entry, appended to `sources`; a path in
- * neither the work tree nor HEAD appends nothing (see the header). */
-static int add_source(json_t *sources, git_repository *repo, const char *workdir,
-	git_tree *tree, const char *path, mb_error *err)
-{
-	char full[PATH_MAX];
-	char hex[MB_OID_HEX_LEN + 1];
-	git_tree_entry *entry = NULL;
-	struct stat st;
-	git_oid raw;
-	git_oid filtered;
-	json_t *item = NULL;
-	int modified = 1;
-	int gr;
-	int rc = 0;
-
-	if (!path || !*path || path[0] == '/') {
-		rc = mb_error_set(err, MB_EINVAL, path ? path : "",
-			"source path must be relative to the repository root %s", workdir);
-		goto cleanup;
-	}
-	if (snprintf(full, sizeof(full), "%s/%s", workdir, path) >= (int)sizeof(full)) {
-		rc = mb_error_set(err, MB_EINVAL, path, "path is too long");
-		goto cleanup;
-	}
-	gr = git_tree_entry_bypath(&entry, tree, path);
-	if (gr < 0 && gr != GIT_ENOTFOUND) {
-		rc = git_fail(err, full, "cannot look the file up in HEAD");
-		goto cleanup;
-	}
-	if (stat(full, &st) != 0) {
-		if (errno == ENOENT && entry)
-			rc = mb_error_set(err, MB_ENOTFOUND, full,
-				"tracked in HEAD but missing from the work tree");
-		else if (errno != ENOENT)
-			rc = mb_error_set(err, MB_EIO, full, "cannot stat: %s", strerror(errno));
-		goto cleanup;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		rc = mb_error_set(err, MB_EINVAL, full, "expected a source file, got a directory");
-		goto cleanup;
-	}
-	/* blob_id identifies the bytes the build compiled, so no filters;
-	 * whether they differ from HEAD is asked the way git asks it, through
-	 * the repository's filters (a CRLF checkout of an LF blob is clean). */
-	if (git_odb_hashfile(&raw, full, GIT_OBJECT_BLOB) < 0) {
-		rc = git_fail(err, full, "cannot hash the file");
-		goto cleanup;
-	}
-	if (entry) {
-		if (git_repository_hashfile(&filtered, repo, full, GIT_OBJECT_BLOB, path) < 0) {
-			rc = git_fail(err, full, "cannot hash the file");
-			goto cleanup;
-		}
-		modified = !git_oid_equal(&filtered, git_tree_entry_id(entry));
-	}
-	oid_hex(hex, &raw);
-	item = json_object();
-	if (!item
-	    || json_object_set_new(item, "path", json_string(path))
-	    || json_object_set_new(item, "blob_id", json_string(hex))
-	    || json_object_set_new(item, "modified", json_boolean(modified))
-	    || json_array_append(sources, item)) {
-		rc = mb_error_set(err, MB_ENOMEM, full, "out of memory (or the path is not UTF-8)");
-		goto cleanup;
-	}
-
-cleanup:
-	json_decref(item);
-	git_tree_entry_free(entry);
-	return rc;
-}
-
-/* Every regular file directly in folder `path` ("src/kernels/"), in name
- * order, as add_source entries. */
-static int add_folder(json_t *sources, git_repository *repo, const char *workdir,
-	git_tree *tree, const char *path, mb_error *err)
-{
-	char dir[PATH_MAX], file[PATH_MAX];
-	struct dirent **names = NULL;
-	int n, rc = 0;
-
-	if (snprintf(dir, sizeof(dir), "%s/%s", workdir, path) >= (int)sizeof(dir))
-		return mb_error_set(err, MB_EINVAL, path, "path is too long");
-	n = scandir(dir, &names, NULL, alphasort);
-	if (n < 0)
-		return mb_error_set(err, MB_EIO, dir, "cannot list: %s", strerror(errno));
-	for (int i = 0; i < n; i++) {
-		struct stat st;
-		if (rc == 0 && names[i]->d_name[0] != '.'
-		    && snprintf(file, sizeof(file), "%s%s", path, names[i]->d_name) < (int)sizeof(file)
-		    && snprintf(dir, sizeof(dir), "%s/%s", workdir, file) < (int)sizeof(dir)
-		    && stat(dir, &st) == 0 && S_ISREG(st.st_mode))
-			rc = add_source(sources, repo, workdir, tree, file, err);
-		free(names[i]);
-	}
-	free(names);
-	return rc;
-}
-
 /* Everything after the repository is known to have a work tree and a HEAD. */
-static int describe_head(json_t **out, git_repository *repo, const char *workdir,
-	const char *const *source_paths, size_t n_sources, mb_error *err)
+static int describe_head(json_t **out, git_repository *repo, const char *workdir, mb_error *err)
 {
 	git_reference *head = NULL;
 	git_commit *commit = NULL;
-	git_tree *tree = NULL;
 	json_t *prov = NULL;
-	json_t *sources = NULL;
 	json_t *branch;
 	char hex[MB_OID_HEX_LEN + 1];
 	char describe[DESCRIBE_BYTES];
@@ -235,8 +132,7 @@ static int describe_head(json_t **out, git_repository *repo, const char *workdir
 	int rc = 0;
 
 	if (git_repository_head(&head, repo) < 0
-	    || git_reference_peel((git_object **)&commit, head, GIT_OBJECT_COMMIT) < 0
-	    || git_commit_tree(&tree, commit) < 0) {
+	    || git_reference_peel((git_object **)&commit, head, GIT_OBJECT_COMMIT) < 0) {
 		rc = git_fail(err, workdir, "cannot read HEAD");
 		goto cleanup;
 	}
@@ -246,20 +142,6 @@ static int describe_head(json_t **out, git_repository *repo, const char *workdir
 	rc = describe_commit(describe, sizeof(describe), commit, dirty, workdir, err);
 	if (rc)
 		goto cleanup;
-	sources = json_array();
-	if (!sources) {
-		rc = mb_error_set(err, MB_ENOMEM, workdir, "out of memory");
-		goto cleanup;
-	}
-	for (size_t i = 0; i < n_sources && !rc; i++) {
-		size_t len = source_paths[i] ? strlen(source_paths[i]) : 0;
-		rc = len > 0 && source_paths[i][len - 1] == '/'
-			? add_folder(sources, repo, workdir, tree, source_paths[i], err)
-			: add_source(sources, repo, workdir, tree, source_paths[i], err);
-	}
-	if (rc)
-		goto cleanup;
-
 	oid_hex(hex, git_commit_id(commit));
 	branch = git_repository_head_detached(repo) == 1
 		? json_null() : json_string(git_reference_shorthand(head));
@@ -271,8 +153,7 @@ static int describe_head(json_t **out, git_repository *repo, const char *workdir
 	    || json_object_set_new(prov, "commit_time", json_integer(git_commit_time(commit)))
 	    || json_object_set_new(prov, "branch", branch)
 	    || json_object_set_new(prov, "dirty", json_boolean(dirty))
-	    || json_object_set_new(prov, "describe", json_string(describe))
-	    || json_object_set(prov, "sources", sources)) {
+	    || json_object_set_new(prov, "describe", json_string(describe))) {
 		rc = mb_error_set(err, MB_ENOMEM, workdir, "out of memory (or a name is not UTF-8)");
 		goto cleanup;
 	}
@@ -281,15 +162,12 @@ static int describe_head(json_t **out, git_repository *repo, const char *workdir
 
 cleanup:
 	json_decref(prov);
-	json_decref(sources);
-	git_tree_free(tree);
 	git_commit_free(commit);
 	git_reference_free(head);
 	return rc;
 }
 
-int mb_provenance_collect(json_t **out, const char *start_dir,
-	const char *const *source_paths, size_t n_sources, mb_error *err)
+int mb_provenance_collect(json_t **out, const char *start_dir, mb_error *err)
 {
 	git_repository *repo = NULL;
 	char reason[REASON_BYTES];
@@ -300,8 +178,8 @@ int mb_provenance_collect(json_t **out, const char *start_dir,
 	int rc = 0;
 
 	*out = NULL;
-	if (!start_dir || (n_sources > 0 && !source_paths)) {
-		rc = mb_error_set(err, MB_EINVAL, "provenance", "no start directory or no source list");
+	if (!start_dir) {
+		rc = mb_error_set(err, MB_EINVAL, "provenance", "no start directory");
 		goto cleanup;
 	}
 	initialised = git_libgit2_init() >= 0;
@@ -343,7 +221,7 @@ int mb_provenance_collect(json_t **out, const char *start_dir,
 		rc = unavailable(out, reason, err);
 		goto cleanup;
 	}
-	rc = describe_head(out, repo, workdir, source_paths, n_sources, err);
+	rc = describe_head(out, repo, workdir, err);
 
 cleanup:
 	git_repository_free(repo);
@@ -374,6 +252,352 @@ int mb_blob_id(char out[MB_OID_HEX_LEN + 1], const void *data, size_t len)
 	oid_hex(out, &oid);
 
 cleanup:
+	if (initialised)
+		git_libgit2_shutdown();
+	return rc;
+}
+
+/* ---- the binary's provenance -------------------------------------------- */
+
+/* libgit2 must be initialised. */
+static int hash_file(char out[MB_OID_HEX_LEN + 1], const char *path, mb_error *err)
+{
+	git_oid oid;
+
+	if (git_odb_hashfile(&oid, path, GIT_OBJECT_BLOB) < 0)
+		return git_fail(err, path, "cannot hash the file");
+	oid_hex(out, &oid);
+	return 0;
+}
+
+static json_t *build_sources_json(const mb_build_provenance *b)
+{
+	json_t *sources = json_array(), *item;
+
+	for (size_t i = 0; sources && i < b->n_sources; i++) {
+		const mb_source_id *s = &b->sources[i];
+
+		item = b->commit
+			? json_pack("{s:s, s:s, s:b}", "path", s->path, "blob_id", s->blob_id, "modified", s->modified)
+			: json_pack("{s:s, s:s}", "path", s->path, "blob_id", s->blob_id);
+		if (json_array_append_new(sources, item)) {
+			json_decref(sources);
+			sources = NULL;
+		}
+	}
+	return sources;
+}
+
+int mb_provenance_binary(json_t **out, const mb_build_provenance *b, const char *exe_path, mb_error *err)
+{
+	char hex[MB_OID_HEX_LEN + 1], resolved[PATH_MAX];
+	json_t *prov = NULL;
+	struct stat st;
+	int initialised = 0, rc = 0;
+
+	*out = NULL;
+	if (!b || !exe_path) {
+		rc = mb_error_set(err, MB_EINVAL, "provenance", "no build provenance or no executable");
+		goto cleanup;
+	}
+	initialised = git_libgit2_init() >= 0;
+	if (!initialised) {
+		rc = git_fail(err, exe_path, "cannot initialise libgit2");
+		goto cleanup;
+	}
+	if (stat(exe_path, &st) != 0) {
+		rc = mb_error_set(err, MB_EIO, exe_path, "cannot stat the executable: %s", strerror(errno));
+		goto cleanup;
+	}
+	if ((rc = hash_file(hex, exe_path, err)))
+		goto cleanup;
+	/* a replaced or deleted executable has no path left: keep the name */
+	if (!realpath(exe_path, resolved))
+		snprintf(resolved, sizeof(resolved), "%s", exe_path);
+	prov = b->commit
+		? json_pack("{s:b, s:s, s:s?, s:s, s:I, s:s?, s:b, s:s?}", "available", 1, "origin", "binary",
+			"workdir", b->workdir, "commit", b->commit, "commit_time", (json_int_t)b->commit_time,
+			"branch", b->branch, "dirty", b->dirty, "describe", b->describe)
+		: json_pack("{s:b, s:s, s:s?, s:s}", "available", 0, "origin", "binary", "workdir", b->workdir,
+			"reason", b->reason ? b->reason : "the build did not know its commit");
+	if (!prov
+	    || json_object_set_new(prov, "sources", build_sources_json(b))
+	    || json_object_set_new(prov, "executable", json_pack("{s:s, s:s, s:I}", "path", resolved,
+			"blob_id", hex, "bytes", (json_int_t)st.st_size))) {
+		rc = mb_error_set(err, MB_ENOMEM, "provenance", "out of memory (or a path is not UTF-8)");
+		goto cleanup;
+	}
+	*out = prov;
+	prov = NULL;
+
+cleanup:
+	json_decref(prov);
+	if (initialised)
+		git_libgit2_shutdown();
+	return rc;
+}
+
+/* ---- a checkout compared with the build ----------------------------------- */
+
+/* Bounds a walk through a checkout whose folders link back into
+ * themselves; megabench's own tree is three levels deep. */
+#define CHECKOUT_MAX_DEPTH 32
+#define CHANGE_MODIFIED "modified"
+#define CHANGE_ADDED "added"
+#define CHANGE_REMOVED "removed"
+/* a file or folder of the checkout that cannot be read: reported, never
+ * fatal, since the run must not depend on the working directory */
+#define CHANGE_UNREADABLE "unreadable"
+
+typedef struct checkout_file {
+	char *path;
+	const char *mark; /* NULL, or CHANGE_UNREADABLE */
+} checkout_file;
+
+typedef struct path_list {
+	checkout_file *v;
+	size_t n, cap;
+} path_list;
+
+static void path_list_free(path_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i].path);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int path_list_add(path_list *l, const char *path, const char *mark)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? 2 * l->cap : 64;
+		checkout_file *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return MB_ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	if (!(l->v[l->n].path = strdup(path)))
+		return MB_ENOMEM;
+	l->v[l->n++].mark = mark;
+	return 0;
+}
+
+static bool name_matches(const mb_build_provenance *b, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (size_t i = 0; i < b->n_patterns; i++) {
+		const char *p = b->patterns[i];
+		size_t k = strlen(p) - (p[0] == '*');
+
+		if (p[0] == '*' ? n >= k && strcmp(name + n - k, p + 1) == 0 : strcmp(name, p) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The files of folder `rel` (under `root`, no trailing '/') the rule takes,
+ * down its subfolders; links to folders are not followed, links to files
+ * are (as the build's generator walks). */
+static int walk_rule(path_list *l, const mb_build_provenance *b, const char *root, const char *rel, int depth)
+{
+	char full[PATH_MAX], child[PATH_MAX];
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+	int rc = 0;
+
+	if (snprintf(full, sizeof(full), "%s/%s", root, rel) >= (int)sizeof(full))
+		return path_list_add(l, rel, CHANGE_UNREADABLE);
+	if (!(d = opendir(full)))
+		return errno == ENOENT ? 0 : path_list_add(l, rel, CHANGE_UNREADABLE);
+	while (rc == 0 && (e = readdir(d))) {
+		if (e->d_name[0] == '.'
+		    || snprintf(child, sizeof(child), "%s/%s", rel, e->d_name) >= (int)sizeof(child)
+		    || snprintf(full, sizeof(full), "%s/%s", root, child) >= (int)sizeof(full)
+		    || lstat(full, &st) != 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			rc = depth < CHECKOUT_MAX_DEPTH ? walk_rule(l, b, root, child, depth + 1)
+				: path_list_add(l, child, CHANGE_UNREADABLE);
+		else if ((S_ISREG(st.st_mode) || (S_ISLNK(st.st_mode) && stat(full, &st) == 0 && S_ISREG(st.st_mode)))
+			&& name_matches(b, e->d_name))
+			rc = path_list_add(l, child, NULL);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int cmp_file(const void *a, const void *b)
+{
+	return strcmp(((const checkout_file *)a)->path, ((const checkout_file *)b)->path);
+}
+
+static int cmp_source(const void *a, const void *b)
+{
+	return strcmp((*(const mb_source_id *const *)a)->path, (*(const mb_source_id *const *)b)->path);
+}
+
+/* Every file of `root` the build's rule takes, sorted by strcmp. */
+static int list_checkout(path_list *l, const mb_build_provenance *b, const char *root)
+{
+	char full[PATH_MAX], top[PATH_MAX];
+	struct stat st;
+	int rc = 0;
+
+	for (size_t i = 0; rc == 0 && i < b->n_tops; i++) {
+		size_t n = strlen(b->tops[i]);
+
+		if (n > 0 && b->tops[i][n - 1] == '/') {
+			snprintf(top, sizeof(top), "%.*s", (int)(n - 1), b->tops[i]);
+			rc = walk_rule(l, b, root, top, 0);
+		} else if (snprintf(full, sizeof(full), "%s/%s", root, b->tops[i]) < (int)sizeof(full)
+			&& stat(full, &st) == 0 && S_ISREG(st.st_mode)) {
+			rc = path_list_add(l, b->tops[i], NULL);
+		}
+	}
+	if (rc == 0 && l->n > 1)
+		qsort(l->v, l->n, sizeof(*l->v), cmp_file);
+	return rc;
+}
+
+/* A path JSON cannot hold (not UTF-8) is still a difference, and must
+ * not stop the run. */
+#define PATH_NOT_UTF8 "(a file name that is not UTF-8)"
+
+static int add_change(json_t *differing, const char *path, const char *change)
+{
+	json_t *item = json_pack("{s:s, s:s}", "path", path, "change", change);
+
+	if (!item)
+		item = json_pack("{s:s, s:s}", "path", PATH_NOT_UTF8, "change", change);
+	return json_array_append_new(differing, item) ? MB_ENOMEM : 0;
+}
+
+/* The build's sources against the checkout's files, both walked in strcmp
+ * order. libgit2 must be initialised. */
+static int compare_checkout(json_t *differing, const mb_build_provenance *b, const char *root, const path_list *l)
+{
+	const mb_source_id **src = malloc((b->n_sources ? b->n_sources : 1) * sizeof(*src));
+	char full[PATH_MAX], hex[MB_OID_HEX_LEN + 1];
+	size_t i = 0, j = 0;
+	int rc = 0;
+
+	if (!src)
+		return MB_ENOMEM;
+	for (size_t k = 0; k < b->n_sources; k++)
+		src[k] = &b->sources[k];
+	qsort(src, b->n_sources, sizeof(*src), cmp_source);
+	while (rc == 0 && (i < b->n_sources || j < l->n)) {
+		int c = i == b->n_sources ? 1 : j == l->n ? -1 : strcmp(src[i]->path, l->v[j].path);
+		const char *change = NULL;
+
+		if (c < 0) {
+			rc = add_change(differing, src[i++]->path, CHANGE_REMOVED);
+			continue;
+		}
+		if (c > 0) {
+			rc = add_change(differing, l->v[j].path, l->v[j].mark ? l->v[j].mark : CHANGE_ADDED);
+			j++;
+			continue;
+		}
+		change = l->v[j].mark;
+		if (!change && (snprintf(full, sizeof(full), "%s/%s", root, l->v[j].path) >= (int)sizeof(full)
+			|| hash_file(hex, full, NULL)))
+			change = CHANGE_UNREADABLE;
+		else if (!change && strcmp(hex, src[i]->blob_id) != 0)
+			change = CHANGE_MODIFIED;
+		if (change)
+			rc = add_change(differing, l->v[j].path, change);
+		i++;
+		j++;
+	}
+	free(src);
+	return rc;
+}
+
+/* The checkout's own commit and describe, when `root` is the top of a git
+ * checkout (and not a folder inside some other repository); else nulls. */
+static void checkout_git(json_t **commit, json_t **describe, const char *root)
+{
+	char dotgit[PATH_MAX], top[PATH_MAX];
+	json_t *g = NULL;
+	struct stat st;
+
+	*commit = json_null();
+	*describe = json_null();
+	if (snprintf(dotgit, sizeof(dotgit), "%s/.git", root) >= (int)sizeof(dotgit) || lstat(dotgit, &st) != 0
+	    || mb_provenance_collect(&g, root, NULL) != 0)
+		return;
+	if (json_is_true(json_object_get(g, "available"))
+	    && realpath(json_string_value(json_object_get(g, "workdir")), top) && strcmp(top, root) == 0) {
+		*commit = json_incref(json_object_get(g, "commit"));
+		*describe = json_incref(json_object_get(g, "describe"));
+	}
+	json_decref(g);
+}
+
+/* The nearest of `dir` (resolved, PATH_MAX bytes) and its parents that
+ * holds `marker`, in place; false when none does. */
+static bool find_marked(char *dir, const char *marker)
+{
+	char probe[PATH_MAX];
+	struct stat st;
+	char *slash;
+
+	for (;;) {
+		if (snprintf(probe, sizeof(probe), "%s/%s", dir, marker) < (int)sizeof(probe)
+		    && stat(probe, &st) == 0 && S_ISREG(st.st_mode))
+			return true;
+		slash = strrchr(dir, '/');
+		if (!slash || (slash == dir && dir[1] == '\0'))
+			return false;
+		if (slash == dir)
+			dir[1] = '\0'; /* "/a" -> "/" */
+		else
+			*slash = '\0';
+	}
+}
+
+int mb_provenance_checkout(json_t **out, const mb_build_provenance *b, const char *start_dir,
+	const char *marker, mb_error *err)
+{
+	char root[PATH_MAX];
+	path_list files = {0};
+	json_t *differing = NULL, *commit = NULL, *describe = NULL, *workdir;
+	int initialised = 0, rc = 0;
+
+	*out = NULL;
+	if (!b || !start_dir || !marker) {
+		rc = mb_error_set(err, MB_EINVAL, "provenance", "no build provenance, directory or marker");
+		goto cleanup;
+	}
+	/* a working directory that is gone has no checkout around it */
+	if (!realpath(start_dir, root) || !find_marked(root, marker))
+		goto cleanup;
+	initialised = git_libgit2_init() >= 0;
+	if (!initialised) {
+		rc = git_fail(err, root, "cannot initialise libgit2");
+		goto cleanup;
+	}
+	if (!(differing = json_array()) || (rc = list_checkout(&files, b, root))
+	    || (rc = compare_checkout(differing, b, root, &files))) {
+		rc = mb_error_set(err, MB_ENOMEM, root, "out of memory comparing the checkout");
+		goto cleanup;
+	}
+	checkout_git(&commit, &describe, root);
+	workdir = json_string(root);
+	*out = json_pack("{s:o, s:b, s:O, s:o, s:o}", "workdir", workdir ? workdir : json_string(PATH_NOT_UTF8),
+		"matches", json_array_size(differing) == 0, "differing", differing, "commit", commit, "describe", describe);
+	commit = describe = NULL;
+	if (!*out)
+		rc = mb_error_set(err, MB_ENOMEM, root, "out of memory");
+
+cleanup:
+	json_decref(differing);
+	path_list_free(&files);
 	if (initialised)
 		git_libgit2_shutdown();
 	return rc;

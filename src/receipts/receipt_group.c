@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "receipts/text.h"
 
@@ -32,16 +31,90 @@ bool mb_receipt_later(const json_t *a, const json_t *b)
 	return strcmp(mb_text_get(a, "started_at"), mb_text_get(b, "started_at")) > 0;
 }
 
-void mb_receipt_order(size_t *idx, json_t *const *receipts, size_t n)
+/* A receipt's place in time, for sorting. */
+typedef struct order_key {
+	json_int_t commit_time;
+	const char *started_at;
+	size_t index;
+} order_key;
+
+static int by_time(const void *pa, const void *pb)
 {
+	const order_key *a = pa, *b = pb;
+	int c;
+
+	if (a->commit_time != b->commit_time)
+		return a->commit_time < b->commit_time ? -1 : 1;
+	if ((c = strcmp(a->started_at, b->started_at)))
+		return c;
+	/* stable: equal receipts keep their input order */
+	return a->index < b->index ? -1 : a->index > b->index;
+}
+
+int mb_receipt_order(size_t *idx, json_t *const *receipts, size_t n)
+{
+	order_key *keys = calloc(n + 1, sizeof(*keys));
+
+	if (!keys)
+		return MB_ENOMEM;
 	for (size_t i = 0; i < n; i++)
-		idx[i] = i;
-	for (size_t i = 1; i < n; i++)
-		for (size_t j = i; j > 0 && mb_receipt_later(receipts[idx[j - 1]], receipts[idx[j]]); j--) {
-			size_t t = idx[j];
-			idx[j] = idx[j - 1];
-			idx[j - 1] = t;
-		}
+		keys[i] = (order_key){commit_time(receipts[i]), mb_text_get(receipts[i], "started_at"), i};
+	qsort(keys, n, sizeof(*keys), by_time);
+	for (size_t i = 0; i < n; i++)
+		idx[i] = keys[i].index;
+	free(keys);
+	return 0;
+}
+
+bool mb_receipt_complete(const json_t *receipt, char *why, size_t len)
+{
+	const char *status = mb_text_get(receipt, "status"), *error = mb_text_get(receipt, "error");
+
+	if (strcmp(status, "complete")) {
+		/* "interrupted after 28 of 94 cases" says its status already */
+		if (!*error)
+			snprintf(why, len, "not a complete run: status %s", status);
+		else if (!strncmp(error, status, strlen(status)))
+			snprintf(why, len, "not a complete run: %s", error);
+		else
+			snprintf(why, len, "not a complete run: %s: %s", status, error);
+		return false;
+	}
+	if (!json_array_size(json_object_get(receipt, "cases"))) {
+		snprintf(why, len, "no case (device %s)", mb_text_get(json_object_get(receipt, "device"), "name"));
+		return false;
+	}
+	why[0] = '\0';
+	return true;
+}
+
+int mb_run_set_init(mb_run_set *s, mb_error *err)
+{
+	s->first = json_object();
+	return s->first ? 0 : mb_error_set(err, MB_ENOMEM, "receipts", "no memory");
+}
+
+int mb_run_set_add(const char **out_first, mb_run_set *s, const json_t *receipt, const char *name, mb_error *err)
+{
+	const char *id = mb_text_get(receipt, "run_id");
+	const json_t *seen = json_object_get(s->first, id);
+
+	*out_first = NULL;
+	if (seen) {
+		*out_first = json_string_value(seen);
+		return 0;
+	}
+	if (json_object_set_new(s->first, id, json_string(name)))
+		return mb_error_set(err, MB_ENOMEM, name, "no memory");
+	return 0;
+}
+
+void mb_run_set_free(mb_run_set *s)
+{
+	if (!s)
+		return;
+	json_decref(s->first);
+	s->first = NULL;
 }
 
 int mb_receipt_groups_build(mb_receipt_groups *out, json_t *const *receipts, const char *const *names, size_t n,
@@ -51,9 +124,8 @@ int mb_receipt_groups_build(mb_receipt_groups *out, json_t *const *receipts, con
 	out->order = calloc(n + 1, sizeof(*out->order));
 	out->groups = calloc(n + 1, sizeof(*out->groups));
 	out->group_of = calloc(n + 1, sizeof(*out->group_of));
-	if (!out->order || !out->groups || !out->group_of)
+	if (!out->order || !out->groups || !out->group_of || mb_receipt_order(out->order, receipts, n))
 		return mb_error_set(err, MB_ENOMEM, "receipts", "no memory");
-	mb_receipt_order(out->order, receipts, n);
 	for (size_t i = 0; i < n; i++) {
 		size_t k = out->order[i], g;
 		mb_receipt_group *grp;
@@ -158,7 +230,6 @@ int mb_receipt_dir_list(char ***out, size_t *n_out, const char *dir, mb_error *e
 		return mb_error_set(err, errno == ENOENT ? MB_ENOTFOUND : MB_EIO, dir, "cannot open directory: %s",
 			strerror(errno));
 	while (!rc && (e = readdir(d))) {
-		struct stat st;
 		char *path;
 
 		if (!json_name(e->d_name))
@@ -166,10 +237,6 @@ int mb_receipt_dir_list(char ***out, size_t *n_out, const char *dir, mb_error *e
 		if (asprintf(&path, "%s/%s", dir, e->d_name) < 0) {
 			rc = mb_error_set(err, MB_ENOMEM, dir, "no memory");
 			break;
-		}
-		if (stat(path, &st) || !S_ISREG(st.st_mode)) {
-			free(path);
-			continue;
 		}
 		if (n == cap) {
 			char **grown = realloc(paths, (cap = cap ? 2 * cap : 16) * sizeof(*paths));

@@ -24,8 +24,30 @@ bool mb_receipt_same_group(const json_t *a, const json_t *b);
  * started_at. */
 bool mb_receipt_later(const json_t *a, const json_t *b);
 
-/* idx[0..n) = the receipts' indices, oldest first (stable). */
-void mb_receipt_order(size_t *idx, json_t *const *receipts, size_t n);
+/* idx[0..n) = the receipts' indices, oldest first (stable; n log n).
+ * MB_ENOMEM, idx untouched, when there is no memory for the keys. */
+int mb_receipt_order(size_t *idx, json_t *const *receipts, size_t n);
+
+/* Whether `receipt` is a complete run with cases, the only kind a nightly
+ * store's readers take (gate --baseline-dir, history). If not, why, into
+ * `why`: "not a complete run: interrupted after 28 of 94 cases", "not a
+ * complete run: failed: ...", "no case (device unknown ...)". */
+bool mb_receipt_complete(const json_t *receipt, char *why, size_t len);
+
+/* A run is counted once, by its run_id, however many paths lead to it (a
+ * copy, a symlink, a folder and a file in it). The set records the name
+ * each run was first seen under; release it with mb_run_set_free. */
+typedef struct mb_run_set {
+	json_t *first; /* run_id -> name */
+} mb_run_set;
+
+int mb_run_set_init(mb_run_set *s, mb_error *err);
+
+/* Record `receipt`'s run under `name`: *out_first is NULL for a new run,
+ * else the name it was first seen under (borrowed from the set). */
+int mb_run_set_add(const char **out_first, mb_run_set *s, const json_t *receipt, const char *name, mb_error *err);
+
+void mb_run_set_free(mb_run_set *s);
 
 typedef struct mb_receipt_group {
 	const json_t *first;   /* its key: device, backend and suite of this receipt */
@@ -60,8 +82,10 @@ typedef struct mb_group_row {
 int mb_receipt_group_verdicts(mb_verdict_set **sets, size_t *n_sets, mb_group_row **rows, size_t *n_rows,
 	const mb_receipt_group *g, const mb_policy *policy, const char *who, mb_error *err);
 
-/* The paths DIR/NAME of every regular "*.json" or "*.json.gz" file in `dir`, sorted by
- * name; *out and each path are the caller's (mb_receipt_paths_free).
+/* The paths DIR/NAME of every "*.json" and "*.json.gz" entry of `dir` (not
+ * hidden ones), sorted by name, whatever they are: a reader refuses, by
+ * name, one that is not a readable regular file (a FIFO, a dangling link, a
+ * folder). *out and each path are the caller's (mb_receipt_paths_free).
  * Errors: MB_ENOTFOUND no such directory, MB_EIO cannot be read,
  * MB_ENOMEM. */
 int mb_receipt_dir_list(char ***out, size_t *n_out, const char *dir, mb_error *err);

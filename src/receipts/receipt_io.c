@@ -1,9 +1,13 @@
 #include "receipts/receipt_io.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "receipts/atomic_write.h"
 #include "receipts/gzip.h"
@@ -11,60 +15,94 @@
 
 #define RECEIPT_KIND "megabench.receipt"
 #define RECEIPT_SCHEMA "receipt"
-/* The schema_version this build writes, and the oldest it reads (the
- * schema's enum): version 1 differs in case memory fields and has no
- * catalog trades, which every reader takes in either form. */
-#define RECEIPT_SCHEMA_VERSION 2
-#define RECEIPT_SCHEMA_VERSION_OLDEST 1
-#define READ_CHUNK_BYTES 65536
 /* Duplicate keys would make a receipt mean two things. */
 #define JSON_LOAD_FLAGS JSON_REJECT_DUPLICATES
 #define ROOT_POINTER_NAME "(document root)"
 
+/* What a file that is not a regular one is, for the refusal. */
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a regular file";
+}
+
+static int too_large(const char *path, size_t max_bytes, const char *what, mb_error *err)
+{
+	return mb_error_set(err, MB_EIO, path, "larger than %zu bytes, the limit for %s; is this the right file?",
+		max_bytes, what);
+}
+
 int mb_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes, const char *what,
 	mb_error *err)
 {
-	FILE *f = NULL;
+	struct stat st;
 	char *buf = NULL;
-	size_t len = 0;
-	size_t cap = 0;
-	int rc = 0;
+	size_t len = 0, cap;
+	int fd, rc = 0;
 
 	*out = NULL;
 	*out_len = 0;
-	f = fopen(path, "rb");
-	if (!f) {
-		rc = mb_error_set(err, errno == ENOENT ? MB_ENOTFOUND : MB_EIO, path,
-			"cannot open: %s", strerror(errno));
+	/* non-blocking, so that opening a FIFO nobody writes to returns at once;
+	 * it is refused below with every other file that is not a regular one */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return mb_error_set(err, errno == ENOENT ? MB_ENOTFOUND : MB_EIO, path, "cannot open: %s",
+			strerror(errno));
+	if (fstat(fd, &st)) {
+		rc = mb_error_set(err, MB_EIO, path, "cannot stat: %s", strerror(errno));
 		goto cleanup;
 	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = mb_error_set(err, MB_EIO, path, "%s, not a regular file: refused unread", file_kind(st.st_mode));
+		goto cleanup;
+	}
+	if ((uintmax_t)st.st_size > max_bytes) {
+		rc = too_large(path, max_bytes, what, err);
+		goto cleanup;
+	}
+	/* the size is known: one allocation (+1 for the NUL, +1 to see growth),
+	 * doubled only should the file grow while it is read */
+	cap = (size_t)st.st_size + 1;
 	for (;;) {
-		size_t n;
+		ssize_t n;
 
-		if (cap - len < READ_CHUNK_BYTES) {
-			/* +1 for the NUL */
-			char *grown = realloc(buf, cap + READ_CHUNK_BYTES + 1);
+		if (len == cap) {
+			size_t grown_cap = cap > max_bytes / 2 ? max_bytes + 1 : 2 * cap;
+			char *grown = realloc(buf, grown_cap + 1);
 
 			if (!grown) {
 				rc = mb_error_set(err, MB_ENOMEM, path, "out of memory reading the file");
 				goto cleanup;
 			}
 			buf = grown;
-			cap += READ_CHUNK_BYTES;
+			cap = grown_cap;
+		} else if (!buf && !(buf = malloc(cap + 1))) {
+			rc = mb_error_set(err, MB_ENOMEM, path, "out of memory reading the file");
+			goto cleanup;
 		}
-		n = fread(buf + len, 1, cap - len, f);
-		len += n;
-		if (len > max_bytes) {
-			rc = mb_error_set(err, MB_EIO, path, "larger than %zu bytes, the limit for %s; "
-				"is this the right file?", max_bytes, what);
+		n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = mb_error_set(err, MB_EIO, path, "read failed: %s", strerror(errno));
 			goto cleanup;
 		}
 		if (n == 0)
 			break;
-	}
-	if (ferror(f)) {
-		rc = mb_error_set(err, MB_EIO, path, "read failed: %s", strerror(errno));
-		goto cleanup;
+		len += (size_t)n;
+		if (len > max_bytes) {
+			rc = too_large(path, max_bytes, what, err);
+			goto cleanup;
+		}
 	}
 	buf[len] = '\0';
 	*out = buf;
@@ -73,8 +111,7 @@ int mb_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes
 
 cleanup:
 	free(buf);
-	if (f)
-		fclose(f);
+	close(fd);
 	return rc;
 }
 
@@ -108,12 +145,12 @@ static int check_kind(const json_t *doc, const char *path, mb_error *err)
 			"not a megabench receipt: kind is \"%s\", expected \"" RECEIPT_KIND "\"",
 			json_string_value(kind));
 		where_pointer(err, path, "/kind");
-	} else if (json_is_integer(version) && (json_integer_value(version) > RECEIPT_SCHEMA_VERSION
-			|| json_integer_value(version) < RECEIPT_SCHEMA_VERSION_OLDEST)) {
+	} else if (json_is_integer(version) && (json_integer_value(version) < MB_RECEIPT_SCHEMA_VERSION_OLDEST
+		|| json_integer_value(version) > MB_RECEIPT_SCHEMA_VERSION)) {
 		rc = mb_error_set(err, MB_ESCHEMA, NULL,
 			"receipt schema version %" JSON_INTEGER_FORMAT " is not supported"
 			" (this megabench reads versions %d to %d)",
-			json_integer_value(version), RECEIPT_SCHEMA_VERSION_OLDEST, RECEIPT_SCHEMA_VERSION);
+			json_integer_value(version), MB_RECEIPT_SCHEMA_VERSION_OLDEST, MB_RECEIPT_SCHEMA_VERSION);
 		where_pointer(err, path, "/schema_version");
 	}
 	return rc;

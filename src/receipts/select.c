@@ -9,7 +9,6 @@
 #include "receipts/text.h"
 
 #define REGEX_ERROR_BYTES 256
-#define ROW_LIST_BYTES 512
 /* A verdict's place when rows are sorted by what to act on. */
 #define ACTION_STATUS_AGREES 10
 
@@ -65,6 +64,8 @@ static int split_rows(mb_select *s, mb_error *err)
 			*comma = '\0';
 		if (!*tok)
 			return mb_error_set(err, MB_EINVAL, "--rows", "empty name in the list \"%s\"", s->rows);
+		if (s->n_rows == MB_SELECT_MAX_ROWS)
+			return mb_error_set(err, MB_EINVAL, "--rows", "more than %d rows in \"%s\"", MB_SELECT_MAX_ROWS, s->rows);
 		s->row_names[s->n_rows++] = tok;
 		if (!comma)
 			return 0;
@@ -134,47 +135,64 @@ bool mb_select_keeps(const mb_select *s, const char *id, const char *row)
 	return !(s->have_exclude && regexec(&s->exclude_re, id, 0, NULL, 0) == 0);
 }
 
-/* Whether any receipt has a case of `row`. */
-static bool some_receipt_has(json_t *const *receipts, size_t n, const char *row)
+/* Append `item` to the ", "-list in `buf` unless it is there already. */
+static void list_once(char *buf, size_t len, const char *item)
 {
-	for (size_t k = 0; k < n; k++) {
-		size_t i;
-		json_t *c;
+	size_t used = strlen(buf), n = strlen(item);
 
-		json_array_foreach(json_object_get(receipts[k], "cases"), i, c)
-			if (!strcmp(mb_text_get(c, "row"), row))
-				return true;
-	}
-	return false;
+	for (const char *p = buf; (p = strstr(p, item)); p += n)
+		if ((p == buf || p[-1] == ' ') && (p[n] == ',' || p[n] == '\0'))
+			return;
+	if (used + n + 3 < len)
+		snprintf(buf + used, len - used, "%s%s", used ? ", " : "", item);
 }
 
-/* "a, b, c": the rows the receipts have, each once. */
-static void rows_present(char *buf, size_t len, json_t *const *receipts, size_t n)
+void mb_select_cases(const mb_select *s, json_t *receipt, const char *name, mb_select_tally *t)
 {
-	buf[0] = '\0';
-	for (size_t k = 0; k < n; k++) {
-		size_t i;
-		json_t *c;
+	json_t *cases = json_object_get(receipt, "cases"), *c;
+	size_t i;
 
-		json_array_foreach(json_object_get(receipts[k], "cases"), i, c) {
-			const char *row = mb_text_get(c, "row");
-			size_t used = strlen(buf), rn = strlen(row);
-			bool seen = false;
+	if (!mb_select_narrows(s))
+		return;
+	list_once(t->names, sizeof(t->names), name);
+	json_array_foreach(cases, i, c) {
+		const char *row = mb_text_get(c, "row");
 
-			for (const char *p = buf; !seen && (p = strstr(p, row)); p += rn)
-				seen = (p == buf || p[-1] == ' ') && (p[rn] == ',' || p[rn] == '\0');
-			if (!seen && used + rn + 3 < len)
-				snprintf(buf + used, len - used, "%s%s", used ? ", " : "", row);
-		}
+		t->total++;
+		list_once(t->rows, sizeof(t->rows), row);
+		for (size_t r = 0; r < s->n_rows; r++)
+			if (!strcmp(s->row_names[r], row))
+				t->rows_seen |= (uint64_t)1 << r;
+		if (!t->first_id[0])
+			snprintf(t->first_id, sizeof(t->first_id), "%s", mb_text_get(c, "id"));
+	}
+	/* then take out what the selection leaves out, from the end */
+	for (i = json_array_size(cases); i-- > 0;) {
+		const char *row = mb_text_get(json_array_get(cases, i), "row");
+
+		if (mb_select_keeps(s, mb_text_get(json_array_get(cases, i), "id"), row))
+			t->kept++;
+		else
+			json_array_remove(cases, i);
 	}
 }
 
-/* The option whose emptying of the selection the error names: the last of
- * --rows, --filter, --exclude that removed anything. */
-static int nothing_left(const mb_select *s, size_t total, const char *first_id, const char *names, mb_error *err)
+int mb_select_check(const mb_select *s, const mb_select_tally *t, mb_error *err)
 {
 	char where[MB_ERROR_WHERE_MAX];
 
+	if (!mb_select_narrows(s))
+		return 0;
+	for (size_t r = 0; r < s->n_rows; r++) {
+		if (t->rows_seen & ((uint64_t)1 << r))
+			continue;
+		snprintf(where, sizeof(where), "--rows %s", s->rows);
+		return mb_error_set(err, MB_EINVAL, where, "no receipt has a case of row \"%s\"; their rows: %s",
+			s->row_names[r], t->rows[0] ? t->rows : "none");
+	}
+	if (t->kept)
+		return 0;
+	/* name the last of --rows, --filter, --exclude that removed anything */
 	if (s->have_exclude)
 		snprintf(where, sizeof(where), "--exclude %s", s->exclude);
 	if (s->have_filter)
@@ -182,46 +200,19 @@ static int nothing_left(const mb_select *s, size_t total, const char *first_id, 
 	if (s->n_rows && !s->have_filter && !s->have_exclude)
 		snprintf(where, sizeof(where), "--rows %s", s->rows);
 	return mb_error_set(err, MB_EINVAL, where, "the selection keeps none of the %zu cases of %s (such as %s; "
-		"a case id reads row/variant/dtype/mode/family/shape)", total, names, first_id);
+		"a case id reads row/variant/dtype/mode/family/shape)", t->total, t->names, t->first_id[0] ? t->first_id
+		: "none");
 }
 
 int mb_select_receipts(const mb_select *s, json_t *const *receipts, const char *const *names, size_t n,
 	mb_error *err)
 {
-	char first_id[MB_VERDICT_SHAPE_MAX] = "", list[ROW_LIST_BYTES], where[MB_ERROR_WHERE_MAX];
-	size_t total = 0, kept = 0;
+	mb_select_tally t;
 
-	if (!mb_select_narrows(s))
-		return 0;
-	for (size_t r = 0; r < s->n_rows; r++) {
-		if (some_receipt_has(receipts, n, s->row_names[r]))
-			continue;
-		rows_present(list, sizeof(list), receipts, n);
-		snprintf(where, sizeof(where), "--rows %s", s->rows);
-		return mb_error_set(err, MB_EINVAL, where, "no receipt has a case of row \"%s\"; their rows: %s",
-			s->row_names[r], list[0] ? list : "none");
-	}
-	for (size_t k = 0; k < n; k++) {
-		json_t *cases = json_object_get(receipts[k], "cases");
-
-		for (size_t i = json_array_size(cases); i-- > 0;) {
-			const json_t *c = json_array_get(cases, i);
-
-			total++;
-			if (!first_id[0] || i == 0)
-				snprintf(first_id, sizeof(first_id), "%s", mb_text_get(c, "id"));
-			if (mb_select_keeps(s, mb_text_get(c, "id"), mb_text_get(c, "row")))
-				kept++;
-			else
-				json_array_remove(cases, i);
-		}
-	}
-	if (kept)
-		return 0;
-	list[0] = '\0';
-	for (size_t k = 0; k < n && strlen(list) + 8 < sizeof(list); k++)
-		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s", k ? ", " : "", names[k]);
-	return nothing_left(s, total, first_id[0] ? first_id : "none", list, err);
+	memset(&t, 0, sizeof(t));
+	for (size_t k = 0; k < n; k++)
+		mb_select_cases(s, receipts[k], names[k], &t);
+	return mb_select_check(s, &t, err);
 }
 
 /* ---- diff ---- */
@@ -312,44 +303,51 @@ static int kind_rank(mb_verdict_kind k)
 	}
 }
 
-/* Rows to act on first: a status the verdict does not support, then by
- * verdict; rows without one last. */
-static int action_rank(const mb_row_verdict *v)
+/* What a row is sorted by: its name, where it stands for action (its own
+ * rank first, a history's decision; then a status the verdict does not
+ * support; then the verdict), the time it saves, and its place. */
+typedef struct row_key {
+	const char *name;
+	int rank;
+	double saved;
+	size_t index;
+} row_key;
+
+static row_key key_of(const char *name, int own, bool has_verdict, bool agrees, mb_verdict_kind kind, double saved,
+	size_t index)
 {
-	return v ? (v->status_agrees ? ACTION_STATUS_AGREES : 0) + kind_rank(v->kind) : 2 * ACTION_STATUS_AGREES;
+	int action = has_verdict ? (agrees ? ACTION_STATUS_AGREES : 0) + kind_rank(kind) : 2 * ACTION_STATUS_AGREES;
+
+	return (row_key){name, own * 4 * ACTION_STATUS_AGREES + action, isfinite(saved) ? saved : -1, index};
 }
 
-static double saved_of(const mb_row_verdict *v)
-{
-	return v && v->saved_basis != MB_SAVED_NONE && isfinite(v->saved_ns) ? v->saved_ns : -1;
-}
-
-/* Compare two rows by the key: name, verdict, their own rank (a history's
- * decision), then the order they came in. */
-static int row_order(mb_sort_key key, const char *name_a, const mb_row_verdict *a, int rank_a, size_t i_a,
-	const char *name_b, const mb_row_verdict *b, int rank_b, size_t i_b)
+static int row_order(mb_sort_key key, const row_key *a, const row_key *b)
 {
 	int c = 0;
 
 	if (key == MB_SORT_ROW)
-		c = strcmp(name_a, name_b);
+		c = strcmp(a->name, b->name);
 	else if (key == MB_SORT_ACTION)
-		c = rank_a != rank_b ? (rank_a > rank_b) - (rank_a < rank_b) : action_rank(a) - action_rank(b);
+		c = (a->rank > b->rank) - (a->rank < b->rank);
 	else if (key == MB_SORT_SAVED)
-		c = (saved_of(b) > saved_of(a)) - (saved_of(b) < saved_of(a));
-	return c ? c : (i_a > i_b) - (i_a < i_b);
+		c = (b->saved > a->saved) - (b->saved < a->saved);
+	return c ? c : (a->index > b->index) - (a->index < b->index);
+}
+
+static row_key verdict_key(const mb_row_verdict *v, size_t index)
+{
+	return key_of(v->row, 0, true, v->status_agrees, v->kind, v->saved_basis != MB_SAVED_NONE ? v->saved_ns : NAN,
+		index);
 }
 
 typedef struct keyed_row {
 	mb_row_verdict v;
-	size_t index;
+	row_key k;
 } keyed_row;
 
 static int by_verdict(const void *pa, const void *pb, void *key)
 {
-	const keyed_row *a = pa, *b = pb;
-
-	return row_order(*(const mb_sort_key *)key, a->v.row, &a->v, 0, a->index, b->v.row, &b->v, 0, b->index);
+	return row_order(*(const mb_sort_key *)key, &((const keyed_row *)pa)->k, &((const keyed_row *)pb)->k);
 }
 
 void mb_select_verdicts(mb_verdict_set *set, const mb_select *s)
@@ -371,63 +369,65 @@ void mb_select_verdicts(mb_verdict_set *set, const mb_select *s)
 	if (s->key == MB_SORT_DEFAULT || !set->n_rows || !(keyed = malloc(set->n_rows * sizeof(*keyed))))
 		return;
 	for (size_t i = 0; i < set->n_rows; i++)
-		keyed[i] = (keyed_row){set->rows[i], i};
+		keyed[i] = (keyed_row){set->rows[i], verdict_key(&set->rows[i], i)};
 	qsort_r(keyed, set->n_rows, sizeof(*keyed), by_verdict, (void *)&s->key);
 	for (size_t i = 0; i < set->n_rows; i++)
 		set->rows[i] = keyed[i].v;
 	free(keyed);
 }
 
-/* The row's verdict differs between receipts that have it, or its newest
- * disagrees with its status. */
-static bool row_changed(const mb_row_verdict *const *cells, size_t n)
+/* The row's verdict differs between the receipts that have it, or its
+ * newest disagrees with its status: kinds[k] < 0 where receipt k has no
+ * verdict of the row. */
+static bool row_changed(const int *kinds, size_t n, bool newest_agrees)
 {
-	const mb_row_verdict *newest = NULL;
+	int newest = -1;
 
 	for (size_t k = n; k-- > 0;) {
-		if (!cells[k])
+		if (kinds[k] < 0)
 			continue;
-		if (!newest)
-			newest = cells[k];
-		else if (cells[k]->kind != newest->kind)
+		if (newest < 0)
+			newest = kinds[k];
+		else if (kinds[k] != newest)
 			return true;
 	}
-	return newest && !newest->status_agrees;
+	return newest >= 0 && !newest_agrees;
 }
 
 typedef struct keyed_group_row {
 	mb_group_row r;
-	size_t index;
+	row_key k;
 } keyed_group_row;
 
 static int by_group_row(const void *pa, const void *pb, void *key)
 {
-	const keyed_group_row *a = pa, *b = pb;
-
-	return row_order(*(const mb_sort_key *)key, a->r.v->row, a->r.v, 0, a->index, b->r.v->row, b->r.v, 0, b->index);
+	return row_order(*(const mb_sort_key *)key, &((const keyed_group_row *)pa)->k,
+		&((const keyed_group_row *)pb)->k);
 }
 
 void mb_select_group_rows(mb_group_row *rows, size_t *n_rows, const mb_verdict_set *sets, size_t n_sets,
 	const mb_select *s)
 {
 	keyed_group_row *keyed;
-	const mb_row_verdict **cells = calloc(n_sets + 1, sizeof(*cells));
+	int *kinds = calloc(n_sets + 1, sizeof(*kinds));
 	size_t kept = 0;
 
-	if (s->only_changed && cells) {
+	if (s->only_changed && kinds) {
 		for (size_t i = 0; i < *n_rows; i++) {
-			for (size_t k = 0; k < n_sets; k++)
-				cells[k] = mb_verdict_find(&sets[k], rows[i].v->row);
-			if (row_changed(cells, n_sets))
+			for (size_t k = 0; k < n_sets; k++) {
+				const mb_row_verdict *v = mb_verdict_find(&sets[k], rows[i].v->row);
+				kinds[k] = v ? (int)v->kind : -1;
+			}
+			if (row_changed(kinds, n_sets, rows[i].v->status_agrees))
 				rows[kept++] = rows[i];
 		}
 		*n_rows = kept;
 	}
-	free(cells);
+	free(kinds);
 	if (s->key == MB_SORT_DEFAULT || !*n_rows || !(keyed = malloc(*n_rows * sizeof(*keyed))))
 		return;
 	for (size_t i = 0; i < *n_rows; i++)
-		keyed[i] = (keyed_group_row){rows[i], i};
+		keyed[i] = (keyed_group_row){rows[i], verdict_key(rows[i].v, i)};
 	qsort_r(keyed, *n_rows, sizeof(*keyed), by_group_row, (void *)&s->key);
 	for (size_t i = 0; i < *n_rows; i++)
 		rows[i] = keyed[i].r;
@@ -438,8 +438,7 @@ void mb_select_group_rows(mb_group_row *rows, size_t *n_rows, const mb_verdict_s
 
 typedef struct keyed_history_row {
 	mb_history_row r;
-	const mb_row_verdict *newest;
-	size_t index;
+	row_key k;
 } keyed_history_row;
 
 static int decision_rank(mb_history_decision d)
@@ -449,13 +448,11 @@ static int decision_rank(mb_history_decision d)
 
 static int by_history_row(const void *pa, const void *pb, void *key)
 {
-	const keyed_history_row *a = pa, *b = pb;
-
-	return row_order(*(const mb_sort_key *)key, a->r.row, a->newest, decision_rank(a->r.decision), a->index, b->r.row, b->newest,
-		decision_rank(b->r.decision), b->index);
+	return row_order(*(const mb_sort_key *)key, &((const keyed_history_row *)pa)->k,
+		&((const keyed_history_row *)pb)->k);
 }
 
-static const mb_row_verdict *newest_cell(const mb_history_row *r, size_t n)
+static const mb_history_cell *newest_cell(const mb_history_row *r, size_t n)
 {
 	while (n > 0 && !r->cells[n - 1])
 		n--;
@@ -466,12 +463,16 @@ static void history_group(mb_history_group *hg, const mb_select *s)
 {
 	keyed_history_row *keyed;
 	size_t kept = 0, n = hg->g->n;
+	int *kinds = calloc(n + 1, sizeof(*kinds));
 
-	if (s->only_changed) {
+	if (s->only_changed && kinds) {
 		for (size_t i = 0; i < hg->n_rows; i++) {
 			mb_history_row *r = &hg->rows[i];
+			const mb_history_cell *c = newest_cell(r, n);
 
-			if (row_changed(r->cells, n) || r->decision == MB_HISTORY_DEMOTE) {
+			for (size_t k = 0; k < n; k++)
+				kinds[k] = r->cells[k] ? (int)r->cells[k]->kind : -1;
+			if (row_changed(kinds, n, !c || c->status_agrees) || r->decision == MB_HISTORY_DEMOTE) {
 				hg->rows[kept++] = *r;
 			} else {
 				free(r->row);
@@ -481,10 +482,15 @@ static void history_group(mb_history_group *hg, const mb_select *s)
 		}
 		hg->n_rows = kept;
 	}
+	free(kinds);
 	if (s->key == MB_SORT_DEFAULT || !hg->n_rows || !(keyed = malloc(hg->n_rows * sizeof(*keyed))))
 		return;
-	for (size_t i = 0; i < hg->n_rows; i++)
-		keyed[i] = (keyed_history_row){hg->rows[i], newest_cell(&hg->rows[i], n), i};
+	for (size_t i = 0; i < hg->n_rows; i++) {
+		const mb_history_cell *c = newest_cell(&hg->rows[i], n);
+
+		keyed[i] = (keyed_history_row){hg->rows[i], key_of(hg->rows[i].row, decision_rank(hg->rows[i].decision),
+			c != NULL, c && c->status_agrees, c ? c->kind : MB_VERDICT_NOT_ENOUGH_EVIDENCE, c ? c->saved_ns : NAN, i)};
+	}
 	qsort_r(keyed, hg->n_rows, sizeof(*keyed), by_history_row, (void *)&s->key);
 	for (size_t i = 0; i < hg->n_rows; i++)
 		hg->rows[i] = keyed[i].r;

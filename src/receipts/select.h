@@ -38,6 +38,7 @@
 #include <regex.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "receipts/diff.h"
 #include "receipts/error.h"
@@ -87,6 +88,25 @@ bool mb_select_narrows(const mb_select *s);
 
 /* The case with this id, of this row, passes --filter, --exclude, --rows. */
 bool mb_select_keeps(const mb_select *s, const char *id, const char *row);
+
+/* What a selection met, over the receipts it was applied to one at a
+ * time (a history reads its receipts so). */
+#define MB_SELECT_MAX_ROWS 64
+#define MB_SELECT_LIST_BYTES 512
+typedef struct mb_select_tally {
+	size_t total, kept;        /* cases met, and kept */
+	uint64_t rows_seen;        /* bit i: a receipt has a case of --rows' i-th name */
+	char first_id[MB_VERDICT_SHAPE_MAX];
+	char rows[MB_SELECT_LIST_BYTES];  /* the rows met, each once */
+	char names[MB_SELECT_LIST_BYTES]; /* the receipts' names */
+} mb_select_tally;
+
+/* Remove from `receipt` (named `name`) the cases the selection leaves
+ * out, counting into `t` (zeroed before the first). */
+void mb_select_cases(const mb_select *s, json_t *receipt, const char *name, mb_select_tally *t);
+/* After the last receipt: the error of a selection that kept nothing or
+ * named a row no receipt had (as mb_select_receipts says it), else 0. */
+int mb_select_check(const mb_select *s, const mb_select_tally *t, mb_error *err);
 
 /* Remove from every receipt the cases the selection leaves out. An error
  * (MB_EINVAL) when no receipt keeps a case ("--filter X: matches none of the

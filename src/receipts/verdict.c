@@ -1275,13 +1275,16 @@ static const json_t *lane_best_delta(const json_t *lane, const char *row, const 
 
 /* Keep needs run-level evidence (src/README.md, Verdicts): for every lane
  * and mode whose step holds the row, the step with the row alone on its
- * best alternative against the all-fused step. */
+ * best alternative against the all-fused step, with lane_min_effect as
+ * the minimum effect (lanes resolve 1% of a step). */
 static int lane_evidence(mb_row_verdict *v, const json_t *receipt, const mb_thresholds *t, mb_error *err)
 {
 	static const char *const modes[] = {"eager", "graph"};
+	mb_thresholds lt = *t;
 	size_t i;
 	json_t *lane;
 
+	lt.min_effect = t->lane_min_effect;
 	json_array_foreach(json_object_get(receipt, "lanes"), i, lane) {
 		for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
 			const json_t *delta = lane_best_delta(lane, v->row, modes[m]);
@@ -1295,7 +1298,7 @@ static int lane_evidence(mb_row_verdict *v, const json_t *receipt, const mb_thre
 				continue;
 			base = lane_run(lane, "fused", modes[m]);
 			head = lane_run(lane, mb_text_get(delta, "config"), modes[m]);
-			if ((rc = compare_steps(&cmp, base, head, t, v->row, err)))
+			if ((rc = compare_steps(&cmp, base, head, &lt, v->row, err)))
 				return rc;
 			fb = json_number_value(json_object_get(base, "median_step_ns"));
 			fh = json_number_value(json_object_get(head, "median_step_ns"));

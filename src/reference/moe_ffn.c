@@ -25,7 +25,8 @@
  * for bit everywhere (bf16 logits tie often). Everything after the choice is
  * REAL arithmetic. The reference does not round the intermediate
  * activation (relu(x W1)^2, or silu(gate) * up); the GPU variants store
- * it in bf16 and the tolerances below pay for that.
+ * it in the case dtype (bf16 or fp16) and the tolerances below pay for
+ * that.
  *
  * Worked by hand (H = 1, F = 1, E = 2, K = 2: a shape check_shape refuses,
  * the math only; bias(0) = 0.921875, bias(1)
@@ -423,8 +424,10 @@ static int moe_check_shape(const int64_t *a, char *why, size_t why_len)
  * weights' few ulps times |o| < 8 and the K adds of the combine add under
  * 100u: 2^10 u = 2^-14 absolute, and the oracle's final rounding to fp32
  * (u) relative.
- * fp16: no GPU variant runs it (dtype_mask is bf16); the bf16 derivation
- * with u = 2^-11. */
+ * fp16 (every GPU variant runs it): the bf16 derivation with u = 2^-11.
+ * fp16's range holds every intermediate (|h| < 8 but for 8-sigma events,
+ * so a = h^2 < 64; o and y smaller), and a value under 2^-14 (subnormal)
+ * keeps an absolute error under 2^-25, far below the absolute term. */
 #define MOE_SIGMA_BOUND 1.73       /* y's sigma in units of the storage rounding */
 #define MOE_SIGMAS 10.0
 #define MOE_ABS(sigma_bound, half_ulp) (MOE_SIGMAS * (sigma_bound) * (half_ulp))
@@ -524,7 +527,8 @@ static uint64_t moe_flops_act(const int64_t *a, moe_act act)
 DEFINE_MOE_ROW_MODELS(moe, MOE_RELU2)
 DEFINE_MOE_ROW_MODELS(moe_glu, MOE_SWIGLU)
 
-#define MOE_BF16_ONLY (1u << MB_BF16)
+/* The GPU variants' dtypes: both 2-byte types the tensor cores take. */
+#define MOE_GPU_DTYPES ((1u << MB_BF16) | (1u << MB_FP16))
 
 /* What the two rows' descriptors share: block, axes and shape rules, the
  * models of DEFINE_MOE_ROW_MODELS(models, ...), the reference and oracle of
@@ -546,7 +550,8 @@ DEFINE_MOE_ROW_MODELS(moe_glu, MOE_SWIGLU)
 	.reference = mb_ref_##row, \
 	.oracle = mb_oracle_##row, \
 	.reads = {[IN_W1] = MB_READS_ALL, [IN_W2] = MB_READS_ALL}, \
-	.source_files = {"src/kernels/moe_ffn.cu", "src/kernels/grouped_gemm.cuh", "src/reference/moe_ffn.c"}
+	.source_files = {"src/kernels/moe_ffn.cu", "src/kernels/grouped_gemm_sm90.cuh", "src/kernels/grouped_gemm.cuh", \
+		"src/reference/moe_ffn.c"}
 
 /* Both rows' tolerances: fp32 the same, fp16 and bf16 MOE_SIGMAS of the
  * row's sigma bound in units of the storage rounding, plus y's rounding. */
@@ -563,15 +568,15 @@ DEFINE_MOE_ROW_MODELS(moe_glu, MOE_SWIGLU)
 #define MOE_FUSED_VARIANT(description, launch) \
 	{"fused", MB_VARIANT_FUSED, "cuda", description, \
 		6, {"moe_ffn_route", "moe_ffn_sort", "moe_ffn_grouped_gemm", "moe_ffn_combine"}, \
-		GPU_LAUNCH(launch), MOE_BF16_ONLY, false, false}
+		GPU_LAUNCH(launch), MOE_GPU_DTYPES, false, false}
 #define MOE_STANDARD_VARIANT(description, act_kernel, launch) \
 	{"standard", MB_VARIANT_FALLBACK, "cuda", description, \
 		5, {"moe_ffn_route", "moe_ffn_std_", act_kernel, "moe_ffn_lib_combine"}, \
-		GPU_LAUNCH(launch), MOE_BF16_ONLY, true, true}
+		GPU_LAUNCH(launch), MOE_GPU_DTYPES, true, true}
 #define MOE_CUBLAS_GROUPED_VARIANT(description, launch) \
 	{"cublas_grouped", MB_VARIANT_VENDOR, "cuda", description, \
 		6, {"moe_ffn_route", "moe_ffn_sort", "moe_ffn_cublas_gather", "moe_ffn_lib_"}, \
-		GPU_LAUNCH(launch), MOE_BF16_ONLY, true, true}
+		GPU_LAUNCH(launch), MOE_GPU_DTYPES, true, true}
 
 const mb_row mb_row_moe_ffn = {
 	.name = "moe_ffn",
@@ -583,17 +588,21 @@ const mb_row mb_row_moe_ffn = {
 	.tolerance = MOE_TOLERANCES(MOE_SIGMA_BOUND,
 		"fp32 reference vs fp64 oracle, same routing: accumulation walks over H and F under 70u sigma "
 		"for H, F <= 8192, 10 sigma plus the weights' and the combine's roundings: 2^-14 abs",
-		"as bf16 with u = 2^-11 (no GPU variant runs fp16): 10 x 1.73 u abs, y's rounding relative",
+		"as bf16 with u = 2^-11 (every intermediate within fp16's range): 10 x 1.73 u abs, y's rounding relative",
 		"bf16 intermediates: h and a rounded (sigma 1.58 u_b per expert row), each (t,k) row rounded "
 		"(0.71 u_b): y sigma <= 1.73 u_b; 10 sigma for the heavy tail (7.8 measured at F=128) = 0.068 abs; "
 		"y's rounding 2^-8 relative"),
 	.n_variants = 4,
 	.variants = {
 		MOE_FUSED_VARIANT("route (top-K, softmax, per-block histograms), device counting sort of the (token, k) "
-			"pairs (scan, scatter), our grouped GEMM (mma.sync m16n8k16 bf16, ldmatrix, 4-stage cp.async, "
-			"persistent grid over the jagged groups' tiles, 256x128 / 128x256 tiles) with x rows gathered "
-			"in GEMM1 and relu^2 in its epilogue (bf16 a), the routing weight in GEMM2's epilogue (bf16 "
-			"row per pair), then a combine over k in fixed order; no host sync",
+			"pairs (scan, scatter), our grouped GEMM over the jagged groups' tiles (persistent grid) with x "
+			"rows gathered in GEMM1 and relu^2 in its epilogue (a in the case dtype), the routing weight in "
+			"GEMM2's epilogue (a row per pair), then a combine over k in fixed order; no host sync. The "
+			"GEMM: on compute capability 9.0 with sm_90a code, wgmma m64n256k16 from shared memory fed by "
+			"TMA (B; A in GEMM2) and a gathering producer warpgroup (A in GEMM1), 4-stage mbarrier "
+			"pipeline, 128x256 tiles, two consumer warpgroups (kernel moe_ffn_grouped_gemm_wgmma); "
+			"elsewhere, or with MEGABENCH_MOE_GEMM=mma, mma.sync m16n8k16, ldmatrix, 4-stage cp.async, "
+			"256x128 / 128x256 tiles (kernel moe_ffn_grouped_gemm_kernel)",
 			mb_moe_ffn_fused_launch),
 		MOE_STANDARD_VARIANT("a framework without grouped GEMM: route, count per expert, counts read back (host "
 			"sync), tokens permuted into per-expert buffers padded to the largest load (rounded up to 128), "
@@ -620,25 +629,26 @@ const mb_row mb_row_moe_ffn_swiglu = {
 	.tolerance = MOE_TOLERANCES(MOE_GLU_SIGMA_BOUND,
 		"fp32 reference vs fp64 oracle, same routing: moe_ffn's walks, reaching a through silu (Lipschitz "
 		"1.1) and u no more than through relu^2, plus the host silu's 5u: 2^-14 abs",
-		"as bf16 with u = 2^-11 (no GPU variant runs fp16): 10 x 0.871 u abs, y's rounding relative",
+		"as bf16 with u = 2^-11 (every intermediate within fp16's range): 10 x 0.871 u abs, y's rounding relative",
 		"bf16 intermediates: gate and up rounded (silu Lipschitz 1.1), a = silu(g) u rounded (sigma "
 		"0.80 u_b per expert row), each (t,k) row rounded (0.34 u_b): y sigma <= 0.871 u_b; 10 sigma as "
 		"moe_ffn (a's fourth moment no heavier) = 0.034 abs; y's rounding 2^-8 relative"),
 	.n_variants = 4,
 	.variants = {
 		MOE_FUSED_VARIANT("moe_ffn's fused path with SwiGLU in GEMM1's epilogue: route, device counting sort, "
-			"our grouped GEMM over the jagged groups with x rows gathered and silu(gate) * up from each "
-			"thread's gate and up fragments (bf16 a [rows, F]), the routing weight in GEMM2's epilogue, a "
-			"combine over k in fixed order; no host sync, no padding",
+			"our grouped GEMM over the jagged groups (wgmma/TMA on sm_90a, else mma.sync: moe_ffn's) with x "
+			"rows gathered and silu(gate) * up from each thread's gate and up accumulators (a [rows, F] in "
+			"the case dtype), the routing weight in GEMM2's epilogue, a combine over k in fixed order; no "
+			"host sync, no padding",
 			mb_moe_ffn_swiglu_fused_launch),
 		MOE_STANDARD_VARIANT("moe_ffn's standard path: counts read back (host sync), tokens permuted into "
 			"per-expert buffers padded to the largest load (rounded up to 128), cublasGemmStridedBatchedEx "
-			"to [cap, 2F] bf16, a SwiGLU pass into [cap, F] bf16, the second strided-batched GEMM, "
+"to [cap, 2F], a SwiGLU pass into [cap, F], the second strided-batched GEMM, "
 			"un-permute with the weighted sum",
 			"moe_ffn_lib_swiglu", mb_moe_ffn_swiglu_standard_launch),
 		MOE_CUBLAS_GROUPED_VARIANT("moe_ffn's cublas_grouped path: the fused variant's route and sort, counts "
 			"read back (host sync), tokens gathered into sorted order, cublasGemmGroupedBatchedEx to "
-			"[rows, 2F] bf16, a SwiGLU pass into [rows, F] bf16, the second grouped GEMM, the weighted sum",
+			"[rows, 2F], a SwiGLU pass into [rows, F], the second grouped GEMM, the weighted sum",
 			mb_moe_ffn_swiglu_cublas_grouped_launch),
 		MB_REFERENCE_VARIANT,
 	},

@@ -251,14 +251,25 @@ static ssm_sizes ssm_sizes_of(const int64_t *a, mb_dtype dtype)
  * narrowly (the fused kernel's own tensor-core work, per step and head
  * Q N + Q P + 2 N P multiply-adds at Q = 64 less the skipped upper
  * triangle, comes to about the model's count). The fused kernel is bounded
- * first by shared-memory bandwidth: its ldmatrix traffic is ~240 KB per
- * CTA per 64-step chunk, ~1900 cycles at 128 B/cycle, so one CTA per
- * (b, head) over 256 chunks takes ~0.28 ms at 1.75 GHz. Predicted: 0.28 to
- * 0.35 ms, 0.55 to 0.7 of the memory ceiling (short of the 0.8 target:
- * wgmma from shared-memory descriptors, or C B^T shared by a group's
- * heads, would be the next steps), against the fallback's 2.11 GB, ~0.7
- * ms: 2 to 2.5 times faster. At L = 4096 a quarter of each. Not measured
- * yet: no GPU was at hand when this was written. */
+ * first by shared memory: its operand and staging traffic is about 300 KB
+ * per CTA and 64-step chunk of outputs (C B^T with C g_in 120 KB, M x 36,
+ * the state's update 64, the staged tiles, weighted x, M and the fp16
+ * state 80), about 2,400 cycles at 128 bytes a cycle, and a chunk of its
+ * state-only pass (phase 1) about 100 KB. One CTA a head, the kernel
+ * before (34aa3a5), ran 1.37 ms on the H200: about 10,000 cycles a chunk,
+ * latency with one CTA an SM. The kernel now splits each sequence in two
+ * at B*NH = 128 and holds two CTAs an SM: 151 chunks of outputs in one,
+ * 151 of phase 1 and 105 of outputs in the other, about 300 chunk
+ * equivalents an SM, 0.37 ms at 1.98 GHz if shared memory never idled.
+ * Predicted: 0.6 to 0.9 ms, as the second CTA covers part of the first's
+ * latency; the 0.45 ms target needs more than 80% of the shared-memory
+ * bound, past what mma.sync's per-warp operand loads allow (wgmma, whose
+ * warpgroup reads each operand from shared memory once, is the next
+ * step). Phase 1 re-reads x and B of the segments before the last, which
+ * this model (the row's compulsory bytes) leaves out: from L2 where the
+ * two CTAs' passes run close, from memory where they drift apart (at
+ * most 0.59 of x again). Not measured yet: no GPU was at hand when this
+ * was written. */
 static uint64_t ssm_bytes(const int64_t *a, mb_dtype dtype)
 {
 	/* every input read once (B and C once, though every head reads them:
@@ -366,7 +377,10 @@ static uint64_t ssm_flops(const int64_t *a)
  *   |got - want| <= 0.0112 + (2^-8 + 4 u16) |want|.
  * A CPU emulation of the fp16 roundings (both chunk lengths, 1M elements
  * including the corner heads) needed 0.0026 abs at that rel: a quarter of
- * the bound.
+ * the bound. The fused kernel's segments (src/kernels/ssm_scan.cu) add no
+ * rounding to these: the state handed from one to the next is fp32, and a
+ * segment's decay is one exp of its summed log-decay (u relative), against
+ * the per-chunk products it replaces.
  *
  * fp32 (the reference against the oracle; no GPU variant takes fp32): per
  * step a, b and c carry glibc's expf (1 ulp) and log1pf (2 ulp) through a
@@ -429,9 +443,12 @@ const mb_row mb_row_ssm_scan = {
 	.n_variants = 3,
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one launch, one CTA of 8 warps per (b, head) walking 64-step chunks: discretisation, C B^T, the "
-			"masked intra-chunk product, C times the entering state and the state update on tensor cores (fp16 "
-			"operands, fp32 accumulation), the [P, N] state in registers, the next chunk's loads in flight",
+			"one launch over chunks and (b, head): each sequence cut into segments of 64-step chunks that fill "
+			"the device (two CTAs an SM), a CTA each; a segment's CTA first runs a state-only pass over the "
+			"segment before it (the entering state, handed on between CTAs past two segments), then its chunks: "
+			"C B^T, the masked intra-chunk product, C times the entering state and the state update on tensor "
+			"cores (fp16 operands, fp32 accumulation), the [P, N] state in registers, the discretisation a chunk "
+			"ahead",
 			1, {"ssm_scan_fused"}, GPU_LAUNCH(mb_ssm_scan_fused_launch), 1u << MB_BF16, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"Mamba-2's chunked path (mamba_chunk_scan_combined, chunk 256), five launches through fp32 "

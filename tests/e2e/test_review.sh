@@ -41,7 +41,9 @@ grep -q "moe_ffn_swiglu" "$tmp/out" && ok || bad "verdict of heavy-d.json.gz lac
 expect 0 "diff of .json and .json.gz" -- "$MB" diff "$tmp/r.json" "$tmp/r.json.gz"
 expect 0 "gate of .json.gz" -- "$MB" gate --baseline "$tmp/r.json.gz" "$tmp/r.json"
 expect 0 "noise-floor of .json.gz" -- "$MB" noise-floor "$tmp/r.json.gz" "$tmp/r.json"
-mkdir "$tmp/mixed" && cp "$tmp/r.json.gz" "$tmp/mixed/a.json.gz" && cp "$tmp/r.json" "$tmp/mixed/b.json"
+# a folder of two runs (a copy of one run would count once), one gzipped
+"$MB" run suites/smoke.toml --backend cpu --rows relu2,rope_qk -q -o "$tmp/r2.json" >/dev/null 2>&1
+mkdir "$tmp/mixed" && cp "$tmp/r.json.gz" "$tmp/mixed/a.json.gz" && cp "$tmp/r2.json" "$tmp/mixed/b.json"
 expect 0 "report of a folder" -- "$MB" report -o "$tmp/rep" "$tmp/mixed"
 grep -q "a.json.gz" "$tmp/rep/index.html" && grep -q "b.json" "$tmp/rep/index.html" && ok \
 	|| bad "report of a folder did not read both receipts"

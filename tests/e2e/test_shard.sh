@@ -5,7 +5,8 @@
 # run; a worker killed mid-run loses only its unfinished cases (crashed)
 # and the receipt stays valid; diff compares a sharded receipt with a
 # one-GPU one, and refuses cases across GPUs over unlike topologies (exit
-# 3); --gpus is refused where it cannot run.
+# 3); a worker killed before Ctrl-C keeps its record; --gpus is refused
+# where it cannot run.
 set -u
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -93,6 +94,40 @@ got=$(jq_py "$tmp/kill.json" "sorted({(c['gpu'], c['status']) for c in r['cases'
 [ "$(jq_py "$tmp/kill.json" "r['status'], r['shards'][1]['ended']")" = "('complete', 'killed by signal 9 (Killed)')" ] \
 	&& ok || bad "status or shard end: $(jq_py "$tmp/kill.json" "r['status'], r['shards']")"
 grep -q "^gpu1 (.*): .* cases in .* s; its worker killed by signal 9" "$tmp/kill.out" && ok || bad "the summary does not say gpu1's worker was killed"
+
+# 5b. a worker killed, then the run interrupted: the dead worker's record
+#     is kept (its unfinished cases crashed, a notice that it died); the
+#     live worker's unfinished cases are left out, as in any interrupted run
+"$MB" run "$SUITE" --backend cpu --gpus 2 --min-time 0.2 -o "$tmp/killint.json" >"$tmp/killint.out" 2>"$tmp/killint.err" &
+run=$!
+worker=""
+for _ in $(seq 1 300); do
+	worker=$(sed -n 's/^megabench: gpu1 (.*): worker pid \([0-9]*\) runs.*/\1/p' "$tmp/killint.err" 2>/dev/null)
+	[ -n "$worker" ] && grep -q '^\[[0-9]*/[0-9]*\] ok .* gpu1 ' "$tmp/killint.err" && break
+	sleep 0.1
+done
+if [ -n "$worker" ]; then kill -KILL "$worker"; else bad "no worker pid for gpu1 in the progress"; fi
+# the parent sees the worker's pipe close at once; give it a moment, then Ctrl-C
+sleep 1
+kill -INT "$run"
+wait "$run"; code=$?
+[ "$code" = 130 ] && ok || bad "a killed worker, then Ctrl-C: exit $code, expected 130"
+expect 0 "that receipt validates" -- "$MB" validate "$tmp/killint.json"
+[ "$(jq_py "$tmp/killint.json" "r['status']")" = interrupted ] && ok || bad "the run is not marked interrupted"
+got=$(jq_py "$tmp/killint.json" "sorted({c['status'] for c in r['cases'] if c['gpu'] == 1})")
+[ "$got" = "['crashed', 'ok']" ] && ok || bad "gpu1's cases after its worker was killed, then Ctrl-C: $got"
+"$PY" - "$tmp/killint.json" "$tmp/g2.json" <<'PY' && ok || bad "gpu1's unfinished cases are not all there, crashed, killed by signal 9"
+import json, sys
+r, full = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+rows = set(r["shards"][1]["rows"])
+mine = [c for c in r["cases"] if c["gpu"] == 1]
+assert {c["id"] for c in mine} == {c["id"] for c in full["cases"] if c["row"] in rows}, "cases"
+assert all("killed by signal 9" in c["error"] for c in mine if c["status"] == "crashed"), "errors"
+PY
+grep -q "gpu1 (.*): its worker (pid $worker) was killed by signal 9 .*: its [0-9]* unfinished cases* .*recorded crashed" "$tmp/killint.err" \
+	&& ok || bad "no notice says gpu1's worker died: $(grep -i 'gpu1' "$tmp/killint.err" | tail -3)"
+[ "$(jq_py "$tmp/killint.json" "any(c['status'] == 'crashed' for c in r['cases'] if c['gpu'] == 0)")" = False ] \
+	&& ok || bad "gpu0, stopped by Ctrl-C, has crashed cases"
 
 # 6. where --gpus cannot run, or does not add up
 expect 0 "--devices 1 --gpus 1 runs on GPU 1" -- "$MB" run "$SUITE" --backend cpu --rows relu2 --devices 1 --gpus 1 --min-time 0 -o "$tmp/d1.json"

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Pack megabench executables built here, with the shared libraries a GPU
 # host may lack (jansson, libgit2 and theirs), into one folder that runs
-# there, plus a git bundle of the checkout so that receipts made there can
-# carry its commit.
+# there. Receipts made there carry the commit and source ids each binary was
+# built from (the build embeds them), so no checkout travels along.
 #
 #   tests/gpu/bundle.sh OUT_DIR EXECUTABLE...
 #
@@ -12,11 +12,6 @@
 #               are the ones to use)
 # OUT_DIR/env.sh        source it on the host: LD_LIBRARY_PATH (the bundled
 #                       libraries, then the host's CUDA ones) and PATH
-# OUT_DIR/repo.bundle   `git bundle` of HEAD, when run inside a checkout
-#
-# On the host, tests/gpu/host-checkout.sh OUT_DIR DIR makes a checkout of
-# that commit with the copied working tree laid over it, for
-# MEGABENCH_SOURCE_DIR; the working tree's own .git is never touched.
 set -euo pipefail
 [ $# -ge 2 ] || { echo "usage: $0 OUT_DIR EXECUTABLE..." >&2; exit 64; }
 out=$1
@@ -45,10 +40,6 @@ done
 export LD_LIBRARY_PATH=$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=$here/bin:$PATH
 ENV
-if git rev-parse --git-dir >/dev/null 2>&1; then
-	git bundle create -q "$out/repo.bundle" HEAD
-	git rev-parse HEAD >"$out/commit"
-fi
 du -sh "$out" | awk '{print "bundle: " $1 " in " $2}'
 for exe in "$out"/bin/*; do
 	missing=$(LD_LIBRARY_PATH=$out/lib ldd "$exe" | awk '/not found/{print $1}' | grep -Ev "$host_libs" || true)

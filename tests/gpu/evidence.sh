@@ -20,7 +20,10 @@
 #             other for an A/A across machines.
 #   planted   relu2 in bf16, --repetitions 3, with this binary twice and with
 #             each bin/megabench-plant* (relu2's fused kernel slowed on
-#             purpose), each gated against the first run.
+#             purpose), each gated against the first run: by the default
+#             gate (a plant's embedded relu2 source differs from this
+#             binary's, so its rows get the statistics; the second run of
+#             this binary is identical code) and with --always-test.
 #   full      suites/nam56r.toml, every dtype, one pass (per-launch fractions).
 #   accuracy  rope_qk fused at the largest nam56r shape and the copy probe,
 #             against ncu and CUDA events.
@@ -28,16 +31,29 @@
 #             compute-sanitizer's tool of that name over every variant at
 #             smoke shapes (tests/gpu/memcheck.toml); SANITIZER_LIMIT_S
 #             bounds each (default 300 s).
-#   lanes     suites/nam56r.toml's lanes after residual_rmsnorm and rope_qk in
-#             bf16, and the verdicts; LANES_TAG names the receipt (a, b),
-#             LANES_LIMIT_S bounds the run (default 540 s).
+#   lanes     suites/nam56r.toml's lanes (nam56r and dense, every row of
+#             their patterns, forward and backward, every alternative, eager
+#             and graph) after those rows' cases in bf16, then the verdicts
+#             and the lanes' targets (lanes_targets.py); LANES_TAG names the
+#             receipt (a, b), LANES_ROWS the cases run first, LANES_LIMIT_S
+#             bounds the run (default 420 s).
 #   heavy     the MoE (ReLU^2 and SwiGLU), cross-entropy, state-space, recurrent and Sinkhorn rows
 #             of suites/nam56r.toml in bf16 (ceilings measured in the same
 #             run), their verdicts and targets (heavy_targets.py);
 #             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
-#             narrows the rows.
+#             narrows the rows, HEAVY_DTYPES widens the dtypes (bf16,fp16).
 #   heavy-ncu ncu's speed of light, occupancy and launch statistics of each
-#             heavy row's fused kernel at its largest shape (two launches).
+#             heavy row's fused kernel at its largest shape (two launches);
+#             HEAVY_ROWS narrows the rows here too, NCU_ROWS further;
+#             the MoE rows' grouped GEMM kernels' rates against the heavy
+#             phase's GEMM ceiling (moe_gemm_rate.py; run heavy first in
+#             the same call).
+#   moe-smoke the MoE rows at smoke shapes (bf16, fp16): every variant with
+#             the grouped GEMM the device picks (the wgmma kernel on an
+#             H100 or H200), the fused variant again on the mma.sync
+#             kernel (MEGABENCH_MOE_GEMM=mma), the kernel each case ran;
+#             then compute-sanitizer memcheck and racecheck over the fused
+#             variant (hot mode).
 #   shard     (two or more GPUs) suites/nam56r.toml in bf16 without lanes
 #             and without linear_cross_entropy (SHARD_EXCLUDE; its host
 #             reference takes minutes) on one GPU, then on all of them
@@ -45,14 +61,16 @@
 #             again with gpu1's worker killed (kill -9) after its first case.
 #   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384: with
 #             --check (every row checked) and timed.
-#   smoke     every row of suites/smoke.toml on the GPU.
+#   smoke     every row of suites/smoke.toml on the GPU (ROWS narrows the
+#             rows, here and in the sanitizer phases).
 #   review    four smoke rows in bf16, hot, --repetitions 2 into a .json.gz:
 #             the run table's speedups, spread and error over tolerance on a
 #             GPU, validate of the gzipped receipt and of the verdict JSON.
 #   sass      16-byte load and store counts of every fused kernel.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
-# bundle's commit through a checkout made beside the tree
-# (tests/gpu/host-checkout.sh); the tree's own .git is left as it is.
+# commit and source ids each binary was built from (the build embeds them);
+# an OLD_BUNDLE built before that reads none from this tree, and says so
+# ("no git provenance").
 set -u
 out=${OUT:-gpu-out}
 bundle=${BUNDLE:-.gpu}
@@ -62,11 +80,6 @@ mkdir -p "$out"
 source "$bundle/env.sh"
 mb=$bundle/bin/megabench
 here=$(pwd)
-if [ -f "$bundle/repo.bundle" ]; then
-	# COMMIT_ONLY=1: the bundle was built from a clean export of its commit
-	tests/gpu/host-checkout.sh "$bundle" /tmp/mb-src ${COMMIT_ONLY:+--commit-only} &&
-		export MEGABENCH_SOURCE_DIR=/tmp/mb-src
-fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,ecc.mode.current \
 	--format=csv >"$out/nvidia-smi.csv" 2>&1
 cat "$out/nvidia-smi.csv"
@@ -89,14 +102,9 @@ for phase in "${@:-checks}"; do
 		python3 -c "import json,sys; r=json.load(open(sys.argv[1])); [print(c['row'], c['variant'], c['status'], (c['error'] or '')[:90]) for c in r['cases']]" "$out/faults.json"
 		;;
 	driver)
-		# the old revision's receipts carry its commit through its own checkout
 		(
 			# shellcheck disable=SC1091
 			source "$old_bundle/env.sh"
-			if [ -f "$old_bundle/repo.bundle" ]; then
-				tests/gpu/host-checkout.sh "$old_bundle" /tmp/mb-old-src >/dev/null && git -C /tmp/mb-old-src checkout -q -f "$(cat "$old_bundle/commit")"
-				export MEGABENCH_SOURCE_DIR=/tmp/mb-old-src
-			fi
 			step old-bf16 420 "$old_bundle/bin/megabench" run suites/nam56r.toml --backend cuda --dtypes bf16 \
 				-o "$out/old-bf16.json"
 		)
@@ -119,10 +127,14 @@ for phase in "${@:-checks}"; do
 			step "relu2-$name" 120 "$bin" run suites/nam56r.toml --backend cuda --rows relu2 --dtypes bf16 \
 				--repetitions 3 -o "$out/relu2-$name.json"
 			if [ "$name" != base ]; then
-				"$mb" gate --always-test --baseline "$out/relu2-base.json" "$out/relu2-$name.json" --format markdown \
-					>"$out/gate-relu2-$name.md" 2>&1
-				echo "== gate relu2 base -> $name: exit $?"
-				grep -E "^\*\*|relu2/fused" "$out/gate-relu2-$name.md" | head -n 4
+				for how in default always-test; do
+					opts=()
+					[ "$how" = always-test ] && opts=(--always-test)
+					"$mb" gate "${opts[@]}" --baseline "$out/relu2-base.json" "$out/relu2-$name.json" \
+						--format markdown >"$out/gate-relu2-$name-$how.md" 2>&1
+					echo "== gate ($how) relu2 base -> $name: exit $?"
+					grep -E "^\*\*|relu2/fused" "$out/gate-relu2-$name-$how.md" | head -n 4
+				done
 			fi
 		done
 		;;
@@ -138,33 +150,67 @@ for phase in "${@:-checks}"; do
 		;;
 	memcheck | racecheck | initcheck)
 		MEGABENCH_SKIP_CEILINGS=1 step "$phase" "${SANITIZER_LIMIT_S:-300}" compute-sanitizer --tool "$phase" --target-processes all \
-			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda -o "$out/$phase.json"
+			--error-exitcode 9 "$mb" run tests/gpu/memcheck.toml --backend cuda ${ROWS:+--rows "$ROWS"} -o "$out/$phase.json"
 		grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/$phase.log" | sort | uniq -c
 		;;
 	lanes)
-		# the nam56r and dense lanes after the two rows they hold; run it in
-		# two device calls (LANES_TAG a, b) to see the deltas repeat
+		# the nam56r and dense lanes after the cases of the rows they hold
+		# (the verdicts weigh a row's lane deltas only beside its cases); run
+		# it on two separately started machines (LANES_TAG a, b) to see the
+		# deltas repeat
 		tag=${LANES_TAG:-a}
-		step "lanes-$tag" "${LANES_LIMIT_S:-540}" "$mb" run suites/nam56r.toml --backend cuda --rows residual_rmsnorm,rope_qk \
+		rows=${LANES_ROWS:-residual_rmsnorm,residual_rmsnorm_bwd,rope_qk,rope_qk_bwd,mla_partial_rope,moe_ffn,moe_ffn_swiglu,ssm_scan,recurrent_scan,mhc_sinkhorn,relu2,swiglu}
+		step "lanes-$tag" "${LANES_LIMIT_S:-420}" "$mb" run suites/nam56r.toml --backend cuda --rows "$rows" \
 			--dtypes bf16 -o "$out/lanes-$tag.json"
 		"$mb" verdict "$out/lanes-$tag.json" >"$out/lanes-$tag-verdict.txt" 2>&1
 		cat "$out/lanes-$tag-verdict.txt"
+		python3 tests/gpu/lanes_targets.py "$out/lanes-$tag.json" | tee "$out/lanes-$tag-targets.txt"
 		;;
 	heavy)
 		rows=${HEAVY_ROWS:-moe_ffn,moe_ffn_swiglu,linear_cross_entropy,ssm_scan,recurrent_scan,mhc_sinkhorn}
 		step heavy "${HEAVY_LIMIT_S:-540}" "$mb" run suites/nam56r.toml --backend cuda --rows "$rows" \
-			--dtypes bf16 --set 'lanes=[]' -o "$out/heavy.json"
+			--dtypes "${HEAVY_DTYPES:-bf16}" --set 'lanes=[]' -o "$out/heavy.json"
 		"$mb" verdict "$out/heavy.json" >"$out/heavy-verdict.txt" 2>&1
 		python3 tests/gpu/heavy_targets.py "$out/heavy.json" | tee "$out/heavy-targets.txt"
 		;;
 	heavy-ncu)
-		for k in moe_ffn:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused recurrent_scan:recurrent_scan_fused \
-			mhc_sinkhorn:mhc_sinkhorn_fused; do
+		for k in moe_ffn:moe_ffn_grouped_gemm moe_ffn_swiglu:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused \
+			recurrent_scan:recurrent_scan_fused mhc_sinkhorn:mhc_sinkhorn_fused; do
+			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",${k%%:*},"* ]] || continue
+			[ -z "${NCU_ROWS:-}" ] || [[ ",$NCU_ROWS," == *",${k%%:*},"* ]] || continue
 			MEGABENCH_SKIP_CEILINGS=1 step "ncu-${k%%:*}" 120 ncu --clock-control none --section SpeedOfLight \
 				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:${k#*:}" -c 2 \
 				--log-file "$out/ncu-${k%%:*}.txt" "$mb" run suites/nam56r.toml --backend cuda --rows "${k%%:*}" \
 				--variants fused --filter '[TL]=16384' --set 'lanes=[]' --set timing.min_samples=1 \
 				--set timing.min_time_s=0 --set timing.warmup=0 -o "$out/ncu-${k%%:*}.json"
+		done
+		moe_logs=()
+		for f in "$out"/ncu-moe_ffn.txt "$out"/ncu-moe_ffn_swiglu.txt; do
+			[ -f "$f" ] && moe_logs+=("$f")
+		done
+		if [ ${#moe_logs[@]} -gt 0 ] && [ -f "$out/heavy.json" ]; then
+			python3 tests/gpu/moe_gemm_rate.py "$out/heavy.json" "${moe_logs[@]}" | tee "$out/moe-gemm-rate.txt"
+		fi
+		;;
+	moe-smoke)
+		rows=moe_ffn,moe_ffn_swiglu
+		MEGABENCH_SKIP_CEILINGS=1 step moe-smoke 200 "$mb" run suites/smoke.toml --backend cuda --rows "$rows" \
+			-o "$out/moe-smoke.json"
+		MEGABENCH_SKIP_CEILINGS=1 step moe-smoke-mma 200 env MEGABENCH_MOE_GEMM=mma "$mb" run suites/smoke.toml \
+			--backend cuda --rows "$rows" \
+			--variants fused -o "$out/moe-smoke-mma.json"
+		for r in moe-smoke moe-smoke-mma; do
+			python3 -c "import json,sys; r=json.load(open(sys.argv[1])); [print(sys.argv[2], c['status'], (c.get('correctness') or {}).get('passed'), c['id'], ' '.join(k['name'].split('(')[0] for k in c.get('kernels') or [] if 'grouped_gemm' in k['name'])) for c in r['cases']]" "$out/$r.json" "$r"
+		done
+		if ! grep -q ' 0 failed' "$out/moe-smoke.log"; then
+			echo "== moe-smoke: a case did not pass; the sanitizers are skipped"
+			continue
+		fi
+		for tool in memcheck racecheck; do
+			MEGABENCH_SKIP_CEILINGS=1 step "moe-$tool" "${SANITIZER_LIMIT_S:-300}" compute-sanitizer --tool "$tool" \
+				--target-processes all --error-exitcode 9 "$mb" run suites/smoke.toml --backend cuda --rows "$rows" \
+				--variants fused --modes hot -o "$out/moe-$tool.json"
+			grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$out/moe-$tool.log" | sort | uniq -c
 		done
 		;;
 	shard)
@@ -198,7 +244,7 @@ for phase in "${@:-checks}"; do
 		"$mb" validate "$out/alltoall-check.json" "$out/alltoall.json"
 		;;
 	smoke)
-		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda -o "$out/smoke-gpu.json"
+		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda ${ROWS:+--rows "$ROWS"} -o "$out/smoke-gpu.json"
 		grep -E "passed|FAIL|crashed|timeout|skipped" "$out/smoke-gpu.log" | tail -n 15
 		;;
 	review)

@@ -68,17 +68,26 @@ static void spit(const char *path, const char *data, size_t len)
 /* A receipt with zero cases, every required member present; provenance and
  * host come from the real collectors, so their shape is checked against the
  * schema here too. */
-static json_t *minimal_receipt(const char *provenance_dir)
+static json_t *minimal_receipt(const mb_build_provenance *build, const char *checkout_dir)
 {
-	const char *const sources[] = { "meson.build", "src/receipts/receipt_io.c", "no/such/file.c" };
 	char suite_blob[MB_OID_HEX_LEN + 1];
 	json_t *prov = NULL;
+	json_t *checkout = NULL;
 	json_t *host = NULL;
 	mb_error err;
 	int rc;
 
-	rc = mb_provenance_collect(&prov, provenance_dir, sources, 3, &err);
+	/* a build's, and the checkout at checkout_dir (NULL: none) compared with it */
+	rc = mb_provenance_binary(&prov, build, "/proc/self/exe", &err);
 	CHECK_MSG(rc == 0, "%s: %s", err.where, err.text);
+	if (checkout_dir) {
+		rc = mb_provenance_checkout(&checkout, build, checkout_dir, "src/kernels/rows.def", &err);
+		CHECK_MSG(rc == 0 && checkout, "%s: %s", err.where, err.text);
+	}
+	if (prov && checkout)
+		json_object_set_new(prov, "checkout", checkout);
+	else
+		json_decref(checkout);
 	rc = mb_host_identity(&host, &err);
 	CHECK_MSG(rc == 0, "%s: %s", err.where, err.text);
 	CHECK(mb_blob_id(suite_blob, SUITE_TEXT, strlen(SUITE_TEXT)) == 0);
@@ -95,7 +104,7 @@ static json_t *minimal_receipt(const char *provenance_dir)
 		" s:{s:i, s:i, s:f, s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}},"
 		" s:{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}, s:[]}",
 		"kind", "megabench.receipt",
-		"schema_version", 1,
+		"schema_version", MB_RECEIPT_SCHEMA_VERSION,
 		"run_id", "0123456789abcdef0123456789abcdef",
 		"status", "complete",
 		"started_at", "2024-01-02T03:04:05Z",
@@ -306,9 +315,22 @@ static void test_read_file(void)
 	CHECK_MSG(strcmp(err.where, path) == 0 && strcmp(err.text, "larger than 15 bytes, the limit for a test file; "
 		"is this the right file?") == 0, "%s: %s", err.where, err.text);
 	CHECK(text == NULL);
-	/* a device has no size to trust: reading stops at the cap */
+	/* a device has no size to trust: refused unread, as is a FIFO, whose
+	 * open must not wait for a writer */
 	CHECK(mb_read_file(&text, &len, "/dev/zero", cap, "a test file", &err) == MB_EIO);
+	CHECK_MSG(strcmp(err.text, "a character device, not a regular file: refused unread") == 0, "%s", err.text);
 	CHECK(text == NULL);
+	in_root(path, "fifo.json");
+	CHECK(mkfifo(path, 0600) == 0);
+	CHECK(mb_read_file(&text, &len, path, cap, "a test file", &err) == MB_EIO);
+	CHECK_MSG(strcmp(err.text, "a FIFO, not a regular file: refused unread") == 0, "%s", err.text);
+	CHECK(text == NULL);
+	unlink(path);
+	/* a file of size 0 that is not empty (as /proc's are) is read whole */
+	CHECK(mb_read_file(&text, &len, "/proc/self/status", 1 << 20, "a test file", &err) == 0);
+	CHECK(text && len > 0 && strlen(text) == len);
+	free(text);
+	text = NULL;
 	CHECK(mb_read_file(&text, &len, in_root(path, "none.json"), cap, "a test file", &err) == MB_ENOTFOUND);
 	CHECK(strstr(err.text, "No such file") != NULL);
 }
@@ -333,7 +355,7 @@ int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
 	const char *src = getenv("MB_SOURCE_ROOT");
-	char plain[PATH_BYTES];
+	mb_build_provenance tarball = mb_build_embedded;
 	json_t *receipt;
 	json_t *receipt_no_git;
 
@@ -342,9 +364,13 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
-	receipt = minimal_receipt(src && *src ? src : MB_SOURCE_ROOT);
-	/* The "available": false branch of the provenance schema. */
-	receipt_no_git = minimal_receipt(in_root(plain, ""));
+	/* this build's provenance, and its source tree as the checkout */
+	receipt = minimal_receipt(&mb_build_embedded, src && *src ? src : MB_SOURCE_ROOT);
+	/* The "available": false branch of the provenance schema: a build
+	 * from a tarball, run outside any checkout. */
+	tarball.commit = NULL;
+	tarball.reason = "built outside a git checkout";
+	receipt_no_git = minimal_receipt(&tarball, NULL);
 	CHECK(receipt && receipt_no_git);
 	CHECK(json_is_false(json_object_get(json_object_get(receipt_no_git, "provenance"), "available")));
 	test_host();

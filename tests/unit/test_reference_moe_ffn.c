@@ -135,6 +135,9 @@ static void descriptors(void)
 		const mb_variant *a = mb_row_find_variant(relu2, names[i]), *b = mb_row_find_variant(glu, names[i]);
 		CHECK_MSG(a && b && a->launches_per_call == b->launches_per_call && a->syncs_host == b->syncs_host
 			&& a->library_kernels == b->library_kernels && a->kind == b->kind, "%s", names[i]);
+		/* every GPU variant runs both 2-byte dtypes, and not fp32 */
+		const unsigned two_byte = (1u << MB_BF16) | (1u << MB_FP16);
+		CHECK_MSG(a && b && a->dtype_mask == two_byte && b->dtype_mask == two_byte, "%s", names[i]);
 	}
 	CHECK((v = mb_row_find_variant(glu, "standard")) && strcmp(v->kernel_patterns[2], "moe_ffn_lib_swiglu") == 0);
 	CHECK(mb_row_find_variant(glu, "reference") != NULL);

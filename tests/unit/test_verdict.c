@@ -386,6 +386,41 @@ static void test_lane_evidence(void)
 	}
 }
 
+/* Several alternatives in a lane: the verdict holds the fused row against
+ * the fastest of them. On its fallback the step is 5% slower; on a vendor
+ * library 3% slower (still a win, beyond lane_min_effect) or 3% faster (a
+ * loss where the row runs: drop). */
+static void test_lane_best_alternative(void)
+{
+	static const double vendor_step[] = {1.03e6, 0.97e6};
+
+	for (int k = 0; k < 2; k++) {
+		json_t *r = load();
+		mb_verdict_set set;
+		const mb_row_verdict *v;
+
+		if (!r)
+			return;
+		json_object_set_new(r, "lanes", json_pack("[{s:s, s:s, s:[{s:s, s:i}], s:[o, o, o], s:[{s:s, s:s, s:s, s:s}, "
+			"{s:s, s:s, s:s, s:s}]}]", "name", "moe", "pattern", "E", "rows", "row", "rmsnorm", "calls_per_step", 1,
+			"runs", lane_run_json("fused", "eager", 1.0e6, 30), lane_run_json("rmsnorm:fallback", "eager", 1.05e6, 30),
+			lane_run_json("rmsnorm:vendorx", "eager", vendor_step[k], 30),
+			"deltas", "row", "rmsnorm", "config", "rmsnorm:fallback", "mode", "eager", "variant", "fallback",
+			"row", "rmsnorm", "config", "rmsnorm:vendorx", "mode", "eager", "variant", "vendorx"));
+		verdict_of(r, "rmsnorm", &set);
+		v = mb_verdict_find(&set, "rmsnorm");
+		CHECK(v && v->lane_steps == 1);
+		CHECK_MSG(v && strstr(v->lane_text, "on vendorx the step is"), "%s", v ? v->lane_text : "");
+		if (k == 0)
+			CHECK_MSG(v && v->kind == MB_VERDICT_KEEP && v->evidence == MB_EVIDENCE_LANES
+				&& fabs(v->lane_saved_fraction - 0.03) < 1e-3, "%s", v ? v->reason : "");
+		else
+			CHECK_MSG(v && v->kind == MB_VERDICT_DROP && v->lane_losses == 1, "%s", v ? v->reason : "");
+		mb_verdict_set_free(&set);
+		json_decref(r);
+	}
+}
+
 static void test_policy(void)
 {
 	mb_policy p;
@@ -708,6 +743,7 @@ int main(void)
 	test_drop_conditional_ambiguous();
 	test_not_enough_evidence_and_lanes();
 	test_lane_evidence();
+	test_lane_best_alternative();
 	test_policy();
 	return mb_test_finish("test_verdict");
 }

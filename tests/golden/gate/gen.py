@@ -2,7 +2,8 @@
 """Regenerate the synthetic receipts of the gate golden tests.
 
 Each scenario folder gets base.json, head.json (valid against
-schemas/receipt.schema.json), expected_exit (the gate exit code the scenario
+schemas/receipt.schema.json; schema version 2, with binary provenance,
+except where a scenario says otherwise), expected_exit (the gate exit code the scenario
 is built to produce) and, for some, policy.toml and expected_diff_exit
 (diff's own exit code where it differs from the rule in run_gate.sh).
 noise_floor_learned/ also gets aa/ (the A/A receipts `megabench noise-floor`
@@ -129,13 +130,15 @@ def receipt(seed, commit_time, blobs, device="NVIDIA H100 80GB HBM3"):
                 scale = 1.0 if fam in ("llama7b",) else 1.9
                 cases.append(case(rng, row, block, variant, fam, shape, launches[li], kernels[li], median * fac * scale))
     return {
-        "kind": "megabench.receipt", "schema_version": 1, "run_id": "%032x" % seed, "status": "complete",
+        "kind": "megabench.receipt", "schema_version": 2, "run_id": "%032x" % seed, "status": "complete",
         "started_at": "2025-01-0%dT10:00:00Z" % (1 + seed % 9), "finished_at": "2025-01-0%dT10:05:00Z" % (1 + seed % 9),
         "backend": "cuda", "tool": {"name": "megabench", "version": "0.1.0"},
         "command": ["megabench", "run", "suites/golden.toml"],
-        "provenance": {"available": True, "workdir": "/src/megabench", "commit": blobs["commit"],
+        "provenance": {"available": True, "origin": "binary", "workdir": "/src/megabench", "commit": blobs["commit"],
                        "commit_time": commit_time, "branch": "main", "dirty": False, "describe": blobs["describe"],
-                       "sources": [{"path": p, "blob_id": b, "modified": False} for p, b in blobs["sources"]]},
+                       "sources": [{"path": p, "blob_id": b, "modified": False} for p, b in blobs["sources"]],
+                       "executable": {"path": "/src/megabench/build/megabench", "blob_id": blobs["executable"],
+                                      "bytes": 3000000}},
         "build": {"version": "0.1.0", "c_compiler": "gcc 12.2.0", "c_args": "-O2 -g -std=c17", "buildtype": "debugoptimized",
                   "cuda_compiler": "nvcc 12.4", "cuda_args": "", "cuda_archs": ["90"],
                   "features": {"cuda": True, "cupti": True, "nccl": False}},
@@ -159,10 +162,21 @@ def receipt(seed, commit_time, blobs, device="NVIDIA H100 80GB HBM3"):
 
 def sources(seed):
     rng = random.Random(seed)
-    return {"commit": oid(rng), "describe": "v0.1-%d-g%s" % (seed, "%07x" % (seed * 7919)),
-            "sources": [("src/kernels/rmsnorm.cu", oid(rng)), ("src/reference/rmsnorm.c", oid(rng)),
-                        ("src/kernels/rope.cu", oid(rng)), ("src/reference/rope.c", oid(rng)),
-                        ("src/kernels/common.cuh", oid(rng))]}
+    out = {"commit": oid(rng), "describe": "v0.1-%d-g%s" % (seed, "%07x" % (seed * 7919)),
+           "sources": [("src/kernels/rmsnorm.cu", oid(rng)), ("src/reference/rmsnorm.c", oid(rng)),
+                       ("src/kernels/rope.cu", oid(rng)), ("src/reference/rope.c", oid(rng)),
+                       ("src/kernels/common.cuh", oid(rng))]}
+    # drawn last, so that the ids above are what they were before receipts had it
+    out["executable"] = oid(rng)
+    return out
+
+
+def checkout_provenance(r):
+    """Turn `r` into a receipt of schema version 1: its source ids read from
+    a checkout at run time, not embedded in the binary that ran."""
+    r["schema_version"] = 1
+    del r["provenance"]["origin"]
+    del r["provenance"]["executable"]
 
 
 def find(r, cid_prefix):
@@ -307,6 +321,32 @@ def scenarios():
         retime(c, 310 + i, 1.04)
     out["other_row_changed"] = (b, h, 1, None)
 
+    # ---- identical code only from what the binaries embedded ----
+    b, h = pair(same_code=True)
+    # version 1 receipts: the same source ids, read from a checkout, say
+    # nothing certain about the binaries (a planted slow-down ran under an
+    # unchanged checkout): rope's 4% is tested, and SLOWER
+    checkout_provenance(b)
+    checkout_provenance(h)
+    drift_rope(h)
+    out["no_binary_provenance"] = (b, h, 1, None)
+
+    b, h = pair(same_code=True)
+    # the binaries embedded the same ids; the head ran inside a checkout
+    # edited since its build: the checkout is not the code that ran, so
+    # rope's 4% drift is still SAME by identical code
+    h["provenance"]["checkout"] = {"workdir": "/home/dev/megabench", "matches": False,
+                                   "differing": [{"path": "src/kernels/rope.cu", "change": "modified"}],
+                                   "commit": h["provenance"]["commit"], "describe": "v0.1-1-g0001eef-dirty"}
+    drift_rope(h)
+    out["identical_binary_checkout_edited"] = (b, h, 0, None)
+
+    b, h = pair(same_code=True)
+    # the same pair as identical_code, with the shortcut off by policy
+    drift_rope(h)
+    out["identical_code_shortcut_off"] = (b, h, 1, "# statistics on every row, identical code or not\n"
+                                                   "[gate]\nidentical_code_shortcut = false\n")
+
     # ---- drift the gate must see ----
     b, h = pair()
     del find(h, "rmsnorm/fused/bf16/hot/llama7b")[0]["timing"]["launches_per_call"]
@@ -328,6 +368,30 @@ def scenarios():
     fail(b, find(b, "rope/fused/bf16/hot/mixtral")[0])
     fail(h, find(h, "rope/fused/bf16/hot/mixtral")[0])
     out["still_wrong"] = (b, h, 2, None)
+
+    # ---- blind spots of identical code and of a case's meaning ----
+    b, h = pair(same_code=True)
+    # identical code, but the head's case stopped at its timeout without
+    # converging: its time is not known well enough for the loose bound
+    c = find(h, "rmsnorm/fused/bf16/hot/llama7b")[0]
+    c["timing"] = timing(random.Random(500), c["timing"]["median_ns"], c["timing"]["launches_per_call"],
+                         converged=False, noise=0.02)
+    h["summary"]["converged"] -= 1
+    out["not_converged_identical_code"] = (b, h, 3, None)
+
+    b, h = pair()
+    # the same case, now said to run 100 times a step: the time it saves
+    # per step is another number, whatever the kernels did
+    for c in find(h, "rope/fused/bf16/hot/mixtral") + find(h, "rope/fallback/bf16/hot/mixtral"):
+        c["weight"] = 100.0
+    out["weight_changed"] = (b, h, 2, None)
+
+    b, h = pair()
+    # the variant named "fused" is now a vendor library: rmsnorm's verdict
+    # no longer compares a fused kernel against its fallback
+    for c in find(h, "rmsnorm/fused/"):
+        c["variant_kind"] = "vendor"
+    out["variant_kind_changed"] = (b, h, 2, None)
 
     b, h = pair()
     # passed although 5 elements are over tolerance (head), and failed with
@@ -437,7 +501,8 @@ def aa_runs(n, seed):
     return runs
 
 
-INCONCLUSIVE_COMPARED = ("identical_code_machine_changed", "inconclusive_reasons", "ambiguous_slower")
+INCONCLUSIVE_COMPARED = ("identical_code_machine_changed", "inconclusive_reasons", "ambiguous_slower",
+                         "not_converged_identical_code")
 
 
 def write(path, doc):

@@ -9,6 +9,7 @@ A winning nightly (W) carries a lane in which rmsnorm's fallback makes the step
 5% slower (keep with lane evidence); a losing one gives rmsnorm's fused
 cases its fallback's samples, so no pair wins by the minimum effect (drop).
 rope wins in every nightly, in isolation only. A gap (X) leaves rmsnorm out.
+A copied nightly is stored again as a copy and as a symlink (one run).
 
 Usage: gen.py [OUTDIR]   (default: the folder of this script). Seeded.
 """
@@ -32,10 +33,15 @@ SCENARIOS = {
     # a nightly that left rmsnorm out says nothing about it: the losses on
     # either side of it are consecutive for the row, and flag it
     "losing_around_a_gap": "WLXL",
+    # one losing nightly stored twice more (a copy and a symlink: the same
+    # run_id) is still one losing nightly: not flagged
+    "one_losing_nightly_copied": "WL",
     # the same two losses for a row whose status is drop already: nothing to
     # demote ("dropped")
     "already_dropped": ("WLL", "drop"),
 }
+# nightly-N files of a scenario that are also stored as a copy and a symlink
+COPIED = {"one_losing_nightly_copied": 2}
 
 
 def nightly(src, k, outcome, status="keep"):
@@ -74,6 +80,15 @@ def main():
             with open(os.path.join(d, "nightly-%d.json" % (k + 1)), "w") as f:
                 json.dump(nightly(src, k, outcome, status), f, indent=1)
                 f.write("\n")
+        if name in COPIED:
+            k = COPIED[name]
+            with open(os.path.join(d, "nightly-%d.json" % k)) as f, \
+                    open(os.path.join(d, "nightly-%d-copy.json" % k), "w") as g:
+                g.write(f.read())
+            link = os.path.join(d, "nightly-%d-link.json" % k)
+            if os.path.lexists(link):
+                os.remove(link)
+            os.symlink("nightly-%d.json" % k, link)
 
 
 if __name__ == "__main__":

@@ -105,12 +105,13 @@ def lane_run(rng, config, ns, rounds=3, steps=20):
 
 def lane(rng, row, fraction):
     fused = lane_run(rng, "fused", 1_000_000)
-    alt = lane_run(rng, "fallback:" + row, 1_000_000 * (1 + fraction))
+    alt = lane_run(rng, row + ":fallback", 1_000_000 * (1 + fraction))
     delta = alt["median_step_ns"] - fused["median_step_ns"]
-    return {"name": "step", "pattern": "A", "shape": {"tokens": 4096}, "steps": 20, "warmup": 3, "rounds": 3,
+    return {"name": "step", "pattern": "A", "shape": {"tokens": 4096, "hidden": 4096}, "steps": 20, "warmup": 3,
+            "rounds": 3,
             "modes": ["graph"], "ops": [{"block": 0, "label": row, "kind": "row", "row": row}],
             "rows": [{"row": row, "calls_per_step": 1}], "notes": [], "runs": [fused, alt],
-            "deltas": [{"row": row, "config": "fallback:" + row, "mode": "graph",
+            "deltas": [{"row": row, "config": row + ":fallback", "mode": "graph", "variant": "fallback",
                         "fused_step_ns": fused["median_step_ns"], "delta_ns": delta,
                         "delta_fraction": delta / fused["median_step_ns"], "fallback_is": "SAME"}]}
 

@@ -7,6 +7,12 @@
  * device state (mb_dev_case, the backend's own struct): its tensors, in the
  * row's tensor-spec order, and whatever the backend keeps to time them.
  *
+ * A multi-rank backend (nccl_backend.c: a row across GPUs, moe_alltoall)
+ * drives several GPUs as one case: each operation fans out over the
+ * ranks, a timed call's time is the slowest rank's, the tensors the driver
+ * sees are every rank's rows stacked (whole_case), and the bytes a call
+ * moves are checked exactly beside the outputs (check_exact).
+ *
  * Return values: 0; MB_DEVICE_FAILED when the device refused or failed
  * (out of memory, a fault, a launch the variant refuses), with `o` saying
  * what becomes of the case; or a negative MB_E* code when the harness
@@ -82,7 +88,28 @@ typedef struct mb_dev_report {
 	json_t *kernels;            /* kernels seen (owned; NULL when not observed) */
 	const char *unobserved_why; /* why launches were not observed, or NULL */
 	unsigned clock_start_mhz;   /* 0: clocks not monitored */
+	/* A case across ranks (multi-rank backends only; else 0 and NULL):
+	 * the bytes each rank moved per call, measured, which the throughput
+	 * reports in place of the bytes model's; and the receipt's
+	 * case.collective (owned by the caller afterwards). */
+	int64_t moved_bytes;
+	json_t *collective;
 } mb_dev_report;
+
+/* What a backend's own exact check of the bytes a call moved found (a
+ * multi-rank backend: every row a dispatch delivered, against where the
+ * routing sends it), added up over a case's checked calls. */
+typedef struct mb_exact {
+	/* what was compared with what: the receipt's correctness.reference
+	 * when the variant only moves bytes */
+	const char *reference;
+	/* the variant writes no output (it moves bytes and computes nothing):
+	 * the driver compares none, and this check is its correctness */
+	bool moves_only;
+	uint64_t checked;  /* rows (and counts) compared */
+	uint64_t wrong;    /* of them not as they must be */
+	char first[256];   /* the first of those, said */
+} mb_exact;
 
 typedef struct mb_dev_case mb_dev_case;
 
@@ -126,6 +153,19 @@ typedef struct mb_backend {
 		mb_outcome *o);
 	/* What was observed (kernels owned by the caller afterwards). */
 	void (*report)(mb_dev_case *dc, mb_dev_report *out);
+	/* Optional (NULL: the case itself). The case as the host twin, the
+	 * reference, the row sample and read_rows see it: a multi-rank
+	 * backend, whose ranks each hold a slice of every tensor, stacks the
+	 * slices rank by rank (moe_alltoall: G x T tokens). `open` gets its
+	 * tensors. */
+	void (*whole_case)(const mb_case_plan *plan, mb_case_plan *out);
+	/* Optional (NULL: none). After each checked call, before its outputs
+	 * are read back: check exactly what the call moved and add it into
+	 * `out` (zeroed by the driver for each case). `rows` (NULL: all) are
+	 * the case's sampled rows, n_rows of the whole case's, which the
+	 * check may compare in full. */
+	int (*check_exact)(mb_dev_case *dc, const int64_t *rows, int64_t n_rows, mb_exact *out, mb_outcome *o,
+		mb_error *err);
 	/* Release the case (accepts NULL). */
 	void (*close)(mb_dev_case *dc);
 	/* Release what the backend holds in this child (may be NULL). */

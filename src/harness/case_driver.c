@@ -26,6 +26,9 @@
 typedef struct group {
 	const mb_plan *plan;
 	size_t begin, end;           /* its cases */
+	/* its first case as the host side sees it: the case itself, or every
+	 * rank's rows stacked (mb_backend.whole_case) */
+	mb_case_plan whole;
 	const mb_settings *settings;
 	bool fp32_variants;          /* check against the fp64 oracle */
 	uint64_t seed, row_seed;
@@ -89,7 +92,7 @@ static size_t group_end(const mb_plan *plan, size_t begin, size_t end)
 static void *group_prepare(void *arg)
 {
 	group *g = arg;
-	const mb_case_plan *plan = &g->plan->cases[g->begin];
+	const mb_case_plan *plan = &g->whole;
 	int64_t t0 = mb_now_ns();
 
 	g->rc = mb_check_rows_pick(&g->rows, &g->n_rows, g->rows_total, g->settings->max_check_rows,
@@ -121,7 +124,10 @@ static void group_init(group *g, const mb_backend *be, const mb_plan *plan, size
 	g->end = group_end(plan, begin, end);
 	g->settings = settings;
 	g->fp32_variants = be->fp32_variants;
-	g->n_tensors = plan->cases[begin].row->tensors(plan->cases[begin].axis, g->spec);
+	g->whole = plan->cases[begin];
+	if (be->whole_case)
+		be->whole_case(&plan->cases[begin], &g->whole);
+	g->n_tensors = g->whole.row->tensors(g->whole.axis, g->spec);
 	while (g->n_inputs < g->n_tensors && !g->spec[g->n_inputs].is_output)
 		g->n_inputs++;
 	/* the row unit: the first output's rows */
@@ -217,6 +223,7 @@ typedef struct case_run {
 	mb_dev_case *dc;
 	mb_outcome o;
 	mb_check first, last;
+	mb_exact exact;              /* the backend's exact check, both calls */
 	mb_sampler s;
 	bool s_made;
 	/* per timed call, beside the sampler's samples */
@@ -237,18 +244,24 @@ static const mb_tolerance *case_tolerance(const case_run *r)
 	return &r->plan->row->tolerance[r->be->fp32_variants ? MB_FP32 : r->plan->dtype];
 }
 
-/* Read the checked rows of every output back and compare them. */
+/* The backend's exact check of what the call moved, where it has one;
+ * then the checked rows of every output, read back and compared (none for
+ * a variant that only moves bytes). */
 static int check_outputs(case_run *r, mb_check *chk, mb_error *err)
 {
 	const group *g = r->g;
+	int rc;
 
 	mb_check_init(chk);
+	if (r->be->check_exact && (rc = r->be->check_exact(r->dc, g->rows, g->n_rows, &r->exact, &r->o, err)))
+		return rc;
+	if (r->exact.moves_only)
+		return 0;
 	for (int i = g->n_inputs; i < g->n_tensors; i++) {
 		const mb_tensor_spec *spec = &g->spec[i];
 		int64_t n = mb_check_rows_of(spec, g->n_rows, g->rows_total);
 		const int64_t *rows = spec->rows == g->rows_total ? g->rows : NULL;
 		const float *got = NULL;
-		int rc;
 
 		if ((rc = r->be->read_rows(r->dc, i, rows, n, &got, &r->o)))
 			return rc;
@@ -539,15 +552,70 @@ static json_t *events_timing(case_run *r, json_t *timing, int observed)
 	return timing;
 }
 
+/* The correctness object of the merged checks; a variant that only moves
+ * bytes is judged by the backend's exact check alone, at tolerance zero. */
+static json_t *correctness_json(const case_run *r, const mb_check *merged)
+{
+	static const mb_tolerance EXACT = {0, 0, "bytes moved, not computed: exact"};
+	const group *g = r->g;
+	const mb_exact *x = &r->exact;
+	json_t *checks = json_pack("[ss]", "first", "last"), *o;
+
+	if (!x->moves_only)
+		return mb_correctness_json(merged, r->be->fp32_variants
+			? "mb_oracle (fp64 evaluation of the same math, rounded to fp32)" : r->plan->row->reference_name,
+			case_tolerance(r), g->n_rows, g->rows_total, g->seed, g->row_seed, checks);
+	o = mb_correctness_json(merged, x->reference, &EXACT, (int64_t)x->checked, (int64_t)x->checked, g->seed,
+		g->row_seed, checks);
+	json_object_set_new(o, "over_tolerance", json_integer((json_int_t)x->wrong));
+	return o;
+}
+
+/* A wrong answer: the outputs', or what the exact check found moved
+ * wrongly. Sets correctness.passed, and the status and a finding when it
+ * failed. */
+static void judge(case_run *r, const mb_check *merged)
+{
+	const mb_exact *x = &r->exact;
+	bool passed = (x->moves_only ? x->checked > 0 : mb_check_passed(merged)) && x->wrong == 0;
+	char text[TEXT_BYTES];
+
+	json_object_set_new(json_object_get(r->c, "correctness"), "passed", json_boolean(passed));
+	if (passed)
+		return;
+	if (x->wrong)
+		snprintf(text, sizeof(text), "%llu of %llu moved rows or counts not where they belong; first: %.256s",
+			(unsigned long long)x->wrong, (unsigned long long)x->checked, x->first);
+	else
+		mb_check_describe(merged, text, sizeof(text));
+	mb_case_json_set_status(r->c, "failed", text);
+	mb_case_json_add_finding(r->c, "correctness", "wrong answer: %s", text);
+}
+
+/* Bytes and FLOPs over the median: the variant's bytes model, or what a
+ * multi-rank backend measured each rank move; a variant that only moves
+ * bytes computes nothing. */
+static json_t *throughput_json(case_run *r, const mb_dev_report *rep)
+{
+	const mb_row *row = r->plan->row;
+	double launch_median[MB_MAX_LAUNCHES];
+	mb_traffic traffic;
+
+	mb_traffic_model(&traffic, row, r->plan->variant, r->plan->axis,
+		r->be->fp32_variants ? MB_FP32 : r->plan->dtype);
+	if (rep->moved_bytes > 0)
+		traffic = (mb_traffic){.bytes = (uint64_t)rep->moved_bytes};
+	launch_medians(r, launch_median, traffic.n_launches);
+	return mb_throughput_json(&traffic, r->exact.moves_only ? 0 : row->flops(r->plan->axis),
+		mb_sampler_median(&r->s), launch_median, r->ceilings);
+}
+
 /* The receipt's results of a case that ran to its end. */
 static void write_results(case_run *r, bool converged)
 {
-	const mb_row *row = r->plan->row;
-	const group *g = r->g;
 	mb_dev_report rep = {0};
 	mb_check merged;
 	int observed = -1;
-	char text[TEXT_BYTES];
 
 	r->be->report(r->dc, &rep);
 	if (r->unattributed && r->have_events) {
@@ -561,22 +629,14 @@ static void write_results(case_run *r, bool converged)
 	mb_check_init(&merged);
 	mb_check_merge(&merged, &r->first);
 	mb_check_merge(&merged, &r->last);
-	json_object_set_new(r->c, "correctness", mb_correctness_json(&merged,
-		r->be->fp32_variants ? "mb_oracle (fp64 evaluation of the same math, rounded to fp32)" : row->reference_name,
-		case_tolerance(r), g->n_rows, g->rows_total, g->seed, g->row_seed, json_pack("[ss]", "first", "last")));
+	json_object_set_new(r->c, "correctness", correctness_json(r, &merged));
 	json_t *timing = mb_sampler_json(&r->s, rep.sample_source, r->settings->warmup, converged);
 	if (rep.kernels || rep.unobserved_why)
 		observed = rep.kernels ? observed_launches(r) : -1;
 	if (r->have_events)
 		events_timing(r, timing, observed);
 	json_object_set_new(r->c, "timing", timing);
-	mb_traffic traffic;
-	double launch_median[MB_MAX_LAUNCHES];
-	mb_traffic_model(&traffic, row, r->plan->variant, r->plan->axis,
-		r->be->fp32_variants ? MB_FP32 : r->plan->dtype);
-	launch_medians(r, launch_median, traffic.n_launches);
-	json_object_set_new(r->c, "throughput", mb_throughput_json(&traffic, row->flops(r->plan->axis),
-		mb_sampler_median(&r->s), launch_median, r->ceilings));
+	json_object_set_new(r->c, "throughput", throughput_json(r, &rep));
 	json_object_set_new(r->c, "memory", json_pack("{s:I, s:o, s:o}", "io_bytes", (json_int_t)rep.io_bytes,
 		"scratch_bytes", rep.scratch_bytes >= 0 ? json_integer(rep.scratch_bytes) : json_null(),
 		"driver_scratch_bytes", rep.driver_scratch_bytes != INT64_MIN ? json_integer(rep.driver_scratch_bytes)
@@ -586,6 +646,8 @@ static void write_results(case_run *r, bool converged)
 		add_signature(r, &rep, observed);
 	}
 	json_decref(rep.kernels);
+	if (rep.collective)
+		json_object_set_new(r->c, "collective", rep.collective);
 	if (r->sag_steady)
 		mb_case_json_add_finding(r->c, "clock_sag",
 			"SM clock below %.0f%% of its %u MHz start value in most batches: the work holds the clock "
@@ -600,11 +662,7 @@ static void write_results(case_run *r, bool converged)
 			"relative noise %.3f%% above the %.3f%% target after %d samples (stopped at %s)",
 			100 * mb_sampler_rel_noise(&r->s), 100 * r->settings->max_noise, r->s.n,
 			r->s.n >= r->settings->max_samples ? "max_samples" : "timeout_s");
-	if (!mb_check_passed(&merged)) {
-		mb_check_describe(&merged, text, sizeof(text));
-		mb_case_json_set_status(r->c, "failed", text);
-		mb_case_json_add_finding(r->c, "correctness", "wrong answer: %s", text);
-	}
+	judge(r, &merged);
 	r->phases->goodput += mb_sampler_kept_sum_ns(&r->s);
 }
 

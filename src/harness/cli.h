@@ -48,6 +48,14 @@ int mb_cli_read_toml(json_t **out, const char *path, size_t max_bytes, const cha
  * apply to nothing. */
 int mb_cli_policy_rows_known(const json_t *doc, const char *path, mb_error *err);
 
+/* Save a receipt as `run` does (receipts/atomic_write.h): validated,
+ * written to a temporary and renamed, never over an existing file unless
+ * `force`. A save that still fails writes the receipt to $TMPDIR (else
+ * /tmp, else the current directory) and the error names where, and
+ * whether a receipt already at `path` (`existed`) is untouched. A receipt
+ * that breaks its schema is written nowhere. */
+int mb_cli_save_receipt(const json_t *receipt, const char *path, bool force, bool existed, mb_error *err);
+
 /* Load the policy at `path` (read capped at MB_POLICY_MAX_BYTES) over the
  * defaults. An unknown row is an error when `strict`, else a warning on
  * stderr. */

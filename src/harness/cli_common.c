@@ -6,12 +6,16 @@
 #include "harness/cli.h"
 #include "harness/console.h"
 #include "kernels/catalog.h"
+#include "receipts/atomic_write.h"
 #include "receipts/printer.h"
 #include "receipts/receipt_io.h"
 #include "receipts/toml_json.h"
 
 /* Escaping can make a message up to four times longer. */
 #define ESCAPE_GROWTH 4
+#define PATH_BYTES 4096
+#define NAME_BYTES 512
+#define FALLBACK_NAME_FMT "megabench-%s.json"
 
 void mb_cli_error(const mb_error *err)
 {
@@ -87,5 +91,65 @@ int mb_cli_policy_load(mb_policy *out, const char *path, bool strict, mb_error *
 		}
 	}
 	json_decref(doc);
+	return rc;
+}
+
+/* Where a receipt goes when its own path failed: $TMPDIR (else /tmp), then
+ * the current directory. Returns 0 with the path in `out`. */
+static int save_fallback(char *out, size_t len, const json_t *receipt, mb_error *err)
+{
+	const char *tmpdir = getenv("TMPDIR");
+	const char *dirs[] = {tmpdir && *tmpdir ? tmpdir : "/tmp", "."};
+	char name[NAME_BYTES];
+	int rc = MB_EIO;
+
+	snprintf(name, sizeof(name), FALLBACK_NAME_FMT, json_string_value(json_object_get(receipt, "run_id")));
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]) && rc; i++) {
+		snprintf(out, len, "%s/%s", dirs[i], name);
+		rc = mb_receipt_save_ex(receipt, out, MB_ATOMIC_NO_REPLACE, err);
+	}
+	return rc;
+}
+
+/* Append `s` to the string in `buf`, cut short at its end. */
+static void append(char *buf, size_t len, const char *s)
+{
+	size_t used = strlen(buf), n = strlen(s);
+
+	if (used + 1 >= len)
+		return;
+	if (n > len - used - 1)
+		n = len - used - 1;
+	memcpy(buf + used, s, n);
+	buf[used + n] = '\0';
+}
+
+int mb_cli_save_receipt(const json_t *receipt, const char *path, bool force, bool existed, mb_error *err)
+{
+	char fallback[PATH_BYTES];
+	mb_error fb_err;
+	int rc = mb_receipt_save_ex(receipt, path, force ? 0 : MB_ATOMIC_NO_REPLACE, err);
+
+	if (rc == 0 || strcmp(path, "-") == 0)
+		return rc;
+	if (rc == MB_ESCHEMA) {
+		/* a receipt that breaks its schema is a bug, and it is not written
+		 * anywhere: say so plainly */
+		mb_error_prefix(err, "the receipt breaks its schema (not written)");
+		return rc;
+	}
+	mb_error_clear(&fb_err);
+	if (save_fallback(fallback, sizeof(fallback), receipt, &fb_err) == 0) {
+		append(err->text, sizeof(err->text), "; the receipt was saved to ");
+		append(err->text, sizeof(err->text), fallback);
+		append(err->text, sizeof(err->text), existed ? " instead; the receipt already at this path is untouched"
+			: " instead; nothing was written here");
+	} else {
+		append(err->text, sizeof(err->text), "; the fallback ");
+		append(err->text, sizeof(err->text), fallback);
+		append(err->text, sizeof(err->text), " failed too (");
+		append(err->text, sizeof(err->text), fb_err.text);
+		append(err->text, sizeof(err->text), "): the results of this run are lost");
+	}
 	return rc;
 }

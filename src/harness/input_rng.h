@@ -88,6 +88,20 @@ MB_RNG_FN uint64_t mb_input_bits(uint64_t key, uint64_t index, int attempt)
 	return mb_rng_mix(key + MB_RNG_GOLDEN * (counter + 1));
 }
 
+/* The parameters whose element i is element `first + i` of `p`'s: a slice
+ * of a larger tensor, such as one rank's rows of a tensor stacked over
+ * ranks. mb_input_bits mixes key + GOLDEN ((index | attempt << 56) + 1),
+ * and while first + index stays under 2^56 no carry reaches the attempt's
+ * bits, so adding GOLDEN * first to the key adds `first` to every index
+ * (mod 2^64, both sides). */
+MB_RNG_FN mb_input_params mb_input_params_at(const mb_input_params *p, uint64_t first)
+{
+	mb_input_params q = *p;
+
+	q.key = p->key + MB_RNG_GOLDEN * first;
+	return q;
+}
+
 /* Element `index`, attempt `attempt`, before rounding to the case dtype. */
 MB_RNG_FN float mb_input_draw(const mb_input_params *p, uint64_t index, int attempt)
 {

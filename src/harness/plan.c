@@ -336,11 +336,10 @@ static void skip_for_memory(expander *x, const mb_case_plan *c, const char *need
 		snprintf(note + used, len - used, ", ...");
 }
 
-static int make_case(mb_case_plan *out, const mb_row *row, const mb_variant *v, mb_dtype dtype,
-	mb_mode mode, const json_t *fam, const int64_t *axis, const char *where, mb_error *err)
+int mb_plan_case(mb_case_plan *out, const mb_row *row, const mb_variant *v, mb_dtype dtype, mb_mode mode,
+	const char *family, const int64_t *axis, const char *where, mb_error *err)
 {
 	char shape[192];
-	const json_t *weight = json_object_get(fam, "weight");
 	int n;
 
 	memset(out, 0, sizeof(*out));
@@ -348,9 +347,8 @@ static int make_case(mb_case_plan *out, const mb_row *row, const mb_variant *v, 
 	out->variant = v;
 	out->dtype = dtype;
 	out->mode = mode;
-	out->weight = json_is_number(weight) ? json_number_value(weight) : 1.0;
-	out->weight_given = json_is_number(weight);
-	snprintf(out->family, sizeof(out->family), "%s", json_string_value(json_object_get(fam, "name")));
+	out->weight = 1.0;
+	snprintf(out->family, sizeof(out->family), "%s", family);
 	memcpy(out->axis, axis, sizeof(out->axis));
 	mb_shape_format(shape, sizeof(shape), row, axis);
 	n = snprintf(out->id, sizeof(out->id), "%s/%s/%s/%s/%s/%s", row->name, v->name,
@@ -359,6 +357,18 @@ static int make_case(mb_case_plan *out, const mb_row *row, const mb_variant *v, 
 		return mb_error_set(err, MB_EINVAL, where, "case id \"%s...\" is longer than %zu characters",
 			out->id, sizeof(out->id) - 1);
 	return 0;
+}
+
+static int make_case(mb_case_plan *out, const mb_row *row, const mb_variant *v, mb_dtype dtype,
+	mb_mode mode, const json_t *fam, const int64_t *axis, const char *where, mb_error *err)
+{
+	const json_t *weight = json_object_get(fam, "weight");
+	int rc = mb_plan_case(out, row, v, dtype, mode, json_string_value(json_object_get(fam, "name")), axis, where,
+		err);
+
+	out->weight = json_is_number(weight) ? json_number_value(weight) : 1.0;
+	out->weight_given = json_is_number(weight);
+	return rc;
 }
 
 /* One shape of one family: dtypes x modes x variants. */

@@ -161,6 +161,12 @@ int mb_plan_build_ex(mb_plan **out, const mb_suite *suite, const mb_plan_filter 
 	const mb_plan_match *match, const char *backend, mb_error *err);
 void mb_plan_free(mb_plan *plan);
 
+/* One case as mb_plan_build makes it, weight 1 (not given): its id reads
+ * row/variant/dtype/mode/family/shape. MB_EINVAL, said at `where`, when
+ * the id does not fit. */
+int mb_plan_case(mb_case_plan *out, const mb_row *row, const mb_variant *v, mb_dtype dtype, mb_mode mode,
+	const char *family, const int64_t *axis, const char *where, mb_error *err);
+
 /* The suite's row/dtype/variant filters plus the command line's, for the
  * receipt's settings block (arrays of strings, owned by the caller). */
 int mb_plan_filters_json(json_t **out_rows, json_t **out_dtypes, json_t **out_variants,

@@ -7,14 +7,20 @@
  * dtype. Axes, in catalog order: T, N, W, I. n = 2 or 4 here (other n:
  * cudaErrorInvalidValue, the case skipped); the reference takes up to 8.
  *
- * A token is one block of MHC_THREADS threads, thread k owning the 16-byte
- * column vectors k, k + MHC_THREADS, ... (VPT of them) of every stream:
- * the stream mean is then a thread's own sum, each thread's partial dot
- * products reduce over the block (warp shuffles, then the warps in order
- * through shared memory), and one warp runs the Sinkhorn iterations on the
- * n x n matrix in its registers. P (128 KiB in bf16) is read by every
- * token and stays in L1: x is loaded evict-first and y stored so, and the
- * kernels ask for the largest L1 carveout.
+ * The fused kernel is a persistent grid of blocks of MHC_FUSED_THREADS
+ * threads, two an SM, each taking tokens blockIdx.x, blockIdx.x +
+ * gridDim.x, ...; thread k owns the 16-byte column vectors k,
+ * k + MHC_FUSED_THREADS, ... (VPT of them) of every stream of a token. A
+ * block loads the next token's x while it works on the current one, so
+ * the token's serial phases (the reduction's barrier, the Sinkhorn warp)
+ * overlap the stream loads and the other block's work. The stream mean
+ * is a thread's own sum, each thread's partial dot products reduce over
+ * the block (warp shuffles, then the warps in order through shared
+ * memory), and one warp runs the Sinkhorn iterations on the n x n matrix
+ * in its registers. P (128 KiB in bf16) is read by every token and stays
+ * in L1: the fused kernel's x comes through L2 only (cp.async.cg), the
+ * fallback's is loaded evict-first, y is stored so, and the kernels keep
+ * as much L1 as their shared memory leaves.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -28,20 +34,26 @@ enum { AX_T, AX_N, AX_W, AX_I };
 enum { IN_X, IN_P };
 enum { OUT_Y };
 
-#define MHC_THREADS 256
-#define MHC_WARPS (MHC_THREADS / MB_WARP_THREADS)
+/* The fused kernel's blocks: 8 warps, two blocks an SM (up to 128
+ * registers: the token's x, 16 partial dot products and the P vectors in
+ * flight; the next token's x waits in shared memory). Before, one block
+ * a token (no prefetch: the next token's loads waited for a block to
+ * end), 4 an SM at 64 registers: 0.346 ms at T = 16384 on the H200,
+ * 0.727 of the memory ceiling. 16 warps a block at 64 registers spilled
+ * 48 bytes, and x of two tokens in registers spilled at 128. */
+#define MHC_FUSED_THREADS 256
+/* The fallback's projection: one block of 8 warps a token. */
+#define MHC_FB_THREADS 256
 /* 16-byte vectors a thread holds per stream; wider rows do not fit in
  * registers (cudaErrorInvalidValue: the case is skipped, not wrong). */
 #define MHC_MAX_VPT 4
 #define FULL_MASK 0xffffffffu
-/* Blocks an SM should hold: four tokens in flight hide one token's serial
- * phases (the reduction's barrier, the Sinkhorn warp) behind the others'
- * loads; a thread holding more than two vectors a stream needs more
- * registers than that leaves (85). Four against three (64 registers
- * against 80, 40 bytes spilled at W = 4096), on the H200, two runs each
- * way: 0.347 against 0.365 ms at T = 16384, 0.101 against 0.099 ms at
- * T = 4096. */
-#define MHC_MIN_BLOCKS(vpt) ((vpt) <= 2 ? 4 : 1)
+/* The fused kernel's blocks an SM: two when a thread holds at most two
+ * vectors a stream (W <= 4096 in bf16 and fp16, 2048 in fp32); with
+ * more, one. */
+#define MHC_FUSED_MIN_BLOCKS(vpt) ((vpt) <= 2 ? 2 : 1)
+/* Blocks an SM of the fallback's projection (one block per token). */
+#define MHC_FB_MIN_BLOCKS 1
 
 /* ---- loads and stores that pass L1 by ------------------------------------ */
 
@@ -76,9 +88,9 @@ __device__ __forceinline__ void store_streaming(T *p, const float (&in)[VEC])
 
 /* ---- the projection: xbar, phi, exp --------------------------------------- */
 
-/* Thread k's vectors k + MHC_THREADS * v of every stream of token t (zero
+/* Thread k's vectors k + THREADS * v of every stream of token t (zero
  * past the row's end). */
-template <typename T, int N, int VEC, int VPT>
+template <int THREADS, typename T, int N, int VEC, int VPT>
 __device__ __forceinline__ void load_token(mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ x, int64_t t,
 	int width)
 {
@@ -88,9 +100,75 @@ __device__ __forceinline__ void load_token(mb_packed<T, VEC> (&xs)[N][VPT], cons
 	for (int j = 0; j < N; j++) {
 #pragma unroll
 		for (int k = 0; k < VPT; k++) {
-			const int v = threadIdx.x + k * MHC_THREADS;
+			const int v = threadIdx.x + k * THREADS;
 			if (v < nvec)
 				load_streaming<T, VEC>(xs[j][k], base + (int64_t)j * width + (int64_t)v * VEC);
+			else
+				xs[j][k] = mb_packed<T, VEC>{};
+		}
+	}
+}
+
+/* The fused kernel's prefetch of 16-byte vectors: cp.async, global to
+ * shared through L2 only (.cg), so that the next token's x waits in
+ * shared memory, not in registers. Thread k copies the vectors it will
+ * own (stage [N][VPT][THREADS]) and only it reads them back, after a
+ * wait for its own copies: no barrier. It issues a vector's copies after
+ * it has read the stage's previous contents of that vector into
+ * registers and used them (project's after_xbar), so no copy lands on a
+ * value not yet read. */
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
+{
+#ifdef MB_MHC_EMU
+	memcpy(smem, gmem, 16);
+#else
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(smem)),
+		"l"(gmem)
+		: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_async_commit()
+{
+#ifndef MB_MHC_EMU
+	asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void cp_async_wait_all()
+{
+#ifndef MB_MHC_EMU
+	asm volatile("cp.async.wait_group 0;" ::: "memory");
+#endif
+}
+
+/* Thread k's vectors k + THREADS * kk of every stream of token t into the
+ * stage; the last kk commits the group. */
+template <int THREADS, typename T, int N, int VEC, int VPT>
+__device__ __forceinline__ void stage_vectors(uint4 *stage, const T *__restrict__ x, int64_t t, int width, int kk)
+{
+	const int nvec = width / VEC, v = threadIdx.x + kk * THREADS;
+	const T *base = x + t * N * (int64_t)width + (int64_t)v * VEC;
+	if (v < nvec) {
+#pragma unroll
+		for (int j = 0; j < N; j++)
+			cp_async16(&stage[(j * VPT + kk) * THREADS + threadIdx.x], base + (int64_t)j * width);
+	}
+	if (kk == VPT - 1)
+		cp_async_commit();
+}
+
+template <int THREADS, typename T, int N, int VEC, int VPT>
+__device__ __forceinline__ void take_token(mb_packed<T, VEC> (&xs)[N][VPT], const uint4 *stage, int width)
+{
+	const int nvec = width / VEC;
+	cp_async_wait_all();
+#pragma unroll
+	for (int j = 0; j < N; j++) {
+#pragma unroll
+		for (int k = 0; k < VPT; k++) {
+			if ((int)threadIdx.x + k * THREADS < nvec)
+				xs[j][k].w = stage[(j * VPT + k) * THREADS + threadIdx.x];
 			else
 				xs[j][k] = mb_packed<T, VEC>{};
 		}
@@ -126,10 +204,13 @@ template <int V> __device__ __forceinline__ float warp_sum_scatter(float (&v)[V]
  * and warps: unspecified). xbar adds the streams in order and scales by
  * 1/n (exact for n = 2, 4: the reference's division); each thread's dot
  * products run in order over its vectors, then a warp tree, then the
- * warps in order. Ends with every thread past one __syncthreads. */
-template <typename T, int N, int VEC, int VPT>
+ * warps in order. `after_xbar(k)` runs once the thread's xbar of its
+ * vector k is made, when the projection no longer needs xs[.][k] (the
+ * fused kernel prefetches the next token's vectors k there). Ends with
+ * every thread past one __syncthreads. */
+template <int THREADS, typename T, int N, int VEC, int VPT, class After>
 __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ p,
-	int width, float (&red)[MHC_WARPS][N * N])
+	int width, float (&red)[THREADS / MB_WARP_THREADS][N * N], After after_xbar)
 {
 	constexpr int V = N * N;
 	const int nvec = width / VEC, lane = threadIdx.x % MB_WARP_THREADS, warp = threadIdx.x / MB_WARP_THREADS;
@@ -140,9 +221,7 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 		acc[q] = 0.0f;
 #pragma unroll
 	for (int k = 0; k < VPT; k++) {
-		const int v = threadIdx.x + k * MHC_THREADS;
-		if (v >= nvec)
-			break;
+		const int v = threadIdx.x + k * THREADS;
 		float xb[VEC];
 #pragma unroll
 		for (int e = 0; e < VEC; e++) {
@@ -152,6 +231,9 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 				s += xs[j][k].get(e);
 			xb[e] = s * (1.0f / N);
 		}
+		after_xbar(k);
+		if (v >= nvec)
+			continue;
 #pragma unroll
 		for (int q = 0; q < V; q++) {
 			mb_packed<T, VEC> pv;
@@ -167,7 +249,7 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 	__syncthreads();
 	float phi = 0.0f;
 	if (warp == 0 && lane < V) {
-		for (int w = 0; w < MHC_WARPS; w++)
+		for (int w = 0; w < THREADS / MB_WARP_THREADS; w++)
 			phi += red[w][lane];
 		phi = __fdiv_rn(phi, sqrtf((float)width));
 	}
@@ -181,9 +263,13 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
  * while its block waits: its latency is the fused kernel's serial part. */
 __device__ __forceinline__ float rcp_approx(float x)
 {
+#ifdef MB_MHC_EMU
+	return 1.0f / x;
+#else
 	float y;
 	asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
 	return y;
+#endif
 }
 
 /* Row i of m to sum 1: the sum in order, then the reciprocal times each
@@ -240,27 +326,32 @@ __device__ __forceinline__ void sinkhorn_warp(float phi, int iters, float *__res
 	}
 }
 
-/* y_t[i] = sum_j S[i][j] x_t[j] for the thread's vectors. */
-template <typename T, int N, int VEC, int VPT>
-__device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT], const float (&s)[N * N],
-	T *__restrict__ y, int64_t t, int width)
+/* y_t[i] = sum_j S[i][j] x_t[j] for the thread's vectors, S in shared
+ * memory: a row of it at a time in registers, beside the token's x. */
+template <int THREADS, typename T, int N, int VEC, int VPT>
+__device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT], const float *s, T *__restrict__ y,
+	int64_t t, int width)
 {
 	const int nvec = width / VEC;
 	T *base = y + t * N * (int64_t)width;
 #pragma unroll
-	for (int k = 0; k < VPT; k++) {
-		const int v = threadIdx.x + k * MHC_THREADS;
-		if (v >= nvec)
-			break;
+	for (int i = 0; i < N; i++) {
+		float row[N];
 #pragma unroll
-		for (int i = 0; i < N; i++) {
+		for (int j = 0; j < N; j++)
+			row[j] = s[i * N + j];
+#pragma unroll
+		for (int k = 0; k < VPT; k++) {
+			const int v = threadIdx.x + k * THREADS;
+			if (v >= nvec)
+				break;
 			float out[VEC];
 #pragma unroll
 			for (int e = 0; e < VEC; e++) {
-				float acc = s[i * N] * xs[0][k].get(e);
+				float acc = row[0] * xs[0][k].get(e);
 #pragma unroll
 				for (int j = 1; j < N; j++)
-					acc = fmaf(s[i * N + j], xs[j][k].get(e), acc);
+					acc = fmaf(row[j], xs[j][k].get(e), acc);
 				out[e] = acc;
 			}
 			store_streaming<T, VEC>(base + (int64_t)i * width + (int64_t)v * VEC, out);
@@ -268,28 +359,82 @@ __device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT],
 	}
 }
 
-/* ---- fused: one block per token ------------------------------------------- */
+/* ---- fused: a persistent block takes a token at a time ---------------------- */
+
+/* Shared memory a block's prefetch takes: the stage of a token's x when
+ * its vectors are 16 bytes (cp.async), none on the scalar path (which
+ * prefetches into registers). */
+template <typename T, int N, int VEC, int VPT> __host__ __device__ constexpr size_t stage_bytes()
+{
+	return sizeof(T) * VEC == MB_VEC_BYTES ? (size_t)N * VPT * MHC_FUSED_THREADS * MB_VEC_BYTES : 0;
+}
 
 template <typename T, int N, int VEC, int VPT>
-__global__ void __launch_bounds__(MHC_THREADS, MHC_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_kernel(const T *__restrict__ x,
-	const T *__restrict__ p, T *__restrict__ y, int width, int iters)
+__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_kernel(
+	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters, int64_t tokens)
 {
-	__shared__ float red[MHC_WARPS][N * N];
+	constexpr bool STAGED = stage_bytes<T, N, VEC, VPT>() > 0;
+#ifdef MB_MHC_EMU
+	uint4 *stage = reinterpret_cast<uint4 *>(dyn_smem());
+#else
+	extern __shared__ uint4 stage[];
+#endif
+	__shared__ float red[MHC_FUSED_THREADS / MB_WARP_THREADS][N * N];
 	__shared__ float s_shared[N * N];
-	mb_packed<T, VEC> xs[N][VPT];
-	float s[N * N];
-	const int64_t t = blockIdx.x;
+	mb_packed<T, VEC> xs[N][VPT], xn[STAGED ? 1 : N][STAGED ? 1 : VPT] = {};
+	int64_t t = blockIdx.x;
 
-	load_token<T, N, VEC, VPT>(xs, x, t, width);
-	const float phi = project<T, N, VEC, VPT>(xs, p, width, red);
-	if (threadIdx.x < MB_WARP_THREADS)
-		sinkhorn_warp<N>(phi, iters, s_shared);
-	__syncthreads();
+	if (t >= tokens)
+		return;
+	if constexpr (STAGED) {
 #pragma unroll
-	for (int q = 0; q < N * N; q++)
-		s[q] = s_shared[q];
-	mix_store<T, N, VEC, VPT>(xs, s, y, t, width);
+		for (int kk = 0; kk < VPT; kk++)
+			stage_vectors<MHC_FUSED_THREADS, T, N, VEC, VPT>(stage, x, t, width, kk);
+		take_token<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, stage, width);
+	} else {
+		load_token<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, x, t, width);
+	}
+	for (;;) {
+		const int64_t next = t + gridDim.x;
+
+		/* the next token's loads go out as soon as this one's xbar of
+		 * the same vectors is made; warp 0 reads red after the
+		 * projection's barrier and before the one below, which every
+		 * thread passes before it writes red for the next token;
+		 * s_shared is read after that barrier and written again only
+		 * after the next token's projection barrier */
+		const float phi = project<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, p, width, red, [&](int kk) {
+			if (next < tokens) {
+				if constexpr (STAGED)
+					stage_vectors<MHC_FUSED_THREADS, T, N, VEC, VPT>(stage, x, next, width, kk);
+				else if (kk == VPT - 1)
+					load_token<MHC_FUSED_THREADS, T, N, VEC, VPT>(xn, x, next, width);
+			}
+		});
+		if (threadIdx.x < MB_WARP_THREADS)
+			sinkhorn_warp<N>(phi, iters, s_shared);
+		__syncthreads();
+		mix_store<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, s_shared, y, t, width);
+		if (next >= tokens)
+			break;
+		t = next;
+		if constexpr (STAGED) {
+			take_token<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, stage, width);
+		} else {
+#pragma unroll
+			for (int j = 0; j < N; j++) {
+#pragma unroll
+				for (int k = 0; k < VPT; k++)
+					xs[j][k] = xn[j][k];
+			}
+		}
+	}
 }
+
+#ifndef MB_MHC_EMU
+/* The host side: under MB_MHC_EMU the kernels above are compiled for the
+ * CPU and run by the SIMT emulator of tests/unit/ssm_scan_emu.h
+ * (tests/unit/test_mhc_sinkhorn_emu.cpp), which launches them itself. */
 
 /* The kernels read P through L1: the largest L1 carveout, set once per
  * kernel on its first call (outside any capture: the harness warms up
@@ -304,16 +449,50 @@ template <typename K> static void prefer_l1(K kernel, bool *done)
 	}
 }
 
+/* Shared memory an SM's carveout keeps for each fused block beyond its
+ * stage: its static arrays and the 1 KiB the driver reserves a block. */
+#define MHC_BLOCK_SMEM_SLACK 2048
+#define MHC_SMEM_PER_SM_MAX (228 * 1024)
+
+/* The persistent grid: every resident block, or one per token if there
+ * are fewer. The fused kernel's shared memory (its stage) is set once:
+ * the dynamic size, and a carveout just large enough for
+ * MHC_FUSED_MIN_BLOCKS of them (the rest of the 256 KiB stays L1, for
+ * P). `per_sm` caches the occupancy then. All on the first call, which
+ * the harness makes outside any capture; a refused setting only costs
+ * speed, and the occupancy asked after it says what runs. */
 template <typename T, int N, int VEC, int VPT>
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	static bool carveout;
+	static int per_sm;
+	constexpr size_t smem = stage_bytes<T, N, VEC, VPT>();
+	auto kernel = mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>;
+	int device = 0, sms = 0;
+	cudaError_t ce;
 
-	prefer_l1(mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>, &carveout);
-	mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT><<<(unsigned)axis[AX_T], MHC_THREADS, 0, stream>>>(
-		(const T *)in[IN_X], (const T *)in[IN_P], (T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I]);
+	if ((ce = cudaGetDevice(&device)) != cudaSuccess ||
+		(ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
+		return (int)ce;
+	if (per_sm == 0) {
+		const size_t want = (smem + MHC_BLOCK_SMEM_SLACK) * MHC_FUSED_MIN_BLOCKS(VPT);
+		const int percent = (int)((want * 100 + MHC_SMEM_PER_SM_MAX - 1) / MHC_SMEM_PER_SM_MAX);
+		if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
+			cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+				percent > 100 ? 100 : percent) != cudaSuccess)
+			(void)cudaGetLastError();
+		if ((ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, MHC_FUSED_THREADS, smem)) !=
+			cudaSuccess)
+			return (int)ce;
+	}
+	int64_t blocks = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
+	if (blocks > axis[AX_T])
+		blocks = axis[AX_T];
+	kernel<<<(unsigned)blocks, MHC_FUSED_THREADS, smem, stream>>>((const T *)in[IN_X], (const T *)in[IN_P],
+		(T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I], axis[AX_T]);
 	return (int)cudaGetLastError();
 }
+
+#endif
 
 /* ---- fallback ---------------------------------------------------------------- */
 
@@ -321,15 +500,15 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
  * the fp32 [T, n, n] buffer. Registers unbounded: it holds x only until
  * the dot products, and capped as the fused kernel it spilled. */
 template <typename T, int N, int VEC, int VPT>
-__global__ void __launch_bounds__(MHC_THREADS) mb_mhc_sinkhorn_fb_project_kernel(const T *__restrict__ x,
-	const T *__restrict__ p, float *__restrict__ m, int width)
+__global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS) mb_mhc_sinkhorn_fb_project_kernel(
+	const T *__restrict__ x, const T *__restrict__ p, float *__restrict__ m, int width)
 {
-	__shared__ float red[MHC_WARPS][N * N];
+	__shared__ float red[MHC_FB_THREADS / MB_WARP_THREADS][N * N];
 	mb_packed<T, VEC> xs[N][VPT];
 	const int64_t t = blockIdx.x;
 
-	load_token<T, N, VEC, VPT>(xs, x, t, width);
-	const float phi = project<T, N, VEC, VPT>(xs, p, width, red);
+	load_token<MHC_FB_THREADS, T, N, VEC, VPT>(xs, x, t, width);
+	const float phi = project<MHC_FB_THREADS, T, N, VEC, VPT>(xs, p, width, red, [](int) {});
 	if (threadIdx.x < N * N)
 		m[t * N * N + threadIdx.x] = expf(phi);
 }
@@ -416,6 +595,7 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_mhc_sinkhorn_fb_mix_kernel
 	}
 }
 
+#ifndef MB_MHC_EMU
 static mb_ws_slot ws_m;
 
 template <typename T, int N, int VEC, int VPT>
@@ -436,7 +616,7 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 	if ((rc = mb_ws_reserve(&ws_m, (size_t)tokens * N * N * sizeof(float), &m)) != 0)
 		return rc;
 	prefer_l1(mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT>, &carveout);
-	mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT><<<(unsigned)tokens, MHC_THREADS, 0, stream>>>(
+	mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT><<<(unsigned)tokens, MHC_FB_THREADS, 0, stream>>>(
 		(const T *)in[IN_X], (const T *)in[IN_P], (float *)m, width);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
@@ -458,18 +638,19 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 typedef int (*mhc_launch_fn)(cudaStream_t, const int64_t *, const void *const *, void *const *);
 
 /* The instantiation for n streams, VEC-element vectors and VPT vectors a
- * thread: the fewest VPT that cover a stream's W/VEC vectors. */
+ * thread: the fewest VPT that cover a stream's W/VEC vectors with the
+ * kernel's threads. */
 template <typename T, int N, int VEC, bool FUSED>
 static int pick_vpt(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	const int64_t nvec = axis[AX_W] / VEC;
+	const int64_t nvec = axis[AX_W] / VEC, threads = FUSED ? MHC_FUSED_THREADS : MHC_FB_THREADS;
 	mhc_launch_fn fn = NULL;
 
-	if (nvec <= MHC_THREADS)
+	if (nvec <= threads)
 		fn = FUSED ? fused_launch<T, N, VEC, 1> : fallback_launch<T, N, VEC, 1>;
-	else if (nvec <= 2 * MHC_THREADS)
+	else if (nvec <= 2 * threads)
 		fn = FUSED ? fused_launch<T, N, VEC, 2> : fallback_launch<T, N, VEC, 2>;
-	else if (nvec <= MHC_MAX_VPT * MHC_THREADS)
+	else if (nvec <= MHC_MAX_VPT * threads)
 		fn = FUSED ? fused_launch<T, N, VEC, 4> : fallback_launch<T, N, VEC, 4>;
 	if (!fn)
 		return (int)cudaErrorInvalidValue;
@@ -527,3 +708,4 @@ extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fallback_launch)
 {
 	return MB_DISPATCH_DTYPE(dtype, fallback_dispatch, (cudaStream_t)stream, axis, in, out);
 }
+#endif

@@ -15,7 +15,9 @@
  *
  * The device side (src/kernels/moe_alltoall.cu, built with CUDA and NCCL):
  * one mb_a2a_rank per GPU rank, driven by one host thread for all the
- * ranks of its process (`megabench alltoall`, harness/cli_alltoall.c).
+ * ranks of its process (the multi-rank backend, harness/nccl_backend.c,
+ * under `megabench alltoall`). The exact check of what a dispatch
+ * delivered is host code beside the reference.
  * Nothing here prints; failures come back as text in a caller's buffer.
  */
 #ifndef MB_KERNELS_MOE_ALLTOALL_H
@@ -113,6 +115,98 @@ typedef struct mb_a2a_io {
  * fallback's T * K copies spread evenly, floor(T * K / G) rows each. */
 int64_t mb_a2a_vendor_rows_per_peer(const mb_a2a_dims *d);
 
+/* What a rank's last call moved, for the checks and the bytes: rows sent
+ * to and received from each peer (host values), where they sit in the
+ * device buffers, and the device buffers themselves (borrowed). */
+typedef struct mb_a2a_view {
+	int G;
+	int64_t send_rows[MB_A2A_MAX_GPUS], send_off[MB_A2A_MAX_GPUS];
+	int64_t recv_rows[MB_A2A_MAX_GPUS], recv_off[MB_A2A_MAX_GPUS];
+	/* fallback: rows received per (source, local expert), [G][E / G]
+	 * (host, owned by the rank); NULL for the other variants */
+	const int32_t *recv_expert_counts;
+	const void *send;           /* dispatch send buffer (vendor: x tiled) */
+	const void *recv;           /* what the dispatch delivered here */
+	const mb_a2a_meta *recv_meta; /* fused: beside each received row */
+	const void *ret;            /* what the combine brought back, in the
+	                               send buffer's layout */
+	int64_t meta_bytes;         /* sent per dispatched row beside it */
+} mb_a2a_view;
+
+/* ---- the exact-dispatch check (host; with the reference) ----
+ *
+ * What a dispatch delivers follows from every rank's routing, so it is
+ * checked exactly: the fallback sends rank s's copies of the experts on
+ * rank d, expert by expert, token order within each (a stable sort by
+ * expert), and announces its count per expert; the fused dispatch sends
+ * each token of s that has an expert on d once, in an order its metadata
+ * names, with those experts and their weights in k order; the vendors send
+ * rows d c .. d c + c - 1 of s's x tiled (row j is x_s[j mod T]) and each
+ * peer echoes back what it received. A received row is known by the 64-bit
+ * hash of its bits (mb_a2a_row_hash), so every row is checked; a caller
+ * may compare a sample in full as well. */
+
+/* Every rank's routing ([G][T][K], experts and weights) and the row hash
+ * of every rank's tokens ([G][T], filled by the caller). Owned. */
+typedef struct mb_a2a_routing {
+	mb_a2a_dims d;
+	int32_t *expert;
+	float *weight;
+	uint64_t *xhash;
+} mb_a2a_routing;
+
+/* Route every token of every rank from its logits ([G][T][E], fp32), and
+ * room for the row hashes. 0, or -1 when out of memory. */
+int mb_a2a_routing_make(mb_a2a_routing *out, const mb_a2a_dims *d, const float *logits);
+void mb_a2a_routing_free(mb_a2a_routing *rt);
+/* Rows rank `dst` receives in variant v's dispatch, from every rank. */
+int64_t mb_a2a_rows_received(const mb_a2a_routing *rt, mb_a2a_variant v, int dst);
+/* 0 when the row hashes of each rank's tokens are distinct, else -1 with
+ * `why` set: a received row is known by its hash, and a hash kernel that
+ * returned a constant would otherwise pass every row. */
+int mb_a2a_hashes_distinct(const mb_a2a_routing *rt, char *why, size_t why_len);
+
+#define MB_A2A_PROBLEM_BYTES 256
+
+/* What checks found: rows compared by hash, and rows or counts not as the
+ * routing says, the first of them said. */
+typedef struct mb_a2a_tally {
+	uint64_t hashed;
+	uint64_t wrong;
+	char first[MB_A2A_PROBLEM_BYTES];
+} mb_a2a_tally;
+
+/* One more wrong row or count; the first is said. */
+void mb_a2a_tally_wrong(mb_a2a_tally *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The source rank and token a received row must hold (-1: the fused
+ * metadata names no valid token). */
+typedef struct mb_a2a_origin {
+	int32_t rank, token;
+} mb_a2a_origin;
+
+/* What one rank's last call delivered, read back to the host: the view's
+ * counts and offsets (its device pointers are not read), the received
+ * rows' hashes in receive-buffer order, the fused dispatch's metadata
+ * beside them (else NULL), and the vendors' returned rows' hashes, G c of
+ * them (else NULL). */
+typedef struct mb_a2a_delivery {
+	mb_a2a_view view;
+	const uint64_t *recv_hash;
+	const mb_a2a_meta *recv_meta;
+	const uint64_t *ret_hash;
+} mb_a2a_delivery;
+
+/* Check what rank `rank` received in variant v's last call against the
+ * routing, into `out`: from each source exactly the rows its routing
+ * sends; the fallback's per-expert counts; the fused metadata (a token
+ * routed here, once, with its experts here and their weights in k order);
+ * every received row, and every returned one, by hash. `origin` (one per
+ * received row) gets the token each row must hold, for a comparison in
+ * full. 0, or -1 when out of memory. */
+int mb_a2a_check_delivery(mb_a2a_tally *out, mb_a2a_origin *origin, const mb_a2a_routing *rt, mb_a2a_variant v,
+	int rank, const mb_a2a_delivery *got);
+
 /* ---- device side (moe_alltoall.cu; CUDA and NCCL builds only) ---- */
 
 /* One rank's workspace for one variant: send, receive, expert-output and
@@ -143,24 +237,7 @@ int mb_a2a_rank_poison(mb_a2a_rank *r, char *why, size_t why_len);
  * or NCCL error, or a dispatch larger than a rank's receive buffers). */
 int mb_a2a_call(mb_a2a_rank *const *ranks, int n, char *why, size_t why_len);
 
-/* What a rank's last call moved, for the checks and the bytes: rows sent
- * to and received from each peer (host values), where they sit in the
- * device buffers, and the device buffers themselves (borrowed). */
-typedef struct mb_a2a_view {
-	int G;
-	int64_t send_rows[MB_A2A_MAX_GPUS], send_off[MB_A2A_MAX_GPUS];
-	int64_t recv_rows[MB_A2A_MAX_GPUS], recv_off[MB_A2A_MAX_GPUS];
-	/* fallback: rows received per (source, local expert), [G][E / G]
-	 * (host, owned by the rank); NULL for the other variants */
-	const int32_t *recv_expert_counts;
-	const void *send;           /* dispatch send buffer (vendor: x tiled) */
-	const void *recv;           /* what the dispatch delivered here */
-	const mb_a2a_meta *recv_meta; /* fused: beside each received row */
-	const void *ret;            /* what the combine brought back, in the
-	                               send buffer's layout */
-	int64_t meta_bytes;         /* sent per dispatched row beside it */
-} mb_a2a_view;
-
+/* What the rank's last call moved (mb_a2a_view). */
 void mb_a2a_rank_view(const mb_a2a_rank *r, mb_a2a_view *out);
 
 /* A 64-bit hash of each of `n_rows` rows of `row_bytes` bytes at `rows`

@@ -75,6 +75,12 @@ void mb_print_run_table(FILE *out, const json_t *receipt, const mb_verdict_set *
 double mb_print_error_over_tolerance(const json_t *kase, bool *estimate);
 /* One CSV field (RFC 4180 quoting), then a comma, or a newline if `last`. */
 void mb_print_csv_field(FILE *out, const char *s, bool last);
+/* A receipt of cases across GPUs (megabench alltoall) as nccl-tests prints
+ * its all-to-all: the GPUs, one line per size and variant (T, size, count,
+ * type, variant, time, algbw, busbw, #wrong, busbw over NCCL's own), then
+ * "# Out of bounds values" and each variant's "# Avg bus bandwidth"
+ * (print_alltoall.c). */
+void mb_print_alltoall(FILE *out, const json_t *receipt);
 
 /* ---- helpers shared by the printers (print_common.c) ---- */
 

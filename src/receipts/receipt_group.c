@@ -69,6 +69,7 @@ int mb_receipt_order(size_t *idx, json_t *const *receipts, size_t n)
 bool mb_receipt_complete(const json_t *receipt, char *why, size_t len)
 {
 	const char *status = mb_text_get(receipt, "status"), *error = mb_text_get(receipt, "error");
+	const json_t *instrumented = json_object_get(receipt, "instrumented");
 
 	if (strcmp(status, "complete")) {
 		/* "interrupted after 28 of 94 cases" says its status already */
@@ -82,6 +83,11 @@ bool mb_receipt_complete(const json_t *receipt, char *why, size_t len)
 	}
 	if (!json_array_size(json_object_get(receipt, "cases"))) {
 		snprintf(why, len, "no case (device %s)", mb_text_get(json_object_get(receipt, "device"), "name"));
+		return false;
+	}
+	if (json_is_object(instrumented)) {
+		snprintf(why, len, "timed under %s (%s=%s): its times measure the tool too",
+			mb_text_get(instrumented, "tool"), mb_text_get(instrumented, "variable"), mb_text_get(instrumented, "by"));
 		return false;
 	}
 	why[0] = '\0';

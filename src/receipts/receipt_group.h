@@ -28,10 +28,12 @@ bool mb_receipt_later(const json_t *a, const json_t *b);
  * MB_ENOMEM, idx untouched, when there is no memory for the keys. */
 int mb_receipt_order(size_t *idx, json_t *const *receipts, size_t n);
 
-/* Whether `receipt` is a complete run with cases, the only kind a nightly
- * store's readers take (gate --baseline-dir, history). If not, why, into
- * `why`: "not a complete run: interrupted after 28 of 94 cases", "not a
- * complete run: failed: ...", "no case (device unknown ...)". */
+/* Whether `receipt` is a complete run with cases, timed without a tool
+ * injected into it (its "instrumented" object: a sanitizer or profiler),
+ * the only kind a nightly store's readers take (gate --baseline-dir,
+ * history). If not, why, into `why`: "not a complete run: interrupted
+ * after 28 of 94 cases", "not a complete run: failed: ...", "no case
+ * (device unknown ...)", "timed under compute-sanitizer (...)". */
 bool mb_receipt_complete(const json_t *receipt, char *why, size_t len);
 
 /* A run is counted once, by its run_id, however many paths lead to it (a

@@ -286,9 +286,11 @@ const mb_row mb_row_mhc_sinkhorn = {
 	.n_variants = 3,
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one block per token: x loaded once into registers (16-byte loads), the stream mean and the N*N "
-			"dot products with P (from L1), a shuffle-and-shared-memory reduction, exp and the Sinkhorn "
-			"iterations in one warp's registers, then the mix from the same registers and y written once",
+			"a persistent grid of blocks, two an SM, each a token at a time: x loaded once (16-byte "
+			"cp.async into shared memory while the previous token is worked on, then registers), the "
+			"stream mean and the N*N dot products with P (from L1), a shuffle-and-shared-memory "
+			"reduction, exp and the Sinkhorn iterations in one warp's registers, then the mix from the "
+			"same registers and y written once",
 			1, {"mhc_sinkhorn_fused"}, GPU_LAUNCH(mb_mhc_sinkhorn_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
 			"as a framework runs it: a projection reduction kernel (one block per token) writing exp(phi) to "

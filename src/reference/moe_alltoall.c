@@ -20,6 +20,9 @@
  * 0.6875, weights 1 / (1 + e^-0.3125) and e^-0.3125 / (1 + e^-0.3125), and
  * y = (w_0 * 1.75 + w_1 * 1.25) x. */
 #include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,6 +111,260 @@ int mb_a2a_variant_parse(const char *name, mb_a2a_variant *out)
 int64_t mb_a2a_vendor_rows_per_peer(const mb_a2a_dims *d)
 {
 	return d->T * d->K / d->G;
+}
+
+/* ---- the exact-dispatch check (kernels/moe_alltoall.h) -------------- */
+
+int mb_a2a_routing_make(mb_a2a_routing *out, const mb_a2a_dims *d, const float *logits)
+{
+	const size_t entries = (size_t)d->G * (size_t)(d->T * d->K);
+
+	memset(out, 0, sizeof(*out));
+	out->d = *d;
+	out->expert = malloc(entries * sizeof(*out->expert));
+	out->weight = malloc(entries * sizeof(*out->weight));
+	out->xhash = calloc((size_t)d->G * (size_t)d->T, sizeof(*out->xhash));
+	if (!out->expert || !out->weight || !out->xhash) {
+		mb_a2a_routing_free(out);
+		return -1;
+	}
+	for (int64_t t = 0; t < d->G * d->T; t++)
+		mb_moe_a2a_route(logits + t * d->E, d->E, d->K, out->expert + t * d->K, out->weight + t * d->K);
+	return 0;
+}
+
+void mb_a2a_routing_free(mb_a2a_routing *rt)
+{
+	free(rt->expert);
+	free(rt->weight);
+	free(rt->xhash);
+	rt->expert = NULL;
+	rt->weight = NULL;
+	rt->xhash = NULL;
+}
+
+static bool is_vendor(mb_a2a_variant v)
+{
+	return v == MB_A2A_VENDOR_ALLTOALL || v == MB_A2A_VENDOR_SENDRECV;
+}
+
+/* Source s's routing entries [T][K]. */
+static const int32_t *experts_of(const mb_a2a_routing *rt, int s)
+{
+	return rt->expert + (int64_t)s * rt->d.T * rt->d.K;
+}
+
+/* Tokens of s with an expert on d: the fused dispatch's rows from s to d. */
+static int64_t tokens_routed(const mb_a2a_routing *rt, int s, int d)
+{
+	const int64_t per_gpu = rt->d.E / rt->d.G;
+	const int32_t *ex = experts_of(rt, s);
+	int64_t n = 0;
+
+	for (int64_t t = 0; t < rt->d.T; t++) {
+		bool here = false;
+		for (int64_t k = 0; k < rt->d.K; k++)
+			here = here || ex[t * rt->d.K + k] / per_gpu == d;
+		n += here;
+	}
+	return n;
+}
+
+/* The rows the fallback or a vendor delivers to d from s, in order, into
+ * `tok` (NULL: count only), and the fallback's count per expert of d
+ * (NULL, or E / G long). The fused dispatch's count: tokens_routed. */
+static int64_t expected_rows(const mb_a2a_routing *rt, mb_a2a_variant v, int s, int d, int32_t *tok,
+	int32_t *per_expert)
+{
+	const int64_t per_gpu = rt->d.E / rt->d.G;
+	const int32_t *ex = experts_of(rt, s);
+	int64_t n = 0;
+
+	if (is_vendor(v)) {
+		const int64_t c = mb_a2a_vendor_rows_per_peer(&rt->d);
+		for (int64_t i = 0; tok && i < c; i++)
+			tok[i] = (int32_t)((d * c + i) % rt->d.T);
+		return c;
+	}
+	if (v == MB_A2A_FUSED)
+		return tokens_routed(rt, s, d);
+	for (int64_t j = 0; j < per_gpu; j++) {
+		const int32_t e = (int32_t)(d * per_gpu + j);
+		int64_t here = 0;
+		for (int64_t t = 0; t < rt->d.T; t++)
+			for (int64_t k = 0; k < rt->d.K; k++)
+				if (ex[t * rt->d.K + k] == e) {
+					if (tok)
+						tok[n + here] = (int32_t)t;
+					here++;
+				}
+		if (per_expert)
+			per_expert[j] = (int32_t)here;
+		n += here;
+	}
+	return n;
+}
+
+int64_t mb_a2a_rows_received(const mb_a2a_routing *rt, mb_a2a_variant v, int dst)
+{
+	int64_t n = 0;
+
+	for (int s = 0; s < rt->d.G; s++)
+		n += expected_rows(rt, v, s, dst, NULL, NULL);
+	return n;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+int mb_a2a_hashes_distinct(const mb_a2a_routing *rt, char *why, size_t why_len)
+{
+	const int64_t T = rt->d.T;
+	uint64_t *sorted = malloc((size_t)T * sizeof(*sorted));
+	int rc = 0;
+
+	if (!sorted) {
+		snprintf(why, why_len, "out of host memory");
+		return -1;
+	}
+	for (int s = 0; s < rt->d.G && !rc; s++) {
+		memcpy(sorted, rt->xhash + s * T, (size_t)T * sizeof(*sorted));
+		qsort(sorted, (size_t)T, sizeof(*sorted), cmp_u64);
+		for (int64_t t = 1; t < T && !rc; t++) {
+			if (sorted[t] == sorted[t - 1]) {
+				snprintf(why, why_len, "two of rank %d's tokens have one row hash (%016llx): the dispatch "
+					"check could not tell them apart", s, (unsigned long long)sorted[t]);
+				rc = -1;
+			}
+		}
+	}
+	free(sorted);
+	return rc;
+}
+
+void mb_a2a_tally_wrong(mb_a2a_tally *t, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (t->wrong++ > 0)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(t->first, sizeof(t->first), fmt, ap);
+	va_end(ap);
+}
+
+/* The fused metadata of received row p from s on d: a token routed here,
+ * not seen before, with its experts here and their weights in k order.
+ * Returns the token, or -1 when the metadata names none. */
+static int32_t check_meta(const mb_a2a_routing *rt, const mb_a2a_meta *m, int s, int d, int64_t p,
+	unsigned char *seen, mb_a2a_tally *out)
+{
+	const int64_t per_gpu = rt->d.E / rt->d.G, K = rt->d.K;
+	const int32_t *ex = experts_of(rt, s);
+	const float *w = rt->weight + (int64_t)s * rt->d.T * K;
+	int n = 0;
+
+	if (m->token < 0 || m->token >= rt->d.T) {
+		mb_a2a_tally_wrong(out, "received row %lld from rank %d names token %d, outside 0..%lld", (long long)p, s,
+			m->token, (long long)rt->d.T - 1);
+		return -1;
+	}
+	if (seen[m->token]++) {
+		mb_a2a_tally_wrong(out, "rank %d's token %d arrived twice", s, m->token);
+		return m->token;
+	}
+	for (int64_t k = 0; k < K; k++) {
+		const int32_t e = ex[m->token * K + k];
+		if (e / per_gpu != d)
+			continue;
+		if (n >= m->n || m->expert[n] != e || memcmp(&m->weight[n], &w[m->token * K + k], sizeof(float))) {
+			mb_a2a_tally_wrong(out, "rank %d's token %d arrived with experts or weights that are not its "
+				"routing's (expert %d, weight %.9g expected at place %d)", s, m->token, e,
+				(double)w[m->token * K + k], n);
+			return m->token;
+		}
+		n++;
+	}
+	if (n == 0 || m->n != n)
+		mb_a2a_tally_wrong(out, "rank %d's token %d arrived with %d experts; its routing has %d here", s, m->token,
+			m->n, n);
+	return m->token;
+}
+
+/* The rows from source s: the count, the fallback's announced counts, and
+ * which token each row must hold. */
+static void check_source(const mb_a2a_routing *rt, mb_a2a_variant v, int s, int d, const mb_a2a_delivery *got,
+	unsigned char *seen, mb_a2a_origin *origin, mb_a2a_tally *out)
+{
+	const int64_t off = got->view.recv_off[s], n = got->view.recv_rows[s], per_gpu = rt->d.E / rt->d.G;
+	int32_t per_expert[MB_A2A_MAX_E], *tok = NULL;
+	const int64_t want = expected_rows(rt, v, s, d, NULL, per_expert);
+
+	for (int64_t i = 0; i < n; i++)
+		origin[off + i] = (mb_a2a_origin){s, -1};
+	if (n != want) {
+		mb_a2a_tally_wrong(out, "%lld rows arrived from rank %d, its routing sends %lld", (long long)n, s,
+			(long long)want);
+		return;
+	}
+	for (int64_t j = 0; v == MB_A2A_FALLBACK && j < per_gpu; j++)
+		if (got->view.recv_expert_counts[s * per_gpu + j] != per_expert[j])
+			mb_a2a_tally_wrong(out, "rank %d announced %d rows for expert %lld, its routing has %d", s,
+				got->view.recv_expert_counts[s * per_gpu + j], (long long)(d * per_gpu + j), per_expert[j]);
+	if (v == MB_A2A_FUSED) {
+		memset(seen, 0, (size_t)rt->d.T);
+		for (int64_t i = 0; i < n; i++)
+			origin[off + i].token = check_meta(rt, &got->recv_meta[off + i], s, d, off + i, seen, out);
+		return;
+	}
+	tok = malloc((size_t)(n + 1) * sizeof(*tok));
+	if (!tok) {
+		mb_a2a_tally_wrong(out, "out of host memory");
+		return;
+	}
+	expected_rows(rt, v, s, d, tok, NULL);
+	for (int64_t i = 0; i < n; i++)
+		origin[off + i].token = tok[i];
+	free(tok);
+}
+
+int mb_a2a_check_delivery(mb_a2a_tally *out, mb_a2a_origin *origin, const mb_a2a_routing *rt, mb_a2a_variant v,
+	int rank, const mb_a2a_delivery *got)
+{
+	const int64_t T = rt->d.T;
+	unsigned char *seen = calloc((size_t)T, 1);
+	int64_t total = 0;
+
+	if (!seen)
+		return -1;
+	for (int s = 0; s < rt->d.G; s++) {
+		check_source(rt, v, s, rank, got, seen, origin, out);
+		total += got->view.recv_rows[s];
+	}
+	for (int64_t p = 0; p < total; p++) {
+		const mb_a2a_origin o = origin[p];
+		out->hashed++;
+		if (o.token >= 0 && got->recv_hash[p] != rt->xhash[o.rank * T + o.token])
+			mb_a2a_tally_wrong(out, "received row %lld is not rank %d's token %d (row hash differs)", (long long)p,
+				o.rank, o.token);
+	}
+	if (is_vendor(v)) {
+		/* the return leg: chunk p of ret is what p echoed of our chunk p,
+		 * our send rows p c .. p c + c - 1, which are x[j mod T] */
+		const int64_t n = mb_a2a_vendor_rows_per_peer(&rt->d) * rt->d.G;
+		for (int64_t j = 0; j < n; j++) {
+			out->hashed++;
+			if (got->ret_hash[j] != rt->xhash[(int64_t)rank * T + j % T])
+				mb_a2a_tally_wrong(out, "returned row %lld is not this rank's row %lld", (long long)j,
+					(long long)(j % T));
+		}
+	}
+	free(seen);
+	return 0;
 }
 
 /* ---- the reference and the oracle ---------------------------------- */
@@ -370,7 +627,7 @@ const mb_row mb_row_moe_alltoall = {
 	.oracle = mb_oracle_moe_alltoall,
 	.reference_name = "mb_ref_moe_alltoall (fp32, src/reference/moe_alltoall.c)",
 	.source_files = {"src/kernels/moe_alltoall.cu", "src/reference/moe_alltoall.c",
-		"src/kernels/moe_alltoall.h", "src/harness/cli_alltoall.c"},
+		"src/kernels/moe_alltoall.h", "src/harness/nccl_backend.c"},
 	/* Every term of y has the sign of x (w > 0, s >= 1): no cancellation,
 	 * so relative bounds hold element by element. The GPU variants use the
 	 * host's routing weights bit for bit. u = 2^-24 below; K <= 8. */

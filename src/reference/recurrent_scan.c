@@ -157,15 +157,32 @@ void mb_oracle_recurrent_scan(const int64_t *axis, const float *const *in, doubl
  *      price of a memory of 10^5 steps. The window's rms(h_{k-1}) is at
  *      most |h_t| plus two rms of the fluctuation: <= |h_t| + 2.
  * Per step, against the reference's expf/expm1f/log1pf (<= 1 ulp each, an
- * ulp being <= 2u, u = 2^-24):
+ * ulp being <= 2u, u = 2^-24), CUDA's expf and MUFU within 2 ulps:
  *  - decay: the reference's a = expf(-8 sp r) is off by <= 2u (expf) plus
- *    |log a| times the relative error of sp*r (~10u; |log a| <= 0.11);
- *    the fused kernel's a is a degree-5 polynomial in y = 16 sp r (error
- *    2^-32, its Horner steps <= 2u), with r from ex2.approx and
- *    rsqrt.approx (<= 8u relative, times y/2 <= 0.25 in a). E <= 12u:
+ *    |log a| times the relative error of sp*r (~10u; |log a| <= 0.11):
+ *    3.1u. The fallback's a = expf(log a): 4u plus 0.7u. The fused
+ *    kernel's 1 - a = y Q(y) is within 35u of itself, y = 16 sp r coming
+ *    from two MUFU operations and the gate's exponent
+ *    (src/kernels/recurrent_scan_math.h; the host test
+ *    tests/unit/test_recurrent_math.c checks the count), and 1 - a <= 1/8
+ *    on its channels: 4.4u of a, and a's own rounding: 5.4u. Against the
+ *    reference at most 8.5u; the bound takes E = 12u:
  *    sigma_a = 12u/sqrt(3) * 212 = 1469u = 8.8e-5 per unit of rms(h).
- *  - input path in fp32 (sigmoid, expm1, sqrt, two products, on both
- *    sides): D <= 25u, sigma = 14.4u.
+ *  - input path in fp32 (sigmoid, expm1, sqrt, two products): the bound
+ *    takes D = 25u, sigma = 14.4u. By count the reference is within 10u,
+ *    the fallback 15u and the fused kernel 32u (its sqrt(r) i comes from
+ *    one rsqrt over both exponentials, each carrying its exponent's
+ *    roundings): D = 42u, 17u over, 6 * 17u/sqrt(3) = 59u more.
+ *  - systematic: the same relative error at every step of a channel,
+ *    a function of x that does not average out. The fused kernel folds
+ *    log2 e into each gate's constants (rounded: up to 4.5u of e, r and
+ *    i); k = 2^-32/sqrt(c16) and the polynomials' residuals add <= 1.5u.
+ *    In the increments a bias adds up S-fold: <= 5u S E|W| = 5u * 87 *
+ *    0.8 = 350u;
+ *    in 1 - a it is the same relative bias of the state's mean: <= 8u of
+ *    |h| <= 20, 160u. 510u in all.
+ *    The decay's 3.5u over its count hold both: 6 * 2 * 3.5u/sqrt(3) * 212
+ *    = 5140u of the absolute term against 59u + 510u.
  *  - the fallback stores the normalised input x i m in the case dtype
  *    (unit roundoff u_d): one rounding of a value that carries x,
  *    sigma = u_d/sqrt(3).
@@ -175,7 +192,9 @@ void mb_oracle_recurrent_scan(const int64_t *axis, const float *const *in, doubl
  * (u_d) and 64u for the last operations. Six sigma passes by chance with
  * probability far under 1e-9 per element. An emulation on the CPU of the
  * fallback's roundings (4096 channels of the fills, 16384 steps) comes to
- * 0.79 of the bf16 bound at worst. */
+ * 0.79 of the bf16 bound at worst; the host test's emulation of the fused
+ * kernel's step (MUFU errors of 2 ulps) over 16384 steps of the slowest
+ * channels to 0.012 of the fp32 bound. */
 #define RS_SQRT3 1.7320508075688772
 #define RS_SIGMAS 6.0
 #define RS_DECAY_AMPLIFICATION 212.0 /* 1 / sqrt(1 - a_max^2) */
@@ -222,23 +241,18 @@ static uint64_t rs_bytes(const int64_t *a, mb_dtype dtype)
 }
 
 /* By launch, with n = B*D*L elements, s the dtype's size and [D] vectors
- * p = D*s. Fused: x and the parameters read, y written. Fallback, as
- * Griffin's RG-LRU runs eagerly (recurrentgemma's RGLRU.forward), with the
- * ops that a framework keeps as separate launches and the gates, decay and
- * multiplier kept in fp32 (the error analysis above says why):
- *   gate r  = sigmoid(x w_a + b_a)      x, w_a, b_a -> r        (fp32)
- *   gate i  = sigmoid(x w_i + b_i)      x, w_i, b_i -> i        (fp32)
- *   decay   sp = softplus(lambda)       lambda -> sp            (fp32 [D])
- *   decay   log_a = -8 r * sp           r, sp -> log_a          (fp32)
- *   decay   a = exp(log_a)              log_a -> a              (fp32)
- *   input   m = sqrt(1 - exp(2 log_a))  log_a -> m              (fp32)
- *   input   x*i*m (gated, normalised)   x, i, m -> nx           (dtype)
- *   scan    h = a h + nx                a, nx -> y              (dtype)
- * 6 n s + 44 n bytes of traffic for the fused kernel's 2 n s: 14x in bf16. */
+ * p = D*s. Fused: x and the parameters read, y written. Fallback, as a
+ * compiled framework runs the RG-LRU written with an associative scan
+ * (recurrentgemma's RGLRU under torch.compile): one elementwise kernel
+ * makes the decay in fp32 (1 - a is down to 1e-5, under a bf16 quantum of
+ * a) and the gated, normalised input in the dtype, then one scan kernel:
+ *   gate    r, i, log a, a, m, x i m    x, w_a, b_a, w_i, b_i, lambda -> a (fp32), nx (dtype)
+ *   scan    h = a h + nx                a, nx -> y                    (fp32 state)
+ * 4 n s + 8 n bytes of traffic for the fused kernel's 2 n s: 4x in bf16. */
 static int rs_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, mb_launch_traffic *out)
 {
 	const uint64_t s = mb_dtype_size(dtype), n = rs_elems(a) * s, p = (uint64_t)a[AX_D] * s;
-	const uint64_t n32 = rs_elems(a) * sizeof(float), p32 = (uint64_t)a[AX_D] * sizeof(float);
+	const uint64_t n32 = rs_elems(a) * sizeof(float);
 	int k = 0;
 
 	switch (v->kind) {
@@ -246,14 +260,8 @@ static int rs_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, mb_
 	case MB_VARIANT_REFERENCE:
 		return mb_traffic_one(v, n + RS_PARAMS * p, n, out);
 	case MB_VARIANT_FALLBACK:
-		mb_traffic_add(out, &k, v->kernel_patterns[0], n + 2 * p, n32);   /* x, w_a, b_a -> r */
-		mb_traffic_add(out, &k, v->kernel_patterns[0], n + 2 * p, n32);   /* x, w_i, b_i -> i */
-		mb_traffic_add(out, &k, v->kernel_patterns[1], p, p32);           /* lambda -> sp */
-		mb_traffic_add(out, &k, v->kernel_patterns[1], n32 + p32, n32);   /* r, sp -> log_a */
-		mb_traffic_add(out, &k, v->kernel_patterns[1], n32, n32);         /* log_a -> a */
-		mb_traffic_add(out, &k, v->kernel_patterns[2], n32, n32);         /* log_a -> m */
-		mb_traffic_add(out, &k, v->kernel_patterns[2], n + 2 * n32, n);   /* x, i, m -> nx */
-		mb_traffic_add(out, &k, v->kernel_patterns[3], n32 + n, n);       /* a, nx -> y */
+		mb_traffic_add(out, &k, v->kernel_patterns[0], n + RS_PARAMS * p, n32 + n); /* x, params -> a, nx */
+		mb_traffic_add(out, &k, v->kernel_patterns[1], n32 + n, n);                  /* a, nx -> y */
 		return k;
 	default:
 		return -1;
@@ -309,19 +317,17 @@ const mb_row mb_row_recurrent_scan = {
 	.n_variants = 3,
 	.variants = {
 		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one pass: a persistent grid of blocks, each taking whole sequences in chunks of 16 steps a thread "
-			"(16-byte loads, the next chunk's in flight); gates, decay and increment in registers, a "
-			"thread-local scan, a warp-shuffle scan and a block carry of the affine "
-			"(decay product, state) pairs, then y written once",
+			"one pass: a persistent grid of warps, each taking whole sequences in chunks of 16 steps a lane "
+			"(16-byte loads, the next chunk's in flight); gates, decay and increment in registers with "
+			"three MUFU operations a step, a lane-local scan and a warp-shuffle scan of the affine "
+			"(decay product, state) pairs carried from chunk to chunk, then y written once",
 			1, {"recurrent_scan_fused"}, GPU_LAUNCH(mb_recurrent_scan_fused_launch), MB_DTYPE_ALL, false, false},
 		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"Griffin's RG-LRU as a framework runs it eagerly, its recurrence's inputs upcast: two gate "
-			"launches (sigmoid of the diagonal projection, fp32), softplus, log a and exp launches (fp32), the "
-			"multiplier (fp32) and the gated, normalised input (dtype), then a linear-recurrence scan launch "
-			"over (a, input) with the fused kernel's chunked block scan; elementwise launches vectorized, "
-			"16-byte accesses",
-			8, {"recurrent_scan_fb_gate", "recurrent_scan_fb_decay", "recurrent_scan_fb_input",
-				"recurrent_scan_fb_scan"},
+			"the RG-LRU as a compiled framework runs it with an associative scan: one elementwise launch "
+			"(both gates, softplus, log a, a and the multiplier in fp32; a stored in fp32, the gated, "
+			"normalised input in the dtype; vectorized, 16-byte accesses) and one scan launch over "
+			"(a, input) with fp32 state, the fused kernel's warp scan",
+			2, {"recurrent_scan_fb_gate", "recurrent_scan_fb_scan"},
 			GPU_LAUNCH(mb_recurrent_scan_fallback_launch), MB_DTYPE_ALL, false, false},
 		MB_REFERENCE_VARIANT,
 	},

@@ -17,7 +17,9 @@
 #  5. cpu-backend receipts are compared for correctness and structure only:
 #     an A/A of several smoke runs passes every pair, a planted 1.5x
 #     slowdown is not judged (and the output says so), a planted wrong
-#     answer fails.
+#     answer fails;
+#  6. a run timed under a tool injected into it (a sanitizer, a profiler)
+#     says so, and no nightly reader takes it.
 set -u
 # shellcheck source=tests/e2e/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -221,12 +223,18 @@ expect 3 "history with no receipt left" -- "$MB" history "$tmp/none"
 expect 2 "validate a FIFO" -- timeout 20 "$MB" validate "$hist/fifo.json"
 grep -q "a FIFO, not a regular file: refused unread" "$tmp/err" && ok || bad "validate on a FIFO: $(cat "$tmp/err")"
 expect 2 "diff a FIFO" -- timeout 20 "$MB" diff "$hist/fifo.json" "$g/nightly-1.json"
+# The peak memory of a command that reads nothing (the CUDA build's
+# libraries alone take about 220 MB on start): the memory checks below
+# count what a command takes beyond it.
+/usr/bin/time -f "%M" -o "$tmp/rss" "$MB" --help >/dev/null 2>&1
+rss0=$(tail -1 "$tmp/rss")
 # /dev/zero behind a name: refused unread (not after reading 1 GiB)
 ln -s /dev/zero "$tmp/zero.json"
 /usr/bin/time -f "%M" -o "$tmp/rss" timeout 20 "$MB" validate "$tmp/zero.json" >/dev/null 2>"$tmp/err"
 rc=$?
 [ $rc = 2 ] && grep -q "zero.json: a character device, not a regular file: refused unread" "$tmp/err" \
-	&& [ "$(tail -1 "$tmp/rss")" -lt 100000 ] && ok || bad "/dev/zero: exit $rc, $(tail -1 "$tmp/rss") KiB: $(cat "$tmp/err")"
+	&& [ "$(($(tail -1 "$tmp/rss") - rss0))" -lt 100000 ] && ok \
+	|| bad "/dev/zero: exit $rc, $(tail -1 "$tmp/rss") KiB (start $rss0 KiB): $(cat "$tmp/err")"
 
 # ---- history keeps a digest, not the receipt ---------------------------------
 # 60 nightlies of a full smoke run (about 1 MB each): every receipt held
@@ -247,7 +255,8 @@ PY
 ASAN_OPTIONS="${ASAN_OPTIONS:-}:quarantine_size_mb=8" /usr/bin/time -f "%M" -o "$tmp/rss" "$MB" history "$many" \
 	>/dev/null 2>"$tmp/err"
 rc=$?
-[ $rc = 0 ] && [ "$(tail -1 "$tmp/rss")" -lt 120000 ] && ok || bad "history of 60 receipts: exit $rc, peak $(tail -1 "$tmp/rss") KiB"
+[ $rc = 0 ] && [ "$(($(tail -1 "$tmp/rss") - rss0))" -lt 120000 ] && ok \
+	|| bad "history of 60 receipts: exit $rc, peak $(tail -1 "$tmp/rss") KiB (start $rss0 KiB)"
 
 # ---- cpu timings are not judged: an A/A of smoke runs, and plants -------------
 # (the full run above is r1)
@@ -287,5 +296,24 @@ c = [c for c in r["cases"] if c["row"] == "relu2"][0]
 c["status"] = "failed"; c["correctness"].update(passed=False, over_tolerance=7, max_abs=0.5)
 r["summary"]["ok"] -= 1; r["summary"]["failed"] += 1'
 expect 2 "a planted wrong answer on the cpu backend" -- "$MB" gate --baseline "$aa/r1.json" "$tmp/wrong.json"
+
+# ---- a run timed under a tool injected into it is no nightly ------------------
+# (compute-sanitizer and ncu inject through CUDA_INJECTION64_PATH; LD_PRELOAD
+# stands in for them here)
+inst="$tmp/instrumented"
+mkdir -p "$inst"
+plain=$("$MB" run suites/smoke.toml --backend cpu --rows rope_qk -q --save-to "$inst" 2>&1 | sed -n 's/.*receipt written to //p')
+LD_PRELOAD=/lib/x86_64-linux-gnu/libm.so.6 "$MB" run suites/smoke.toml --backend cpu --rows rope_qk -q \
+	--save-to "$inst" >"$tmp/inst.out" 2>&1
+under=$(sed -n 's/.*receipt written to //p' "$tmp/inst.out")
+grep -q "timed under unknown (LD_PRELOAD=" "$tmp/inst.out" && ok || bad "no notice of the injected library: $(head -3 "$tmp/inst.out")"
+[ "$(jq_py "$under" "r['instrumented']['variable']")" = LD_PRELOAD ] && ok || bad "the receipt does not say it was instrumented"
+[ "$(jq_py "$plain" "'instrumented' in r")" = False ] && ok || bad "a plain run says it was instrumented"
+"$MB" gate --baseline-dir "$inst" "$plain" >/dev/null 2>"$tmp/err"
+rc=$?
+[ $rc = 3 ] && grep -q "$(basename "$under").*timed under unknown" "$tmp/err" && ok \
+	|| { bad "gate --baseline-dir took the instrumented run: exit $rc"; cat "$tmp/err" >&2; }
+"$MB" history "$inst" >"$tmp/out" 2>"$tmp/err"
+grep -q "timed under" "$tmp/err" "$tmp/out" && ok || bad "history does not pass over the instrumented run: $(cat "$tmp/err")"
 
 finish nightly

@@ -42,9 +42,11 @@
 #             run), their verdicts and targets (heavy_targets.py);
 #             HEAVY_LIMIT_S bounds the run (default 540 s), HEAVY_ROWS
 #             narrows the rows, HEAVY_DTYPES widens the dtypes (bf16,fp16).
-#   heavy-ncu ncu's speed of light, occupancy and launch statistics of each
-#             heavy row's fused kernel at its largest shape (two launches);
-#             HEAVY_ROWS narrows the rows here too, NCU_ROWS further;
+#   heavy-ncu ncu's speed of light, occupancy, launch statistics, compute
+#             workload and warp states of each heavy row's fused kernel at
+#             its largest shape (two launches), with the instructions
+#             executed in all and on the XU (MUFU) pipe and the pipes'
+#             use; HEAVY_ROWS narrows the rows here too, NCU_ROWS further;
 #             the MoE rows' grouped GEMM kernels' rates against the heavy
 #             phase's GEMM ceiling (moe_gemm_rate.py; run heavy first in
 #             the same call).
@@ -59,14 +61,19 @@
 #             reference takes minutes) on one GPU, then on all of them
 #             (--gpus all), validate and diff the two; then the sharded run
 #             again with gpu1's worker killed (kill -9) after its first case.
-#   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384: with
-#             --check (every row checked) and timed.
+#   alltoall  (two or more GPUs) megabench alltoall at T 4096 and 16384 with
+#             --check (every row checked), with the bundle of an older
+#             revision (OLD_BUNDLE, when there) and this one, back to back,
+#             the cases side by side and diffed (--force: the old receipts
+#             record no topology); timed twice and the two receipts diffed;
+#             then a sweep (-b 1K -e 32K -f 2) and its table.
 #   smoke     every row of suites/smoke.toml on the GPU (ROWS narrows the
 #             rows, here and in the sanitizer phases).
 #   review    four smoke rows in bf16, hot, --repetitions 2 into a .json.gz:
 #             the run table's speedups, spread and error over tolerance on a
 #             GPU, validate of the gzipped receipt and of the verdict JSON.
-#   sass      16-byte load and store counts of every fused kernel.
+#   sass      16-byte load and store counts of every fused kernel, and
+#             the MUFU instructions of each by kind.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
 # commit and source ids each binary was built from (the build embeds them);
 # an OLD_BUNDLE built before that reads none from this tree, and says so
@@ -174,15 +181,21 @@ for phase in "${@:-checks}"; do
 		python3 tests/gpu/heavy_targets.py "$out/heavy.json" | tee "$out/heavy-targets.txt"
 		;;
 	heavy-ncu)
+		ncu_metrics=smsp__inst_executed.sum,sm__inst_executed_pipe_xu.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
+		ncu_metrics+=,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active
+		ncu_metrics+=,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
 		for k in moe_ffn:moe_ffn_grouped_gemm moe_ffn_swiglu:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused \
 			recurrent_scan:recurrent_scan_fused mhc_sinkhorn:mhc_sinkhorn_fused; do
 			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",${k%%:*},"* ]] || continue
 			[ -z "${NCU_ROWS:-}" ] || [[ ",$NCU_ROWS," == *",${k%%:*},"* ]] || continue
 			MEGABENCH_SKIP_CEILINGS=1 step "ncu-${k%%:*}" 120 ncu --clock-control none --section SpeedOfLight \
-				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis -k "regex:${k#*:}" -c 2 \
+				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+				--section ComputeWorkloadAnalysis --section WarpStateStats --metrics "$ncu_metrics" -k "regex:${k#*:}" -c 2 \
 				--log-file "$out/ncu-${k%%:*}.txt" "$mb" run suites/nam56r.toml --backend cuda --rows "${k%%:*}" \
 				--variants fused --filter '[TL]=16384' --set 'lanes=[]' --set timing.min_samples=1 \
 				--set timing.min_time_s=0 --set timing.warmup=0 -o "$out/ncu-${k%%:*}.json"
+			grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|inst_executed|issue_active|Stall|Warp Cycles" \
+				"$out/ncu-${k%%:*}.txt" | tail -n 24
 		done
 		moe_logs=()
 		for f in "$out"/ncu-moe_ffn.txt "$out"/ncu-moe_ffn_swiglu.txt; do
@@ -239,9 +252,44 @@ for phase in "${@:-checks}"; do
 		python3 -c "import json,sys,collections; r=json.load(open(sys.argv[1])); print(collections.Counter((c.get('gpu'), c['status']) for c in r['cases']))" "$out/shard-kill.json"
 		;;
 	alltoall)
-		step alltoall-check 240 "$mb" alltoall --gpus all -T 4096,16384 --check --samples 20 -o "$out/alltoall-check.json"
-		step alltoall 240 "$mb" alltoall --gpus all -T 4096,16384 --samples 100 -o "$out/alltoall.json"
-		"$mb" validate "$out/alltoall-check.json" "$out/alltoall.json"
+		a2a=(alltoall --gpus all -T 4096,16384)
+		if [ -x "$old_bundle/bin/megabench" ]; then
+			(
+				# shellcheck disable=SC1091
+				source "$old_bundle/env.sh"
+				step alltoall-old-check 240 "$old_bundle/bin/megabench" "${a2a[@]}" --check --samples 20 \
+					-o "$out/alltoall-old-check.json"
+			)
+		fi
+		step alltoall-check 240 "$mb" "${a2a[@]}" --check --samples 20 -o "$out/alltoall-check.json"
+		step alltoall 240 "$mb" "${a2a[@]}" --samples 100 -o "$out/alltoall.json"
+		step alltoall-again 240 "$mb" "${a2a[@]}" --samples 100 -o "$out/alltoall-again.json"
+		"$mb" validate "$out"/alltoall*.json
+		"$mb" diff "$out/alltoall.json" "$out/alltoall-again.json" >"$out/alltoall-diff.txt" 2>&1
+		echo "== diff alltoall -> alltoall-again: exit $?"
+		head -n 12 "$out/alltoall-diff.txt"
+		python3 - "$out"/alltoall-old-check.json "$out/alltoall-check.json" <<'PY'
+import json, os, sys
+runs = [json.load(open(p)) for p in sys.argv[1:] if os.path.exists(p)]
+print("%-72s" % "case" + "".join("  %-36s" % os.path.basename(p) for p in sys.argv[1:] if os.path.exists(p)))
+for c in runs[-1]["cases"]:
+    cells = []
+    for r in runs:
+        d = next((x for x in r["cases"] if x["id"] == c["id"]), None)
+        t, coll = (d or {}).get("timing") or {}, (d or {}).get("collective") or {}
+        cells.append("%s %s %7.3f ms %6.1f GB/s" % ((d or {}).get("status", "-"), "exact" if d and
+            d["correctness"] and d["correctness"]["passed"] else "WRONG", t.get("median_ns", 0) / 1e6,
+            coll.get("busbw_gbps") or 0))
+    print("%-72s" % c["id"] + "".join("  %-36s" % x for x in cells))
+PY
+		if [ -f "$out/alltoall-old-check.json" ]; then
+			# the old receipts have no topology: diff refuses them without --force
+			"$mb" diff --force "$out/alltoall-old-check.json" "$out/alltoall-check.json" >"$out/alltoall-old-diff.txt" 2>&1
+			echo "== diff --force old -> new (checked runs): exit $?"
+			head -n 12 "$out/alltoall-old-diff.txt"
+		fi
+		step alltoall-sweep 240 "$mb" alltoall --gpus all -b 1K -e 32K -f 2 --samples 50 -o "$out/alltoall-sweep.json"
+		grep -E "^#|^ " "$out/alltoall-sweep.log"
 		;;
 	smoke)
 		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda ${ROWS:+--rows "$ROWS"} -o "$out/smoke-gpu.json"
@@ -265,9 +313,16 @@ print(len(c), 'cases;', sum('error_over_tolerance' in x['correctness'] for x in 
 		# per fused kernel: 128-bit global loads and stores in its SASS
 		cuobjdump --dump-sass "$mb" 2>/dev/null | awk '
 			/Function :/ { name = $3 }
-			/LDG\.E\.128/ { ld[name]++ }
-			/STG\.E\.128/ { st[name]++ }
-			END { for (n in ld) if (n ~ /fused/) printf "%-70s LDG.128 %3d STG.128 %3d\n", substr(n, 1, 70), ld[n], st[n] }' |
+			/LDG\.E.*\.128/ { ld[name]++ }
+			/STG\.E.*\.128/ { st[name]++ }
+			/MUFU\./ { match($0, /MUFU\.[A-Z0-9]+/); mu[name] = mu[name] " " substr($0, RSTART + 5, RLENGTH - 5) }
+			END { for (n in ld) if (n ~ /fused/) printf "%-70s LDG.128 %3d STG.128 %3d MUFU%s\n", substr(n, 1, 70), ld[n], st[n], mufu(mu[n]) }
+			function mufu(list,   k, i, c, kinds, out) {
+				k = split(list, kinds, " "); out = ""
+				for (i = 1; i <= k; i++) c[kinds[i]]++
+				for (i in c) out = out " " i ":" c[i]
+				return out == "" ? " none" : out
+			}' |
 			sort >"$out/sass.txt"
 		cat "$out/sass.txt"
 		;;

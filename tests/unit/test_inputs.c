@@ -5,7 +5,8 @@
  * catalog row, the reference computed on a twin (only the input rows the
  * row declares it reads) equals the reference on whole inputs, bit for bit,
  * on a sample of rows. That last check is what keeps each row's
- * mb_tensor_spec.reads declaration true. */
+ * mb_tensor_spec.reads declaration true. A slice (mb_input_params_at) is
+ * the tensor's elements from its first on. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,8 +188,39 @@ static void test_row_sample(void)
 	free(b);
 }
 
+/* A slice of a tensor, by mb_input_params_at, is that tensor's elements
+ * from `first` on: every attempt of every element (a retry draws attempt
+ * 1 and up), and the stored values in every dtype. */
+static void test_slice(void)
+{
+	mb_tensor_spec x = {"x", false, 4, 1000, MB_FILL_NORMAL, 0, 1};
+	const uint64_t first = 1234567;
+	mb_input_params p = mb_input_params_for(&x, 0, 99), q = mb_input_params_at(&p, first);
+	float whole[64], slice[64];
+	int differ = 0;
+
+	for (uint64_t i = 0; i < 4000; i++)
+		for (int a = 0; a < MB_INPUT_ATTEMPTS; a++)
+			differ += mb_input_bits(q.key, i, a) != mb_input_bits(p.key, first + i, a);
+	CHECK_MSG(differ == 0, "%d draws of the slice differ from the tensor's", differ);
+	for (int d = 0; d < MB_DTYPE_COUNT; d++) {
+		/* the first 64 + first elements, and the slice's first 64 */
+		float *all = malloc((first + 64) * sizeof(float));
+		CHECK(all != NULL);
+		if (!all)
+			return;
+		mb_host_fill(all, first + 64, &p, (mb_dtype)d);
+		memcpy(whole, all + first, sizeof(whole));
+		mb_host_fill(slice, 64, &q, (mb_dtype)d);
+		CHECK_MSG(memcmp(whole, slice, sizeof(whole)) == 0, "%s: the slice's values differ",
+			mb_dtype_name((mb_dtype)d));
+		free(all);
+	}
+}
+
 int main(void)
 {
+	test_slice();
 	test_distributions();
 	test_twins_and_reads();
 	test_row_sample();

@@ -2,9 +2,14 @@
  * lower expert, softmax weights) and the fp32 reference worked by hand,
  * the reference against its fp64 oracle at small shapes (every dtype's
  * rounded inputs, one planted error caught), the shape rules, the
- * variants' names, and the launch-by-launch bytes model. The GPU variants
- * run only under `megabench alltoall` on two or more GPUs. */
+ * variants' names, the launch-by-launch bytes model, and the exact check
+ * of a dispatch: what each variant must deliver, built here from the
+ * routing independently, passes, and each way of delivering it wrongly
+ * (a row moved, a count, a duplicate, a weight, a returned row) is caught.
+ * The GPU variants run only under `megabench alltoall` on two or more
+ * GPUs. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/moe_alltoall.h"
@@ -193,6 +198,145 @@ static void traffic_model(const int64_t *axis)
 	}
 }
 
+
+/* ---- the exact check -------------------------------------------------------- */
+
+/* What rank d must receive, built from the routing as the variants are
+ * documented to send it (kernels/moe_alltoall.h): the fallback expert by
+ * expert in token order, the fused dispatch one row per routed token in
+ * the reverse order (any order passes, with its metadata), the vendors
+ * equal chunks of x tiled, echoed back. */
+typedef struct delivery_buf {
+	mb_a2a_delivery got;
+	uint64_t recv_hash[4096], ret_hash[4096];
+	mb_a2a_meta meta[4096];
+	int32_t counts[MB_A2A_MAX_GPUS * 64];
+	mb_a2a_origin origin[4096];
+} delivery_buf;
+
+static void deliver(delivery_buf *b, const mb_a2a_routing *rt, mb_a2a_variant v, int d)
+{
+	const mb_a2a_dims *dm = &rt->d;
+	const int64_t per_gpu = dm->E / dm->G, T = dm->T, K = dm->K;
+	int64_t n = 0;
+
+	memset(b, 0, sizeof(*b));
+	b->got.view.G = dm->G;
+	for (int s = 0; s < dm->G; s++) {
+		const int32_t *ex = rt->expert + s * T * K;
+		const float *w = rt->weight + s * T * K;
+		b->got.view.recv_off[s] = n;
+		if (v == MB_A2A_VENDOR_ALLTOALL || v == MB_A2A_VENDOR_SENDRECV) {
+			const int64_t c = mb_a2a_vendor_rows_per_peer(dm);
+			for (int64_t i = 0; i < c; i++)
+				b->recv_hash[n++] = rt->xhash[s * T + (d * c + i) % T];
+		} else if (v == MB_A2A_FALLBACK) {
+			for (int64_t j = 0; j < per_gpu; j++)
+				for (int64_t t = 0; t < T; t++)
+					for (int64_t k = 0; k < K; k++)
+						if (ex[t * K + k] == d * per_gpu + j) {
+							b->recv_hash[n++] = rt->xhash[s * T + t];
+							b->counts[s * per_gpu + j]++;
+						}
+		} else {
+			for (int64_t t = T - 1; t >= 0; t--) {
+				mb_a2a_meta m = {(int32_t)t, 0, {0}, {0}};
+				for (int64_t k = 0; k < K; k++)
+					if (ex[t * K + k] / per_gpu == d) {
+						m.expert[m.n] = ex[t * K + k];
+						m.weight[m.n++] = w[t * K + k];
+					}
+				if (m.n) {
+					b->meta[n] = m;
+					b->recv_hash[n++] = rt->xhash[s * T + t];
+				}
+			}
+		}
+		b->got.view.recv_rows[s] = n - b->got.view.recv_off[s];
+	}
+	for (int64_t j = 0; j < mb_a2a_vendor_rows_per_peer(dm) * dm->G; j++)
+		b->ret_hash[j] = rt->xhash[d * T + j % T];
+	b->got.view.recv_expert_counts = v == MB_A2A_FALLBACK ? b->counts : NULL;
+	b->got.recv_hash = b->recv_hash;
+	b->got.recv_meta = v == MB_A2A_FUSED ? b->meta : NULL;
+	b->got.ret_hash = v == MB_A2A_VENDOR_ALLTOALL || v == MB_A2A_VENDOR_SENDRECV ? b->ret_hash : NULL;
+}
+
+static uint64_t check(delivery_buf *b, const mb_a2a_routing *rt, mb_a2a_variant v, int d, mb_a2a_tally *t)
+{
+	memset(t, 0, sizeof(*t));
+	CHECK(mb_a2a_check_delivery(t, b->origin, rt, v, d, &b->got) == 0);
+	return t->wrong;
+}
+
+static void routing_of(mb_a2a_routing *rt, const mb_a2a_dims *d)
+{
+	mb_tensor_spec spec = {"logits", false, d->G * d->T, d->E, MB_FILL_NORMAL, 0, 1};
+	mb_input_params p = mb_input_params_for(&spec, 1, 17);
+	float *logits = malloc((size_t)(d->G * d->T * d->E) * sizeof(float));
+
+	CHECK(logits && mb_a2a_routing_make(rt, d, logits ? (mb_host_fill(logits, (uint64_t)(d->G * d->T * d->E), &p,
+		d->dtype), logits) : NULL) == 0);
+	for (int64_t i = 0; i < d->G * d->T; i++)
+		rt->xhash[i] = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1) ^ 0x1234u;
+	free(logits);
+}
+
+static void exact_check(const mb_a2a_dims *dims)
+{
+	static delivery_buf b;
+	mb_a2a_routing rt;
+	mb_a2a_tally t;
+	char why[256];
+
+	routing_of(&rt, dims);
+	CHECK(mb_a2a_hashes_distinct(&rt, why, sizeof(why)) == 0);
+	for (int v = 0; v < MB_A2A_N_VARIANTS; v++) {
+		for (int d = 0; d < dims->G; d++) {
+			int64_t total = 0;
+			deliver(&b, &rt, (mb_a2a_variant)v, d);
+			for (int s = 0; s < dims->G; s++)
+				total += b.got.view.recv_rows[s];
+			CHECK_MSG(check(&b, &rt, (mb_a2a_variant)v, d, &t) == 0, "%s to rank %d: %s",
+				mb_a2a_variant_name((mb_a2a_variant)v), d, t.first);
+			CHECK(total == mb_a2a_rows_received(&rt, (mb_a2a_variant)v, d) && total > 1);
+			CHECK(t.hashed >= (uint64_t)total);
+			for (int64_t p = 0; p < total; p++)
+				CHECK(b.origin[p].token >= 0 && b.recv_hash[p] == rt.xhash[b.origin[p].rank * dims->T
+					+ b.origin[p].token]);
+			/* two rows swapped */
+			uint64_t h = b.recv_hash[0];
+			b.recv_hash[0] = b.recv_hash[total - 1];
+			b.recv_hash[total - 1] = h;
+			CHECK(check(&b, &rt, (mb_a2a_variant)v, d, &t) >= 1 && strstr(t.first, "hash differs"));
+			/* one row fewer from the last source */
+			deliver(&b, &rt, (mb_a2a_variant)v, d);
+			b.got.view.recv_rows[dims->G - 1]--;
+			CHECK(check(&b, &rt, (mb_a2a_variant)v, d, &t) >= 1 && strstr(t.first, "rows arrived from rank"));
+		}
+	}
+	/* the fallback's announced counts, the fused metadata, the return leg */
+	deliver(&b, &rt, MB_A2A_FALLBACK, 0);
+	b.counts[0]++;
+	CHECK(check(&b, &rt, MB_A2A_FALLBACK, 0, &t) == 1 && strstr(t.first, "announced"));
+	deliver(&b, &rt, MB_A2A_FUSED, 1);
+	b.meta[0].weight[0] = nextafterf(b.meta[0].weight[0], 2.0f);
+	CHECK(check(&b, &rt, MB_A2A_FUSED, 1, &t) == 1 && strstr(t.first, "weights"));
+	deliver(&b, &rt, MB_A2A_FUSED, 1);
+	b.meta[1].token = b.meta[0].token;
+	CHECK(check(&b, &rt, MB_A2A_FUSED, 1, &t) >= 1 && strstr(t.first, "arrived twice"));
+	deliver(&b, &rt, MB_A2A_FUSED, 1);
+	b.meta[2].token = (int32_t)dims->T;
+	CHECK(check(&b, &rt, MB_A2A_FUSED, 1, &t) == 1 && strstr(t.first, "outside"));
+	deliver(&b, &rt, MB_A2A_VENDOR_SENDRECV, 1);
+	b.ret_hash[3] ^= 1;
+	CHECK(check(&b, &rt, MB_A2A_VENDOR_SENDRECV, 1, &t) == 1 && strstr(t.first, "returned row 3"));
+	/* a hash that cannot tell two tokens apart is refused */
+	rt.xhash[dims->T + 1] = rt.xhash[dims->T + 2];
+	CHECK(mb_a2a_hashes_distinct(&rt, why, sizeof(why)) == -1 && strstr(why, "rank 1"));
+	mb_a2a_routing_free(&rt);
+}
+
 int main(void)
 {
 	CHECK(row() != NULL);
@@ -212,5 +356,7 @@ int main(void)
 	/* rows of 512 bytes and more: under it the fused metadata (72 bytes a
 	 * row) outweighs the copies it saves at K = 2 */
 	traffic_model((int64_t[]){64, 256, 8, 2, 2});
+	exact_check(&(mb_a2a_dims){37, 8, 8, 3, 2, MB_BF16});
+	exact_check(&(mb_a2a_dims){29, 8, 16, 4, 4, MB_FP16});
 	return mb_test_finish("test_reference_moe_alltoall");
 }

@@ -152,7 +152,7 @@ void mb_check_init(mb_check *c)
 
 static void check_one(mb_check *c, float got, float want, const mb_tolerance *tol)
 {
-	double diff, rel;
+	double diff, rel, bound, ratio;
 
 	c->compared++;
 	if (isnan(got)) {
@@ -177,8 +177,12 @@ static void check_one(mb_check *c, float got, float want, const mb_tolerance *to
 		c->max_abs = diff;
 	if (isfinite(rel) && rel > c->max_rel)
 		c->max_rel = rel;
-	if (diff > tol->abs + tol->rel * fabs((double)want))
+	bound = tol->abs + tol->rel * fabs((double)want);
+	if (diff > bound)
 		c->over_tolerance++;
+	ratio = bound > 0 ? diff / bound : (diff > 0 ? INFINITY : 0);
+	if (ratio > c->max_tol_ratio)
+		c->max_tol_ratio = ratio;
 	c->err_sq += diff * diff;
 	c->ref_sq += (double)want * want;
 	c->out_sq += (double)got * got;
@@ -268,6 +272,7 @@ void mb_check_merge(mb_check *into, const mb_check *from)
 {
 	into->max_abs = fmax(into->max_abs, from->max_abs);
 	into->max_rel = fmax(into->max_rel, from->max_rel);
+	into->max_tol_ratio = fmax(into->max_tol_ratio, from->max_tol_ratio);
 	into->err_sq += from->err_sq;
 	into->ref_sq += from->ref_sq;
 	into->out_sq += from->out_sq;
@@ -330,6 +335,7 @@ json_t *mb_correctness_json(const mb_check *c, const char *reference, const mb_t
 	json_object_set_new(o, "tolerance", t);
 	json_object_set_new(o, "max_abs", real_or_null(c->compared ? c->max_abs : NAN));
 	json_object_set_new(o, "max_rel", real_or_null(c->compared ? c->max_rel : NAN));
+	json_object_set_new(o, "error_over_tolerance", real_or_null(c->compared ? c->max_tol_ratio : NAN));
 	json_object_set_new(o, "rel_l2", real_or_null(c->ref_sq > 0 ? sqrt(c->err_sq / c->ref_sq) : NAN));
 	json_object_set_new(o, "over_tolerance", json_integer((json_int_t)c->over_tolerance));
 	json_object_set_new(o, "nan_count", json_integer((json_int_t)c->nan_count));

@@ -24,6 +24,7 @@ int mb_check_rows_pick(int64_t **out_rows, int64_t *out_n, int64_t rows_total,
 /* Comparison metrics of one check, accumulated over every output tensor. */
 typedef struct mb_check {
 	double max_abs, max_rel;
+	double max_tol_ratio;            /* largest |got - want| / (abs + rel |want|): over 1 fails */
 	double err_sq, ref_sq, out_sq;   /* sums for rel L2 and norm ratio */
 	uint64_t over_tolerance, nan_count, inf_count, compared;
 	bool any_nonzero;

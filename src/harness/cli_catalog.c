@@ -1,5 +1,6 @@
 /* megabench catalog and megabench version. */
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "mb_config.h"
@@ -10,9 +11,10 @@
 static void catalog_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: megabench catalog [--format table|json] [--all]\n"
+		"usage: megabench catalog [--format table|json] [--all] [ROW...]\n"
 		"\n"
-		"Lists every catalog row: block family (A attention, M state space, E expert,\n"
+		"Lists every catalog row, or the ROWs named (exit 2 naming the known rows for one\n"
+		"that is not in the catalog): block family (A attention, M state space, E expert,\n"
 		"R recurrent, X cross-cutting), status, what the fused kernel trades for\n"
 		"(time, memory or both: what its verdict weighs), variants (a '*' marks one\n"
 		"built into this binary), and the tolerance applied per dtype with its\n"
@@ -70,6 +72,15 @@ static json_t *row_json(const mb_row *row)
 	return out;
 }
 
+/* The row called `name` among `rows`, or NULL. */
+static const mb_row *find_row(const mb_row *const *rows, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(rows[i]->name, name))
+			return rows[i];
+	return NULL;
+}
+
 static void print_table(const mb_row *const *rows, size_t n)
 {
 	for (size_t r = 0; r < n; r++) {
@@ -92,7 +103,7 @@ static void print_table(const mb_row *const *rows, size_t n)
 		}
 		printf("\n");
 	}
-	printf("%zu rows; * = built into this binary\n", n);
+	printf("%zu row%s; * = built into this binary\n", n, n == 1 ? "" : "s");
 }
 
 int mb_cli_catalog(int argc, char **argv)
@@ -105,8 +116,9 @@ int mb_cli_catalog(int argc, char **argv)
 	};
 	const char *format = "table";
 	bool all = false;
-	size_t n;
+	size_t n, n_named = 0;
 	const mb_row *const *rows;
+	const mb_row **named = NULL;
 	int c;
 
 	optind = 1;
@@ -118,9 +130,33 @@ int mb_cli_catalog(int argc, char **argv)
 		default: return mb_cli_usage_error("catalog", "unknown or incomplete option");
 		}
 	}
-	if (optind != argc)
-		return mb_cli_usage_error("catalog", "unexpected argument \"%s\"", argv[optind]);
+	if (strcmp(format, "table") && strcmp(format, "json"))
+		return mb_cli_usage_error("catalog", "--format must be table or json, got \"%s\"", format);
 	rows = all ? mb_catalog_rows_all(&n) : mb_catalog_rows(&n);
+	if (optind < argc) {
+		named = calloc((size_t)(argc - optind), sizeof(*named));
+		if (!named) {
+			fprintf(stderr, "megabench: catalog: out of memory\n");
+			return MB_EXIT_INPUT;
+		}
+		for (int i = optind; i < argc; i++) {
+			const mb_row *row = find_row(rows, n, argv[i]);
+			char known[MB_ERROR_TEXT_MAX / 2];
+			mb_error err;
+
+			if (!row) {
+				mb_catalog_names(known, sizeof(known));
+				mb_error_set(&err, MB_ENOTFOUND, argv[i], "no such row in the catalog%s; known rows: %s",
+					all ? "" : " (test-only rows need --all in a test build)", known);
+				mb_cli_error(&err);
+				free(named);
+				return MB_EXIT_INPUT;
+			}
+			named[n_named++] = row;
+		}
+		rows = named;
+		n = n_named;
+	}
 	if (strcmp(format, "table") == 0) {
 		print_table(rows, n);
 	} else if (strcmp(format, "json") == 0) {
@@ -131,9 +167,8 @@ int mb_cli_catalog(int argc, char **argv)
 		json_dumpf(doc, stdout, JSON_INDENT(2));
 		printf("\n");
 		json_decref(doc);
-	} else {
-		return mb_cli_usage_error("catalog", "--format must be table or json, got \"%s\"", format);
 	}
+	free(named);
 	return MB_EXIT_OK;
 }
 

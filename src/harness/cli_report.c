@@ -18,6 +18,7 @@
 #include "receipts/noise_floor.h"
 #include "receipts/printer.h"
 #include "receipts/receipt_io.h"
+#include "receipts/select.h"
 #include "receipts/text.h"
 #include "receipts/verdict.h"
 
@@ -34,6 +35,7 @@ typedef struct report_opts {
 	const char *outdir;   /* report */
 	bool force;
 	bool always_test;     /* diff, gate: no identical-code shortcut */
+	mb_select sel;        /* --filter, --exclude, --rows, --only-changed, --sort */
 } report_opts;
 
 typedef struct command {
@@ -75,10 +77,52 @@ static bool parse_opts(report_opts *out, int *out_status, const command *cmd, in
 		case 'B': out->baseline_dir = optarg; break;
 		case 'j': out->junit = optarg; break;
 		case 'o': out->outdir = optarg; break;
+		case 'I': out->sel.filter = optarg; break;
+		case 'X': out->sel.exclude = optarg; break;
+		case 'R': out->sel.rows = optarg; break;
+		case 'C': out->sel.only_changed = true; break;
+		case 'S': out->sel.sort = optarg; break;
 		case 'h': cmd->usage(stdout); *out_status = 0; return true;
 		}
 	}
 	return false;
+}
+
+/* The long options of a reporter's selection (select.h); their letters in
+ * a command's short options ("I:X:R:CS:") say that it takes them. */
+#define SELECT_LONG_OPTIONS \
+	{"filter", required_argument, NULL, 'I'}, \
+	{"exclude", required_argument, NULL, 'X'}, \
+	{"rows", required_argument, NULL, 'R'}, \
+	{"only-changed", no_argument, NULL, 'C'}, \
+	{"sort", required_argument, NULL, 'S'}
+
+/* What the selection options do, for a command's --help. */
+static void select_usage(FILE *f, mb_select_of of, const char *changed)
+{
+	fprintf(f, "selection (a case id reads row/variant/dtype/mode/family/shape, as in run):\n"
+		"  --filter REGEX   only cases whose id matches REGEX (POSIX extended)\n"
+		"  --exclude REGEX  leave out cases whose id matches REGEX\n"
+		"  --rows LIST      only these rows (comma-separated)\n"
+		"  --only-changed   only %s\n"
+		"  --sort KEY       %s\n"
+		"The selection applies to every receipt before anything is computed; one that keeps no\n"
+		"case, or names a row no receipt has, is exit 2.\n", changed,
+		of == MB_SELECT_CASES ? "rank (default: drift and regressions first), id, or change (largest first)"
+		: "receipt (default: the receipt's order), row (by name), action (a status the evidence\n"
+		"                   does not support and demotions first, then drop, ambiguous, conditional,\n"
+		"                   keep) or saved (most time saved first)");
+}
+
+/* Compile the selection; a usage error (64) when it cannot be. */
+static int compile_selection(report_opts *o, const command *cmd, mb_select_of of)
+{
+	mb_error err;
+
+	if (!mb_select_compile(&o->sel, of, &err))
+		return 0;
+	mb_select_free(&o->sel);
+	return mb_cli_usage_error(cmd->name, "%s: %s", err.where, err.text);
 }
 
 /* 0, or the usage error's exit code when no printer has that name. */
@@ -126,7 +170,7 @@ static int load_exit(int rc)
  * hold defaults already and `receipts` NULLs, so that the caller frees both
  * the same way whether this failed or not. */
 static int load_inputs(mb_policy *policy, json_t **receipts, const char *policy_path,
-	const char *const *paths, size_t n, int *out_exit, mb_error *err)
+	const char *const *paths, size_t n, const mb_select *sel, int *out_exit, mb_error *err)
 {
 	int rc = policy_path ? mb_cli_policy_load(policy, policy_path, false, err) : 0;
 
@@ -136,6 +180,55 @@ static int load_inputs(mb_policy *policy, json_t **receipts, const char *policy_
 		if (rc)
 			*out_exit = load_exit(rc);
 	}
+	/* a selection that keeps nothing is bad input, as in run */
+	if (!rc && (rc = mb_select_receipts(sel, receipts, paths, n, err)))
+		*out_exit = MB_EXIT_INPUT;
+	return rc;
+}
+
+/* The receipt files PATH... name: a folder's *.json and *.json.gz entries
+ * (sorted by name), or the file itself. */
+static int receipt_paths(char ***out, size_t *n_out, char **args, size_t n_args, mb_error *err)
+{
+	char **all = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	for (size_t i = 0; !rc && i < n_args; i++) {
+		struct stat st;
+		char **found = NULL, **grown;
+		size_t n_found = 0;
+
+		if (stat(args[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+			rc = mb_receipt_dir_list(&found, &n_found, args[i], err);
+			if (!rc && !n_found)
+				rc = mb_error_set(err, MB_ENOTFOUND, args[i], "no *.json or *.json.gz receipt here");
+		} else {
+			found = malloc(sizeof(*found));
+			if (found && (found[0] = strdup(args[i])))
+				n_found = 1;
+			else
+				rc = mb_error_set(err, MB_ENOMEM, args[i], "no memory");
+		}
+		grown = rc ? NULL : realloc(all, (n + n_found + 1) * sizeof(*all));
+		if (!rc && !grown)
+			rc = mb_error_set(err, MB_ENOMEM, args[i], "no memory");
+		if (!rc) {
+			all = grown;
+			memcpy(all + n, found, n_found * sizeof(*found));
+			n += n_found;
+			free(found);
+		} else {
+			mb_receipt_paths_free(found, n_found);
+		}
+	}
+	if (rc) {
+		mb_receipt_paths_free(all, n);
+		all = NULL;
+		n = 0;
+	}
+	*out = all;
+	*n_out = n;
 	return rc;
 }
 
@@ -169,7 +262,7 @@ static int diff_run_print(diff_run *r, const mb_printer *printer, const report_o
 	const char *head_path, int *out_exit, mb_error *err)
 {
 	const char *paths[2] = {base_path, head_path};
-	int rc = load_inputs(&r->policy, r->pair, o->policy_path, paths, 2, out_exit, err);
+	int rc = load_inputs(&r->policy, r->pair, o->policy_path, paths, 2, &o->sel, out_exit, err);
 
 	if (o->always_test)
 		r->policy.identical_code_shortcut = false;
@@ -177,6 +270,8 @@ static int diff_run_print(diff_run *r, const mb_printer *printer, const report_o
 		rc = mb_diff_receipts(&r->d, r->pair[0], r->pair[1], base_path, head_path, &r->policy, o->force, err);
 		*out_exit = MB_GATE_INCONCLUSIVE;
 	}
+	if (!rc)
+		mb_select_diff(&r->d, &o->sel);
 	if (!rc)
 		rc = printer->diff(stdout, &r->d, err);
 	if (!rc)
@@ -225,7 +320,11 @@ static void diff_usage(FILE *f)
 		"on every row.\n"
 		"Receipts of the cpu backend are compared for correctness and structure only: their\n"
 		"timings, taken on a shared CPU, measure nothing about GPU kernels, so each case is\n"
-		"NOT JUDGED and the headline and the gate's reason say so.\n", f);
+		"NOT JUDGED and the headline and the gate's reason say so.\n"
+		"Cases are named by their ids (row/variant/dtype/mode/family/shape), which paste into\n"
+		"run --filter.\n", f);
+	select_usage(f, MB_SELECT_CASES, "the cases that changed (not SAME, or any drift) and the rows\n"
+		"                   whose verdict changed; the counts still cover every case");
 	fprintf(f, "\nthresholds (built-in defaults; a --policy file, schemas/policy.schema.json, sets any of them,\n"
 		"also per row under [rows.NAME]):\n"
 		"  alpha                      %-6g significance level of the rank test (p < alpha)\n"
@@ -254,10 +353,11 @@ static const struct option diff_long[] = {
 	{"force", no_argument, NULL, 'F'},
 	{"always-test", no_argument, NULL, 'T'},
 	{"help", no_argument, NULL, 'h'},
+	SELECT_LONG_OPTIONS,
 	{NULL, 0, NULL, 0},
 };
 
-static const command diff_cmd = {"diff", "f:p:FTh", diff_long, diff_usage};
+static const command diff_cmd = {"diff", "f:p:FThI:X:R:CS:", diff_long, diff_usage};
 
 int mb_cli_diff(int argc, char **argv)
 {
@@ -271,7 +371,8 @@ int mb_cli_diff(int argc, char **argv)
 		return status;
 	if (argc - optind != 2)
 		return mb_cli_usage_error("diff", "expected two receipts, got %d", argc - optind);
-	if ((status = find_printer(&printer, &diff_cmd, o.format)))
+	if ((status = find_printer(&printer, &diff_cmd, o.format)) || (status = compile_selection(&o, &diff_cmd,
+		MB_SELECT_CASES)))
 		return status;
 	diff_run_init(&r);
 	if (diff_run_print(&r, printer, &o, argv[optind], argv[optind + 1], &status, &err)) {
@@ -283,6 +384,7 @@ int mb_cli_diff(int argc, char **argv)
 		status = 0;
 	}
 	diff_run_free(&r);
+	mb_select_free(&o.sel);
 	return status;
 }
 
@@ -317,6 +419,8 @@ static void gate_usage(FILE *f)
 		"--junit FILE writes JUnit XML (replaced atomically; its directory must exist): one\n"
 		"testcase per case with time, failures for failing findings, skipped for cases not\n"
 		"compared, and comparability as a property.\n", f);
+	select_usage(f, MB_SELECT_CASES, "the cases that changed (not SAME, or any drift) and the rows\n"
+		"                   whose verdict changed; the exit code is the selected cases'");
 }
 
 static const struct option gate_long[] = {
@@ -328,10 +432,11 @@ static const struct option gate_long[] = {
 	{"force", no_argument, NULL, 'F'},
 	{"always-test", no_argument, NULL, 'T'},
 	{"help", no_argument, NULL, 'h'},
+	SELECT_LONG_OPTIONS,
 	{NULL, 0, NULL, 0},
 };
 
-static const command gate_cmd = {"gate", "b:B:p:j:f:FTh", gate_long, gate_usage};
+static const command gate_cmd = {"gate", "b:B:p:j:f:FThI:X:R:CS:", gate_long, gate_usage};
 
 static int render_junit(FILE *out, const void *ctx, mb_error *err)
 {
@@ -528,6 +633,10 @@ int mb_cli_gate(int argc, char **argv)
 		}
 		o.baseline = picked;
 	}
+	if ((status = compile_selection(&o, &gate_cmd, MB_SELECT_CASES))) {
+		free(picked);
+		return status;
+	}
 	diff_run_init(&r);
 	rc = diff_run_print(&r, printer, &o, o.baseline, argv[optind], &status, &err);
 	if (!rc && o.junit) {
@@ -544,6 +653,7 @@ int mb_cli_gate(int argc, char **argv)
 	}
 	diff_run_free(&r);
 	free(picked);
+	mb_select_free(&o.sel);
 	return status;
 }
 
@@ -551,7 +661,8 @@ int mb_cli_gate(int argc, char **argv)
 
 static void noise_floor_usage(FILE *f)
 {
-	fprintf(f, "usage: megabench noise-floor [-o policy.toml] RECEIPT.json...\n"
+	fprintf(f, "usage: megabench noise-floor [-o policy.toml] PATH...\n"
+		"PATH is a receipt (.json or .json.gz) or a folder of them.\n"
 		"Learn the between-run noise floor from A/A receipts: two or more runs of one revision\n"
 		"(same commit and sources, build, device model, backend, suite, timing modes and\n"
 		"warm-up; unlike receipts are refused, naming the fields). For every row, the relative\n"
@@ -589,23 +700,29 @@ int mb_cli_noise_floor(int argc, char **argv)
 {
 	report_opts o;
 	json_t **receipts = NULL;
+	char **paths = NULL;
 	mb_noise_floor nf;
 	noise_floor_ctx ctx;
 	mb_error err;
-	size_t n;
+	size_t n = 0;
 	int rc = 0, status;
 
 	if (parse_opts(&o, &status, &noise_floor_cmd, argc, argv))
 		return status;
-	if (argc - optind < 2)
+	if (argc - optind < 1)
 		return mb_cli_usage_error("noise-floor", "expected at least two receipts, got %d", argc - optind);
-	n = (size_t)(argc - optind);
 	memset(&nf, 0, sizeof(nf));
-	receipts = calloc(n, sizeof(*receipts));
-	ctx = (noise_floor_ctx){&nf, receipts, (const char *const *)(argv + optind)};
-	status = MB_GATE_INCONCLUSIVE;
-	if (!receipts)
+	status = MB_EXIT_INPUT;
+	rc = receipt_paths(&paths, &n, argv + optind, (size_t)(argc - optind), &err);
+	if (!rc && n < 2) {
+		mb_receipt_paths_free(paths, n);
+		return mb_cli_usage_error("noise-floor", "expected at least two receipts, got %zu", n);
+	}
+	if (!rc && !(receipts = calloc(n, sizeof(*receipts))))
 		rc = mb_error_set(&err, MB_ENOMEM, "noise-floor", "no memory");
+	ctx = (noise_floor_ctx){&nf, receipts, (const char *const *)paths};
+	if (!rc)
+		status = MB_GATE_INCONCLUSIVE;
 	for (size_t i = 0; !rc && i < n; i++) {
 		rc = mb_receipt_load(&receipts[i], ctx.names[i], &err);
 		if (rc)
@@ -628,6 +745,7 @@ int mb_cli_noise_floor(int argc, char **argv)
 	for (size_t i = 0; receipts && i < n; i++)
 		json_decref(receipts[i]);
 	free(receipts);
+	mb_receipt_paths_free(paths, n);
 	return rc ? status : 0;
 }
 
@@ -652,10 +770,11 @@ static void verdict_usage(FILE *f)
 		"faster save nothing. src/README.md (Verdicts) has the rules.\n"
 		"Exit 0; 2 when the receipt or the policy cannot be read; 3 when the receipt is invalid;\n"
 		"64 usage error.\n", f);
+	select_usage(f, MB_SELECT_ROWS, "the rows whose verdict disagrees with their catalog status");
 }
 
 /* diff's long options: verdict's short options leave --force out */
-static const command verdict_cmd = {"verdict", "f:p:h", diff_long, verdict_usage};
+static const command verdict_cmd = {"verdict", "f:p:hI:X:R:CS:", diff_long, verdict_usage};
 
 int mb_cli_verdict(int argc, char **argv)
 {
@@ -672,14 +791,15 @@ int mb_cli_verdict(int argc, char **argv)
 		return status;
 	if (argc - optind != 1)
 		return mb_cli_usage_error("verdict", "expected one receipt, got %d", argc - optind);
-	if ((status = find_printer(&printer, &verdict_cmd, o.format)))
+	if ((status = find_printer(&printer, &verdict_cmd, o.format))
+		|| (status = compile_selection(&o, &verdict_cmd, MB_SELECT_ROWS)))
 		return status;
 	path = argv[optind];
 	memset(&set, 0, sizeof(set));
 	mb_policy_defaults(&policy);
-	if (load_inputs(&policy, &receipt, o.policy_path, &path, 1, &status, &err)
+	if (load_inputs(&policy, &receipt, o.policy_path, &path, 1, &o.sel, &status, &err)
 		|| (status = MB_GATE_INCONCLUSIVE, mb_verdict_compute(&set, receipt, &policy, &err))
-		|| printer->verdicts(stdout, &set, receipt, path, &policy, &err)) {
+		|| (mb_select_verdicts(&set, &o.sel), printer->verdicts(stdout, &set, receipt, path, &policy, &err))) {
 		mb_cli_error(&err);
 	} else {
 		status = 0;
@@ -687,6 +807,7 @@ int mb_cli_verdict(int argc, char **argv)
 	mb_verdict_set_free(&set);
 	json_decref(receipt);
 	mb_policy_free(&policy);
+	mb_select_free(&o.sel);
 	return status;
 }
 
@@ -694,34 +815,42 @@ int mb_cli_verdict(int argc, char **argv)
 
 static void report_usage(FILE *f)
 {
-	fputs("usage: megabench report [--policy policy.toml] [--always-test] -o DIR RECEIPT.json...\n"
+	fputs("usage: megabench report [--policy policy.toml] [--always-test] -o DIR PATH...\n"
+		"PATH is a receipt (.json or .json.gz) or a folder of them.\n"
 		"Write DIR/index.html (self-contained: inline CSS and SVG, no scripts) and DIR/summary.md.\n"
 		"Receipts are grouped by device, backend and suite (receipts of unlike groups are never\n"
 		"compared, and none is left out); per group, from its newest receipt: the catalog\n"
 		"verdict table, per row the median time per call by shape with its p10-p90 interval\n"
 		"(fused, fallback and vendor as distinct series), box plots of the raw samples (the\n"
 		"noise), and, with several receipts, the history across revisions (commit and date)\n"
-		"with the first regression marked (--always-test: as in diff, no identical-code shortcut).\n"
+		"with every revision that has a case significantly slower than the revision before it\n"
+		"marked (a red line) and the first named (--always-test: as in diff, no identical-code\n"
+		"shortcut); the lanes of every receipt of the group that has them.\n"
 		"A run given twice (a copy, a symlink: the same run_id) is counted once and named.\n"
 		"Exit 0; 2 when a receipt or the policy cannot be read or DIR cannot be written; 3 when\n"
 		"a receipt is invalid; 64 usage error.\n", f);
+	select_usage(f, MB_SELECT_ROWS, "the rows whose verdict disagrees with their catalog status or\n"
+		"                   differs between the receipts of their group");
 }
 
 static const struct option report_long[] = {
 	{"output", required_argument, NULL, 'o'},
 	{"policy", required_argument, NULL, 'p'},
 	{"always-test", no_argument, NULL, 'T'},
+	{"format", required_argument, NULL, 'f'},
 	{"help", no_argument, NULL, 'h'},
+	SELECT_LONG_OPTIONS,
 	{NULL, 0, NULL, 0},
 };
 
-static const command report_cmd = {"report", "o:p:Th", report_long, report_usage};
+static const command report_cmd = {"report", "o:p:ThI:X:R:CS:", report_long, report_usage};
 
 typedef struct report_ctx {
 	json_t *const *receipts;
 	const char *const *names;
 	size_t n;
 	const mb_policy *policy;
+	const mb_select *sel;
 } report_ctx;
 
 /* Keep the first receipt of each run (by run_id), naming the others:
@@ -758,14 +887,14 @@ static int render_html(FILE *out, const void *ctx, mb_error *err)
 {
 	const report_ctx *r = ctx;
 
-	return mb_print_report_html(out, r->receipts, r->names, r->n, r->policy, err);
+	return mb_print_report_html(out, r->receipts, r->names, r->n, r->policy, r->sel, err);
 }
 
 static int render_md(FILE *out, const void *ctx, mb_error *err)
 {
 	const report_ctx *r = ctx;
 
-	return mb_print_report_markdown(out, r->receipts, r->names, r->n, r->policy, err);
+	return mb_print_report_markdown(out, r->receipts, r->names, r->n, r->policy, r->sel, err);
 }
 
 /* Render one page (of the report, of the history) into DIR/NAME. */
@@ -781,8 +910,9 @@ int mb_cli_report(int argc, char **argv)
 {
 	report_opts o;
 	json_t **receipts = NULL;
+	char **paths = NULL;
 	const char **names = NULL;
-	size_t n, n_loaded;
+	size_t n = 0, n_loaded = 0;
 	mb_policy policy;
 	mb_error err;
 	report_ctx ctx;
@@ -793,22 +923,27 @@ int mb_cli_report(int argc, char **argv)
 	if (!o.outdir)
 		return mb_cli_usage_error("report", "-o DIR is required");
 	if (argc - optind < 1)
-		return mb_cli_usage_error("report", "expected at least one receipt");
-	n = n_loaded = (size_t)(argc - optind);
+		return mb_cli_usage_error("report", "expected at least one receipt or folder of receipts");
+	if ((status = compile_selection(&o, &report_cmd, MB_SELECT_ROWS)))
+		return status;
 	mb_policy_defaults(&policy);
-	receipts = calloc(n, sizeof(*receipts));
-	names = calloc(n, sizeof(*names));
 	status = MB_EXIT_INPUT;
-	if (!receipts || !names) {
-		rc = mb_error_set(&err, MB_ENOMEM, "report", "no memory");
-	} else {
-		memcpy(names, argv + optind, n * sizeof(*names));
-		rc = load_inputs(&policy, receipts, o.policy_path, names, n, &status, &err);
+	rc = receipt_paths(&paths, &n_loaded, argv + optind, (size_t)(argc - optind), &err);
+	n = n_loaded;
+	if (!rc) {
+		receipts = calloc(n + 1, sizeof(*receipts));
+		names = calloc(n + 1, sizeof(*names));
+		if (!receipts || !names)
+			rc = mb_error_set(&err, MB_ENOMEM, "report", "no memory");
+	}
+	if (!rc) {
+		memcpy(names, paths, n * sizeof(*names));
+		rc = load_inputs(&policy, receipts, o.policy_path, names, n, &o.sel, &status, &err);
 	}
 	/* a run given twice (a copy, a symlink) is one revision */
 	if (!rc)
 		rc = drop_duplicate_runs(receipts, names, &n, "report", &err);
-	ctx = (report_ctx){receipts, names, n, &policy};
+	ctx = (report_ctx){receipts, names, n, &policy, &o.sel};
 	if (o.always_test)
 		policy.identical_code_shortcut = false;
 	if (!rc) {
@@ -831,7 +966,9 @@ int mb_cli_report(int argc, char **argv)
 		json_decref(receipts[i]);
 	free(receipts);
 	free(names);
+	mb_receipt_paths_free(paths, n_loaded);
 	mb_policy_free(&policy);
+	mb_select_free(&o.sel);
 	return rc ? status : 0;
 }
 
@@ -839,72 +976,31 @@ int mb_cli_report(int argc, char **argv)
 
 static void history_usage(FILE *f)
 {
-	fputs("usage: megabench history [--policy policy.toml] [-o DIR] PATH...\n"
-		"The nightly history: every receipt under PATH (a folder: its *.json files; or a receipt\n"
-		"file), grouped by device, backend and suite and ordered by commit time (then start\n"
-		"time); per row its verdict and lane delta in each receipt, with commit dates and\n"
-		"commits, and a decision: demote when the row is drop (its fallback wins, or its win is\n"
-		"under the minimum effect) in the last two consecutive nightlies of its group, naming\n"
-		"both receipts; confirmed when it is keep in the last two or more; else watch (one losing\n"
-		"nightly between wins is not flagged). Markdown to standard output, or with -o DIR\n"
-		"DIR/index.html (self-contained) and DIR/summary.md. Gzipped receipts are not read:\n"
-		"gunzip them into a folder first. Receipts are read one at a time, and only what the\n"
-		"history shows of each is kept. A file that is no readable receipt, a receipt that is\n"
-		"not a complete run, and a copy of a run counted already (the same run_id) are named\n"
-		"on standard error and passed over.\n"
+	fputs("usage: megabench history [--policy policy.toml] [--format markdown|json] [-o DIR] PATH...\n"
+		"The nightly history: every receipt under PATH (a folder: its *.json and *.json.gz files;\n"
+		"or a receipt file), grouped by device, backend and suite and ordered by commit time\n"
+		"(then start time); one line per catalog row: its decision and catalog status first,\n"
+		"its verdict in the newest nightly, and per nightly its verdict and lane delta, with\n"
+		"commit dates and commits. The decision: demote when the row is drop (its fallback wins,\n"
+		"or its win is under the minimum effect) in the last two consecutive nightlies of its\n"
+		"group that ran it, naming both receipts (a row whose status is drop already reads\n"
+		"\"dropped\", not demote); confirmed when it is keep in the last two or more; else\n"
+		"watch (one losing nightly between wins is not flagged). Markdown (or with --format\n"
+		"json, a document of kind megabench.history: schemas/history.schema.json) to standard\n"
+		"output; with -o DIR, DIR/index.html (self-contained: per row a chart of the median of\n"
+		"its fused kernel and of its best alternative per nightly, the demote and confirm\n"
+		"streaks marked), DIR/summary.md and DIR/history.json.\n"
+		"Receipts are read one at a time, and only what the history shows of each is kept. A\n"
+		"file that is no readable receipt, a receipt that is not a complete run, and a copy of a\n"
+		"run counted already (the same run_id) are named on standard error and passed over.\n"
 		"Exit 0 when a receipt was read; 2 when the policy cannot be read, DIR cannot be\n"
-		"written or no file could be read; 3 when none of the receipts read is a valid\n"
-		"complete run; 64 usage error.\n", f);
+		"written, no file could be read or the selection keeps nothing; 3 when none of the\n"
+		"receipts read is a valid complete run; 64 usage error.\n", f);
+	select_usage(f, MB_SELECT_ROWS, "the rows whose verdict differs between nightlies, disagrees with\n"
+		"                   their status in the newest, or that are to be demoted");
 }
 
-static const command history_cmd = {"history", "o:p:h", report_long, history_usage};
-
-/* The receipt files PATH... name: a folder's *.json files (sorted), or the
- * file itself. */
-static int history_paths(char ***out, size_t *n_out, char **args, size_t n_args, mb_error *err)
-{
-	char **all = NULL;
-	size_t n = 0;
-	int rc = 0;
-
-	for (size_t i = 0; !rc && i < n_args; i++) {
-		struct stat st;
-		char **found = NULL, **grown;
-		size_t n_found = 0;
-
-		if (stat(args[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-			rc = mb_receipt_dir_list(&found, &n_found, args[i], err);
-		} else {
-			found = malloc(sizeof(*found));
-			if (found && (found[0] = strdup(args[i])))
-				n_found = 1;
-			else
-				rc = mb_error_set(err, MB_ENOMEM, args[i], "no memory");
-		}
-		grown = rc ? NULL : realloc(all, (n + n_found + 1) * sizeof(*all));
-		if (!rc && !grown)
-			rc = mb_error_set(err, MB_ENOMEM, args[i], "no memory");
-		if (!rc) {
-			all = grown;
-			if (n_found) /* an empty folder lists nothing: found may be NULL */
-				memcpy(all + n, found, n_found * sizeof(*found));
-			n += n_found;
-			free(found);
-		} else {
-			mb_receipt_paths_free(found, n_found);
-		}
-	}
-	if (!rc && !n)
-		rc = mb_error_set(err, MB_ENOTFOUND, args[0], "no *.json receipt here");
-	if (rc) {
-		mb_receipt_paths_free(all, n);
-		all = NULL;
-		n = 0;
-	}
-	*out = all;
-	*n_out = n;
-	return rc;
-}
+static const command history_cmd = {"history", "o:p:f:hI:X:R:CS:", report_long, history_usage};
 
 static int render_history_html(FILE *out, const void *ctx, mb_error *err)
 {
@@ -916,17 +1012,26 @@ static int render_history_md(FILE *out, const void *ctx, mb_error *err)
 	return mb_print_history_markdown(out, ctx, err);
 }
 
+static int render_history_json(FILE *out, const void *ctx, mb_error *err)
+{
+	return mb_print_history_json(out, ctx, err);
+}
+
 /* Add each receipt at `paths` to the history, one at a time (a receipt is
  * freed as soon as the history has its digest). A file that does not load,
  * a copy of a run counted already and a run that is not complete are named
  * on standard error and passed over. Fails only when none is left: *out_exit
  * 3 if some file was an invalid or incomplete receipt, else 2. */
-static int history_add_all(mb_history *h, char **paths, size_t n, int *out_exit, mb_error *err)
+static int history_add_all(mb_history *h, char **paths, size_t n, const mb_select *sel, int *out_exit,
+	mb_error *err)
 {
 	static const char who[] = "history: passed over";
 	mb_run_set runs;
+	mb_select_tally tally;
 	size_t added = 0, invalid = 0;
 	int rc = mb_run_set_init(&runs, err);
+
+	memset(&tally, 0, sizeof(tally));
 
 	*out_exit = MB_EXIT_INPUT;
 	for (size_t i = 0; !rc && i < n; i++) {
@@ -948,7 +1053,7 @@ static int history_add_all(mb_history *h, char **paths, size_t n, int *out_exit,
 		} else if (!mb_receipt_complete(r, why, sizeof(why))) {
 			invalid++;
 			passed_over(who, paths[i], why);
-		} else if (!(rc = mb_history_add(h, r, name, err))) {
+		} else if (mb_select_cases(sel, r, name, &tally), !(rc = mb_history_add(h, r, name, err))) {
 			added++;
 		} else {
 			*out_exit = MB_GATE_INCONCLUSIVE;
@@ -956,6 +1061,9 @@ static int history_add_all(mb_history *h, char **paths, size_t n, int *out_exit,
 		json_decref(r);
 	}
 	mb_run_set_free(&runs);
+	/* a selection that keeps nothing is bad input, as in run */
+	if (!rc && added && (rc = mb_select_check(sel, &tally, err)))
+		*out_exit = MB_EXIT_INPUT;
 	if (!rc && !added) {
 		*out_exit = invalid ? MB_GATE_INCONCLUSIVE : MB_EXIT_INPUT;
 		rc = mb_error_set(err, invalid ? MB_EINVAL : MB_EIO, "history", "none of the %zu files is a receipt of a "
@@ -972,24 +1080,32 @@ int mb_cli_history(int argc, char **argv)
 	mb_policy policy;
 	mb_history h;
 	mb_error err;
+	bool json;
 	int rc, status;
 
 	if (parse_opts(&o, &status, &history_cmd, argc, argv))
 		return status;
 	if (argc - optind < 1)
 		return mb_cli_usage_error("history", "expected a folder of receipts (or receipt files)");
+	json = !strcmp(o.format, "json");
+	if (!json && strcmp(o.format, "markdown") && strcmp(o.format, "table"))
+		return mb_cli_usage_error("history", "unknown format \"%s\" (markdown, json)", o.format);
+	if ((status = compile_selection(&o, &history_cmd, MB_SELECT_ROWS)))
+		return status;
 	mb_policy_defaults(&policy);
 	mb_history_init(&h, &policy);
 	status = MB_EXIT_INPUT;
-	rc = history_paths(&paths, &n, argv + optind, (size_t)(argc - optind), &err);
+	rc = receipt_paths(&paths, &n, argv + optind, (size_t)(argc - optind), &err);
 	if (!rc && o.policy_path)
 		rc = mb_cli_policy_load(&policy, o.policy_path, false, &err);
 	if (!rc)
-		rc = history_add_all(&h, paths, n, &status, &err);
+		rc = history_add_all(&h, paths, n, &o.sel, &status, &err);
 	if (!rc) {
 		status = MB_GATE_INCONCLUSIVE;
 		rc = mb_history_finish(&h, &err);
 	}
+	if (!rc)
+		mb_select_history(&h, &o.sel);
 	if (!rc && o.outdir) {
 		status = MB_EXIT_INPUT;
 		rc = mb_make_dirs(o.outdir, &err);
@@ -997,15 +1113,18 @@ int mb_cli_history(int argc, char **argv)
 			rc = write_page(o.outdir, "index.html", render_history_html, &h, &err);
 		if (!rc)
 			rc = write_page(o.outdir, "summary.md", render_history_md, &h, &err);
+		if (!rc)
+			rc = write_page(o.outdir, "history.json", render_history_json, &h, &err);
 	} else if (!rc) {
-		rc = mb_print_history_markdown(stdout, &h, &err);
+		rc = (json ? render_history_json : render_history_md)(stdout, &h, &err);
 	}
 	if (rc)
 		mb_cli_error(&err);
 	else if (o.outdir)
-		printf("wrote %s/index.html and %s/summary.md\n", o.outdir, o.outdir);
+		printf("wrote %s/index.html, %s/summary.md and %s/history.json\n", o.outdir, o.outdir, o.outdir);
 	mb_history_free(&h);
 	mb_receipt_paths_free(paths, n);
 	mb_policy_free(&policy);
+	mb_select_free(&o.sel);
 	return rc ? status : 0;
 }

@@ -41,6 +41,8 @@
 #define INCOMPLETE_DIR "incomplete"
 /* The most --costs options one run takes. */
 #define MAX_COSTS 64
+#define JSON_SUFFIX ".json"
+#define JSON_GZ_SUFFIX ".json.gz"
 
 static volatile sig_atomic_t interrupted;
 
@@ -90,6 +92,9 @@ static void run_usage(FILE *f)
 		"                        that is not complete (interrupted, failed, no case) goes to\n"
 		"                        DIR/incomplete/ instead, out of what gate --baseline-dir and\n"
 		"                        history read\n"
+		"      --gzip            write the receipt gzip-compressed: the default name and\n"
+		"                        --save-to's end in .json.gz (-o NAME.gz compresses without it);\n"
+		"                        every command reads .json.gz receipts\n"
 		"  -b, --backend NAME    auto (default: cuda when a device is visible, else cpu), cuda, cpu\n"
 		"      --devices LIST    GPU indices (default 0): the whole plan runs on each in turn,\n"
 		"                        one receipt per device (FILE-gpuN.json when there are several);\n"
@@ -110,10 +115,16 @@ static void run_usage(FILE *f)
 		"      --min-time S      override the suite's min_time_s\n"
 		"      --timeout S       override the suite's timeout_s\n"
 		"      --repetitions N   run the whole plan N times (2..64), each row in fresh child\n"
-		"                        processes every time; each case keeps every pass's samples\n"
-		"                        and the spread of their medians (between-run noise)\n"
+		"                        processes every time, each pass in a shuffled row order drawn\n"
+		"                        from the seed; each case keeps every pass's samples and the\n"
+		"                        spread of their medians (between-run noise)\n"
 		"  -q, --quiet           no progress lines (the summary table is still printed)\n"
-		"  -h, --help            this text\n"
+		"      --format FMT      the summary table as table (default), markdown or csv (the\n"
+		"                        cases only: id, family, median, noise, spread, speedup against\n"
+		"                        the best alternative, GB/s, fraction of ceiling, error over\n"
+		"                        tolerance, ...)\n"
+		"  -h, --help            this text\n");
+	fprintf(f,
 		"\n"
 		"Provenance (git commit, dirty flag, the blob id of every source file) is what\n"
 		"this megabench was built from, embedded by the build, and the blob id of the\n"
@@ -154,7 +165,8 @@ typedef struct run_args {
 	mb_suite_set sets[MB_SUITE_MAX_SETS];
 	size_t n_sets;
 	char modes_set[PATH_BYTES], modes_label[PATH_BYTES];
-	int dry_run, list, quiet, force;
+	int dry_run, list, quiet, force, gzip;
+	mb_run_table_format format;
 } run_args;
 
 /* A second --filter or --exclude would silently win over the first. */
@@ -170,7 +182,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 {
 	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY,
 		OPT_REPETITIONS, OPT_FILTER, OPT_EXCLUDE, OPT_LIST, OPT_SET, OPT_DEVICES, OPT_FORCE, OPT_SAVE_TO, OPT_GPUS,
-		OPT_COSTS };
+		OPT_COSTS, OPT_GZIP, OPT_FORMAT };
 	static const struct option opts[] = {
 		{"output", required_argument, NULL, 'o'},
 		{"backend", required_argument, NULL, 'b'},
@@ -187,6 +199,8 @@ static int parse_args(run_args *a, int argc, char **argv)
 		{"costs", required_argument, NULL, OPT_COSTS},
 		{"force", no_argument, NULL, OPT_FORCE},
 		{"save-to", required_argument, NULL, OPT_SAVE_TO},
+		{"gzip", no_argument, NULL, OPT_GZIP},
+		{"format", required_argument, NULL, OPT_FORMAT},
 		{"seed", required_argument, NULL, OPT_SEED},
 		{"min-time", required_argument, NULL, OPT_MIN_TIME},
 		{"timeout", required_argument, NULL, OPT_TIMEOUT},
@@ -227,6 +241,15 @@ static int parse_args(run_args *a, int argc, char **argv)
 			break;
 		case OPT_FORCE: a->force = 1; break;
 		case OPT_SAVE_TO: a->save_to = optarg; break;
+		case OPT_GZIP: a->gzip = 1; break;
+		case OPT_FORMAT:
+			if (!strcmp(optarg, "markdown"))
+				a->format = MB_RUN_TABLE_MARKDOWN;
+			else if (!strcmp(optarg, "csv"))
+				a->format = MB_RUN_TABLE_CSV;
+			else if (strcmp(optarg, "table"))
+				return mb_cli_usage_error("run", "--format must be table, markdown or csv, got \"%s\"", optarg);
+			break;
 		case OPT_SEED: a->seed = optarg; break;
 		case OPT_MIN_TIME: a->min_time = optarg; break;
 		case OPT_TIMEOUT: a->timeout = optarg; break;
@@ -258,6 +281,10 @@ static int parse_args(run_args *a, int argc, char **argv)
 	if (a->save_to && (a->output || a->force))
 		return mb_cli_usage_error("run", "--save-to names the file itself and never replaces one: "
 			"not with %s", a->output ? "-o" : "--force");
+	/* compression follows the name: -o says it, --gzip names the file */
+	if (a->gzip && a->output)
+		return mb_cli_usage_error("run", "--gzip names the receipt NAME.json.gz; with -o, name it so yourself "
+			"(-o %s.gz%s)", a->output, strcmp(a->output, "-") ? "" : ": standard output gets plain JSON");
 	if (a->modes) {
 		/* --modes chooses the modes to time: the suite's timing.modes
 		 * replaced, so that --modes hot runs hot on a suite that says cold */
@@ -356,7 +383,7 @@ static int devices_arg(int *out, int *out_n, const char *text)
  * names of their own. With --save-to DIR the time comes first,
  * DIR/20261123T215525.123Z-SUITE-4242.json, so that a folder of nightlies
  * of several suites lists in the order they ran. */
-static void default_output(char *buf, size_t len, const char *save_to, const mb_suite *suite)
+static void default_output(char *buf, size_t len, const char *save_to, bool gzip, const mb_suite *suite)
 {
 	struct timespec ts;
 	struct tm tm;
@@ -366,11 +393,11 @@ static void default_output(char *buf, size_t len, const char *save_to, const mb_
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%S", &tm);
 	if (save_to)
-		snprintf(buf, len, "%s/%s.%03ldZ-%s-%ld.json", save_to, stamp, ts.tv_nsec / NS_PER_MS, suite->name,
-			(long)getpid());
+		snprintf(buf, len, "%s/%s.%03ldZ-%s-%ld%s", save_to, stamp, ts.tv_nsec / NS_PER_MS, suite->name,
+			(long)getpid(), gzip ? JSON_GZ_SUFFIX : JSON_SUFFIX);
 	else
-		snprintf(buf, len, DEFAULT_DIR "/%s-%s.%03ldZ-%ld.json", suite->name, stamp, ts.tv_nsec / NS_PER_MS,
-			(long)getpid());
+		snprintf(buf, len, DEFAULT_DIR "/%s-%s.%03ldZ-%ld%s", suite->name, stamp, ts.tv_nsec / NS_PER_MS,
+			(long)getpid(), gzip ? JSON_GZ_SUFFIX : JSON_SUFFIX);
 }
 
 /* With several devices each gets its own receipt: r.json -> r-gpu1.json. */
@@ -385,6 +412,10 @@ static void device_output(char *buf, size_t len, const char *path, int device, i
 	}
 	if (!dot || (slash && dot < slash))
 		dot = path + strlen(path);
+	/* r.json.gz -> r-gpu1.json.gz */
+	if (strlen(path) > strlen(JSON_GZ_SUFFIX) && !strcmp(path + strlen(path) - strlen(JSON_GZ_SUFFIX), JSON_GZ_SUFFIX)
+		&& (!slash || path + strlen(path) - strlen(JSON_GZ_SUFFIX) > slash))
+		dot = path + strlen(path) - strlen(JSON_GZ_SUFFIX);
 	snprintf(buf, len, "%.*s-gpu%d%s", (int)(dot - path), path, device, dot);
 }
 
@@ -678,12 +709,12 @@ static int run_and_save(const run_ctx *r, const char *out_path, bool existed)
 	rc = mb_cli_save_receipt(receipt, out_path, r->a->force, existed, &err);
 	signals_release(r->signals);
 	if (rc) {
-		mb_console_print_table(table_out, receipt);
+		mb_console_print_table_as(table_out, receipt, r->a->format);
 		mb_cli_error(&err);
 		json_decref(receipt);
 		return MB_EXIT_INPUT;
 	}
-	mb_console_print_table(table_out, receipt);
+	mb_console_print_table_as(table_out, receipt, r->a->format);
 	fflush(table_out);
 	if (strcmp(out_path, "-") != 0)
 		fprintf(stderr, "megabench: receipt written to %s%s%s%s%s\n", out_path,
@@ -726,7 +757,7 @@ int mb_cli_run(int argc, char **argv)
 	char base_path[PATH_BYTES], note[NOTE_BYTES], ignored[NOTE_BYTES], ignored_note[2 * NOTE_BYTES];
 	char out_paths[MAX_DEVICES][PATH_BYTES];
 	bool existed[MAX_DEVICES] = {false};
-	const char *notices[2];
+	const char *notices[3];
 	char **command = copy_argv(argc, argv);
 	int devices[MAX_DEVICES] = {0}, n_devices = 1, n_outputs;
 	gpu_pool pool;
@@ -787,6 +818,13 @@ int mb_cli_run(int argc, char **argv)
 		code = MB_EXIT_INPUT;
 		goto cleanup;
 	}
+	/* fitting the host is this run's concern: the cases that do not fit
+	 * are named, and the rest runs */
+	if (plan->host_note[0]) {
+		notices[n_notices++] = plan->host_note;
+		if (a.list || a.dry_run)
+			fprintf(stderr, "megabench: notice: %s\n", plan->host_note);
+	}
 	if (a.list) {
 		print_plan(plan);
 		code = MB_EXIT_OK;
@@ -835,7 +873,7 @@ int mb_cli_run(int argc, char **argv)
 	if (a.output)
 		snprintf(base_path, sizeof(base_path), "%s", a.output);
 	else
-		default_output(base_path, sizeof(base_path), a.save_to, suite);
+		default_output(base_path, sizeof(base_path), a.save_to, a.gzip, suite);
 	/* --gpus: one receipt for every GPU; else one per device */
 	n_outputs = a.gpus ? 1 : n_devices;
 	for (int d = 0; d < n_outputs; d++) {

@@ -8,6 +8,7 @@
 #include "harness/cli.h"
 #include "harness/suite.h"
 #include "kernels/catalog.h"
+#include "receipts/gzip.h"
 #include "receipts/receipt_io.h"
 #include "receipts/schema.h"
 
@@ -20,18 +21,20 @@ static const char *const policy_keys[] = {"alpha", "min_effect", "noise_ceiling"
 static void validate_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: megabench validate [--kind suite|policy|receipt|catalog] FILE...\n"
+		"usage: megabench validate [--kind suite|policy|receipt|catalog|verdict|diff|history] FILE...\n"
 		"       megabench validate --schema SCHEMA.json INSTANCE.json...\n"
 		"\n"
 		"Without --schema, each FILE is checked as what it is. A .toml file is a suite when it\n"
 		"has a [suite] table, else a policy (--kind says which, where a file is ambiguous):\n"
 		"  suite   schema, known rows and dtypes, possible shapes, and planned as `run` would\n"
-		"          plan it for every backend (at most %d cases, shapes that fit the host\n"
-		"          memory available now)\n"
+		"          plan it for every backend (at most %d cases); whether a shape fits this\n"
+		"          machine's memory is the run's concern (run names the cases it leaves out)\n"
 		"  policy  schemas/policy.schema.json, and every [rows.NAME] a row of the catalog\n"
-		"A .json file is checked by its \"kind\" (megabench.receipt, megabench.catalog) against\n"
-		"the schema built into megabench. With --schema, each instance is checked against that\n"
-		"JSON Schema (draft-07).\n"
+		"A .json (or .json.gz) file is checked by its \"kind\" against the schema built into\n"
+		"megabench: megabench.receipt, megabench.catalog (catalog --format json), and what the\n"
+		"reporters print with --format json: megabench.verdict (verdict), megabench.diff (diff\n"
+		"and gate) and megabench.history (history): schemas/KIND.schema.json. With --schema,\n"
+		"each instance is checked against that JSON Schema (draft-07).\n"
 		"\n"
 		"exit codes: 0 every file valid; 1 a file is invalid (reasons on stderr, one line\n"
 		"each, with the key path or JSON pointer); 2 a file could not be read; 64 usage.\n",
@@ -52,6 +55,11 @@ static int load_json(json_t **out, const char *path)
 	if (mb_read_file(&text, &len, path, MB_RECEIPT_MAX_BYTES, "a JSON document", &err)) {
 		mb_cli_error(&err);
 		return MB_EXIT_INPUT;
+	}
+	/* a .json.gz receipt is checked as the receipt it holds */
+	if (mb_gzip_decode(&text, &len, path, MB_RECEIPT_MAX_BYTES, "a JSON document", &err)) {
+		mb_cli_error(&err);
+		return err.code == MB_EINVAL ? MB_EXIT_FAILED : MB_EXIT_INPUT;
 	}
 	/* any JSON value: a schema may be true or false, a document a number */
 	*out = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
@@ -195,6 +203,9 @@ static int validate_by_kind(const char *path, const char *forced)
 	static const struct { const char *kind, *schema; } kinds[] = {
 		{"megabench.receipt", "receipt"},
 		{"megabench.catalog", "catalog"},
+		{"megabench.verdict", "verdict"},
+		{"megabench.diff", "diff"},
+		{"megabench.history", "history"},
 	};
 	json_t *doc = NULL;
 	const char *kind;
@@ -210,8 +221,9 @@ static int validate_by_kind(const char *path, const char *forced)
 	kind = json_string_value(json_object_get(doc, "kind"));
 	code = MB_EXIT_FAILED;
 	if (!kind) {
-		fprintf(stderr, "megabench: %s: no \"kind\" key: expected a receipt (kind megabench.receipt) "
-			"or a catalog; use --schema to check other documents\n", path);
+		fprintf(stderr, "megabench: %s: no \"kind\" key: expected a receipt (kind megabench.receipt), a "
+			"catalog, or what verdict, diff, gate or history print with --format json; use --schema to check "
+			"other documents\n", path);
 	} else if (forced && strncmp(kind, KIND_PREFIX, strlen(KIND_PREFIX)) == 0
 		&& strcmp(kind + strlen(KIND_PREFIX), forced) != 0) {
 		fprintf(stderr, "megabench: %s: /kind: \"%s\", not a %s\n", path, kind, forced);
@@ -246,7 +258,7 @@ int mb_cli_validate(int argc, char **argv)
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	static const char *const kinds[] = {"suite", "policy", "receipt", "catalog"};
+	static const char *const kinds[] = {"suite", "policy", "receipt", "catalog", "verdict", "diff", "history"};
 	const char *schema_path = NULL, *kind = NULL;
 	json_t *schema = NULL;
 	int c, worst = MB_EXIT_OK, quiet = 0;
@@ -268,8 +280,8 @@ int mb_cli_validate(int argc, char **argv)
 		for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && strcmp(kinds[i], kind); i++)
 			;
 		if (i == sizeof(kinds) / sizeof(kinds[0]))
-			return mb_cli_usage_error("validate", "--kind must be suite, policy, receipt or catalog, got \"%s\"",
-				kind);
+			return mb_cli_usage_error("validate", "--kind must be suite, policy, receipt, catalog, verdict, diff or "
+				"history, got \"%s\"", kind);
 		if (schema_path)
 			return mb_cli_usage_error("validate", "--kind and --schema exclude each other");
 	}

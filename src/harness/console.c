@@ -6,14 +6,10 @@
 
 #include "harness/case_common.h"
 #include "receipts/printer.h"
+#include "receipts/verdict.h"
 
 #define NS_PER_S 1e9
 #define ESCAPED_BYTES 512
-/* Smallest widths of the table's text columns: their headings. */
-#define ROW_MIN 3
-#define VARIANT_MIN 7
-#define SHAPE_MIN 5
-#define SHAPE_BYTES 256
 #define CELL_BYTES 256
 
 
@@ -164,69 +160,6 @@ static double num(const json_t *o, const char *key)
 	return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-static void shape_text(char *buf, size_t len, const json_t *shape)
-{
-	const char *key;
-	json_t *v;
-	size_t used = 0;
-	char raw[SHAPE_BYTES];
-
-	raw[0] = '\0';
-	json_object_foreach((json_t *)shape, key, v) {
-		int n = snprintf(raw + used, sizeof(raw) - used, "%s%s=%lld", used ? "," : "", key,
-			(long long)json_integer_value(v));
-		if (n < 0 || (size_t)n >= sizeof(raw) - used)
-			break;
-		used += (size_t)n;
-	}
-	mb_print_terminal_safe(buf, len, raw);
-}
-
-/* The text cells of one case, escaped. */
-typedef struct case_cells {
-	char row[CELL_BYTES], variant[CELL_BYTES], shape[SHAPE_BYTES];
-} case_cells;
-
-static void case_cells_of(case_cells *out, const json_t *c)
-{
-	mb_print_terminal_safe(out->row, sizeof(out->row), json_string_value(json_object_get(c, "row")));
-	mb_print_terminal_safe(out->variant, sizeof(out->variant), json_string_value(json_object_get(c, "variant")));
-	shape_text(out->shape, sizeof(out->shape), json_object_get(c, "shape"));
-}
-
-/* Column widths from the contents: a long row name must not push the
- * columns after it out of line. */
-typedef struct table_widths {
-	int row, variant, shape;
-} table_widths;
-
-static void print_case_row(FILE *out, const json_t *c, const table_widths *w)
-{
-	const json_t *timing = json_object_get(c, "timing"), *tp = json_object_get(c, "throughput");
-	const json_t *corr = json_object_get(c, "correctness");
-	char med[32] = "-", gbps[24] = "-", frac[16] = "-", check[24] = "-", conv[8] = "-";
-	char dtype[16], mode[16], status[16];
-	case_cells cells;
-
-	case_cells_of(&cells, c);
-	if (json_is_object(timing)) {
-		mb_format_ns(med, sizeof(med), num(timing, "median_ns"));
-		snprintf(conv, sizeof(conv), "%s", json_is_true(json_object_get(timing, "converged")) ? "yes" : "NO");
-	}
-	if (json_is_object(tp) && isfinite(num(tp, "gbps")))
-		snprintf(gbps, sizeof(gbps), "%.1f", num(tp, "gbps"));
-	if (json_is_object(tp) && isfinite(num(tp, "fraction_of_ceiling")))
-		snprintf(frac, sizeof(frac), "%.3f", num(tp, "fraction_of_ceiling"));
-	if (json_is_object(corr))
-		snprintf(check, sizeof(check), "%s %.1e", json_is_true(json_object_get(corr, "passed")) ? "pass" : "FAIL",
-			num(corr, "max_rel"));
-	fprintf(out, "%-*s %-*s %-4s %-5s %-*s %-7s %11s %9s %6s %-12s %s\n", w->row, cells.row, w->variant,
-		cells.variant, mb_print_terminal_safe(dtype, sizeof(dtype), json_string_value(json_object_get(c, "dtype"))),
-		mb_print_terminal_safe(mode, sizeof(mode), json_string_value(json_object_get(c, "mode"))), w->shape,
-		cells.shape, mb_print_terminal_safe(status, sizeof(status), json_string_value(json_object_get(c, "status"))),
-		med, gbps, frac, check, conv);
-}
-
 /* A sharded run (run --gpus): per GPU, its cases and its worker's wall
  * time, and how the worker ended when it did not end well. */
 static void print_shards(FILE *out, const json_t *receipt)
@@ -249,31 +182,34 @@ static void print_shards(FILE *out, const json_t *receipt)
 	}
 }
 
-static int max_int(int a, size_t b)
+void mb_console_print_table(FILE *out, const json_t *receipt)
 {
-	return (size_t)a > b ? a : (int)b;
+	mb_console_print_table_as(out, receipt, MB_RUN_TABLE_TEXT);
 }
 
-void mb_console_print_table(FILE *out, const json_t *receipt)
+void mb_console_print_table_as(FILE *out, const json_t *receipt, mb_run_table_format fmt)
 {
 	const json_t *cases = json_object_get(receipt, "cases"), *c, *f;
 	const json_t *good = json_object_get(receipt, "goodput");
 	size_t i, j, passed = 0, failed = 0, skipped = 0;
-	table_widths w = {ROW_MIN, VARIANT_MIN, SHAPE_MIN};
 	char id[ESCAPED_BYTES], kind[CELL_BYTES], message[ESCAPED_BYTES];
+	mb_verdict_set set;
+	mb_policy policy;
+	mb_error err;
+	bool verdicts;
 
-	json_array_foreach(cases, i, c) {
-		case_cells cells;
-		case_cells_of(&cells, c);
-		w.row = max_int(w.row, strlen(cells.row));
-		w.variant = max_int(w.variant, strlen(cells.variant));
-		w.shape = max_int(w.shape, strlen(cells.shape));
-	}
-	fprintf(out, "%-*s %-*s %-4s %-5s %-*s %-7s %11s %9s %6s %-12s %s\n", w.row, "row", w.variant, "variant",
-		"type", "mode", w.shape, "shape", "status", "median", "GB/s", "ceil", "check maxrel", "conv");
+	/* the speedup column: each fused case against its best alternative,
+	 * as the verdicts pair them (at the default policy) */
+	mb_policy_defaults(&policy);
+	memset(&set, 0, sizeof(set));
+	verdicts = mb_verdict_compute(&set, receipt, &policy, &err) == 0;
+	mb_print_run_table(out, receipt, verdicts ? &set : NULL, fmt);
+	mb_verdict_set_free(&set);
+	mb_policy_free(&policy);
+	if (fmt == MB_RUN_TABLE_CSV)
+		return; /* the cases only: a file for a spreadsheet */
 	json_array_foreach(cases, i, c) {
 		const char *status = json_string_value(json_object_get(c, "status"));
-		print_case_row(out, c, &w);
 		if (status && strcmp(status, "ok") == 0)
 			passed++;
 		else if (status && strcmp(status, "skipped") == 0)
@@ -281,18 +217,34 @@ void mb_console_print_table(FILE *out, const json_t *receipt)
 		else
 			failed++;
 	}
+	if (fmt == MB_RUN_TABLE_MARKDOWN)
+		fputs("\n", out);
 	json_array_foreach(cases, i, c) {
-		json_array_foreach(json_object_get(c, "findings"), j, f)
+		json_array_foreach(json_object_get(c, "findings"), j, f) {
+			if (fmt == MB_RUN_TABLE_MARKDOWN) {
+				fputs("- finding: ", out);
+				mb_print_md_cell(out, json_string_value(json_object_get(c, "id")));
+				fputs(": ", out);
+				mb_print_md_cell(out, json_string_value(json_object_get(f, "kind")));
+				fputs(": ", out);
+				mb_print_md_cell(out, json_string_value(json_object_get(f, "message")));
+				fputs("\n", out);
+				continue;
+			}
 			fprintf(out, "finding: %s: %s: %s\n",
 				mb_print_terminal_safe(id, sizeof(id), json_string_value(json_object_get(c, "id"))),
 				mb_print_terminal_safe(kind, sizeof(kind), json_string_value(json_object_get(f, "kind"))),
 				mb_print_terminal_safe(message, sizeof(message), json_string_value(json_object_get(f, "message"))));
+		}
 	}
-	mb_print_lanes(out, receipt, MB_PRINT_TEXT);
-	print_shards(out, receipt);
+	mb_print_lanes(out, receipt, fmt == MB_RUN_TABLE_MARKDOWN ? MB_PRINT_MARKDOWN : MB_PRINT_TEXT);
+	if (fmt == MB_RUN_TABLE_TEXT)
+		print_shards(out, receipt);
 	if (json_is_object(good))
 		fprintf(out, "goodput: %.1f%% of %.2f s wall time was timed kernel work\n",
 			100 * num(good, "goodput_fraction"), num(good, "wall_ns") / NS_PER_S);
+	if (fmt == MB_RUN_TABLE_MARKDOWN)
+		fputs("\n", out);
 	if (skipped)
 		fprintf(out, "%zu passed, %zu failed, %zu skipped\n", passed, failed, skipped);
 	else

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "harness/runner.h"
+#include "receipts/printer.h"
 
 typedef struct mb_console {
 	FILE *out;
@@ -29,9 +30,14 @@ void mb_console_init(mb_console *con, FILE *out, bool quiet);
  * table, after Ctrl-C) starts on a line of its own. */
 void mb_console_finish(mb_console *con);
 
-/* Per case: status, median, GB/s, fraction of ceiling, correctness,
- * convergence; then findings, goodput, and last "N passed, N failed". */
+/* The run table (receipts' mb_print_run_table: per case its family,
+ * status, median, noise, spread between repetitions, speedup against the
+ * best alternative, GB/s, fraction of the named ceiling, error over
+ * tolerance, convergence); then findings, lanes, goodput, and last "N
+ * passed, N failed". */
 void mb_console_print_table(FILE *out, const json_t *receipt);
+/* The same as Markdown (findings a list) or CSV (the cases alone). */
+void mb_console_print_table_as(FILE *out, const json_t *receipt, mb_run_table_format fmt);
 
 /* "12.3 us", "4.56 ms": a duration in the unit that reads best. */
 void mb_format_ns(char *buf, size_t len, double ns);

@@ -31,8 +31,10 @@ static void usage(FILE *f)
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		fprintf(f, "  %-11s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\n'megabench <command> --help' describes each command.\n"
-		"exit codes: 0 ok, 1 a case failed or a document is invalid, 2 bad input,\n"
-		"3 incomparable receipts, 64 usage error, 130 interrupted.\n");
+		"exit codes: 0 ok, 1 a case failed, a document is invalid or (gate) a performance\n"
+		"regression, 2 bad input (gate: also wrong answers or drift), 3 incomparable or\n"
+		"inconclusive receipts, 4 (gate) a row's catalog status claims more than the head's\n"
+		"evidence shows, 64 usage error, 130 interrupted.\n");
 }
 
 int main(int argc, char **argv)

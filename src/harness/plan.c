@@ -14,6 +14,7 @@
 
 #include "harness/hostinfo.h"
 #include "harness/suite_internal.h"
+#include "receipts/select.h"
 
 #define PLAN_INITIAL_CAPACITY 64
 /* The host holds every tensor in fp32 three times: inputs and outputs, the
@@ -23,7 +24,6 @@
 #define BYTES_PER_KIB 1024
 #define MEMINFO_PATH "/proc/meminfo"
 #define MEMINFO_LINE_BYTES 256
-#define REGEX_ERROR_BYTES 256
 
 static const mb_dtype default_dtypes[] = {MB_BF16, MB_FP16, MB_FP32};
 
@@ -135,22 +135,6 @@ static void plan_filters_free(plan_filters *f)
 	f->have_filter = f->have_exclude = false;
 }
 
-static int compile_regex(regex_t *re, bool *compiled, const char *text, const char *flag, mb_error *err)
-{
-	char why[REGEX_ERROR_BYTES];
-	int rc;
-
-	if (!text)
-		return 0;
-	rc = regcomp(re, text, REG_EXTENDED | REG_NOSUB);
-	if (rc) {
-		regerror(rc, re, why, sizeof(why));
-		return mb_error_set(err, MB_EINVAL, flag, "invalid regular expression \"%s\": %s", text, why);
-	}
-	*compiled = true;
-	return 0;
-}
-
 static int check_filter_names(const plan_filters *f, mb_error *err)
 {
 	char known[512];
@@ -210,9 +194,9 @@ static int plan_filters_init(plan_filters *out, const mb_suite *suite,
 	if (!rc)
 		rc = check_filter_names(out, err);
 	if (!rc && match)
-		rc = compile_regex(&out->filter_re, &out->have_filter, match->filter, "--filter", err);
+		rc = mb_select_regcomp(&out->filter_re, &out->have_filter, match->filter, "--filter", err);
 	if (!rc && match)
-		rc = compile_regex(&out->exclude_re, &out->have_exclude, match->exclude, "--exclude", err);
+		rc = mb_select_regcomp(&out->exclude_re, &out->have_exclude, match->exclude, "--exclude", err);
 	return rc;
 }
 
@@ -238,6 +222,10 @@ typedef struct expander {
 	unsigned modes_met;
 	char variants_met[256];  /* variant names that reached --variants */
 	char first_id[256];      /* the first id that reached --filter */
+	/* cases left out for host memory: the first one's needs, for an
+	 * empty plan's message */
+	size_t host_skipped;
+	char host_first[MB_ERROR_TEXT_MAX / 2];
 } expander;
 
 static int push_case(expander *x, const mb_case_plan *c, mb_error *err)
@@ -314,24 +302,38 @@ static stage refused_by(expander *x, bool row_wanted, mb_dtype dtype, mb_mode mo
 	return STAGE_COUNT;
 }
 
-static int check_memory(const expander *x, const mb_row *row, const int64_t *axis,
-	const char *fampath, mb_error *err)
+/* Whether the shape's host copies fit in the memory available now; when
+ * not, `need` says how much they need. Always true where the host is not
+ * checked ("any": validate) or its memory is unknown. */
+static bool fits_host(const expander *x, const mb_row *row, const int64_t *axis, char *need, size_t len)
 {
 	uint64_t elems = 0, bytes = 0;
 	double need_bytes;
-	char where[MB_ERROR_WHERE_MAX], shape[256];
 
-	if (!x->host_bytes || mb_row_footprint(row, axis, MB_FP32, &elems, &bytes) < 0)
-		return 0;
+	if (!x->host_bytes || strcmp(x->backend, "any") == 0 || mb_row_footprint(row, axis, MB_FP32, &elems, &bytes) < 0)
+		return true;
 	need_bytes = (double)elems * sizeof(float) * HOST_COPIES;
 	if (need_bytes <= (double)x->host_bytes)
-		return 0;
-	mb_suite_where(where, sizeof(where), x->suite->path, fampath);
-	mb_shape_format(shape, sizeof(shape), row, axis);
-	return mb_error_set(err, MB_EINVAL, where,
-		"shape %s needs %.1f GiB of host memory, this machine has %.1f GiB available of %.1f GiB", shape,
-		need_bytes / BYTES_PER_GIB, (double)x->host_bytes / BYTES_PER_GIB,
-		(double)x->host_total_bytes / BYTES_PER_GIB);
+		return true;
+	snprintf(need, len, "needs %.1f GiB", need_bytes / BYTES_PER_GIB);
+	return false;
+}
+
+/* A case left out for host memory: counted, and named in the plan's note
+ * (the first few). */
+static void skip_for_memory(expander *x, const mb_case_plan *c, const char *need)
+{
+	char *note = x->plan->host_note;
+	size_t len = sizeof(x->plan->host_note), used = strlen(note);
+
+	if (x->counting)
+		return;
+	if (!x->host_skipped++)
+		snprintf(x->host_first, sizeof(x->host_first), "%s %s", c->id, need);
+	if (used + strlen(c->id) + strlen(need) + 32 < len)
+		snprintf(note + used, len - used, "%s%s (%s)", used ? ", " : "", c->id, need);
+	else if (!strstr(note, ", ..."))
+		snprintf(note + used, len - used, ", ...");
 }
 
 int mb_plan_case(mb_case_plan *out, const mb_row *row, const mb_variant *v, mb_dtype dtype, mb_mode mode,
@@ -378,8 +380,8 @@ static int expand_shape(expander *x, const mb_row *row, bool row_wanted, const j
 	size_t n_dtypes = json_is_array(dtypes) ? json_array_size(dtypes)
 		: sizeof(default_dtypes) / sizeof(default_dtypes[0]);
 	const mb_settings *s = &x->suite->settings;
-	char where[MB_ERROR_WHERE_MAX];
-	bool memory_checked = false;
+	char where[MB_ERROR_WHERE_MAX], need[64] = "";
+	bool fits = fits_host(x, row, axis, need, sizeof(need));
 	mb_case_plan c;
 	int rc = 0;
 
@@ -404,12 +406,10 @@ static int expand_shape(expander *x, const mb_row *row, bool row_wanted, const j
 					x->dropped[refused]++;
 					continue;
 				}
-				if (!memory_checked) {
-					rc = check_memory(x, row, axis, fampath, err);
-					memory_checked = true;
-				}
-				if (!rc)
+				if (fits)
 					rc = push_case(x, &c, err);
+				else
+					skip_for_memory(x, &c, need);
 			}
 		}
 	}
@@ -641,13 +641,35 @@ int mb_plan_build_ex(mb_plan **out, const mb_suite *suite, const mb_plan_filter 
 			goto cleanup;
 		}
 		x.cap = x.counted;
-		x.counting = false;
-		x.counted = 0;
-		x.candidates = 0;
-		memset(x.dropped, 0, sizeof(x.dropped));
-		rc = expand_all(&x, err);
-		if (rc)
-			goto cleanup;
+	}
+	/* the second pass makes the cases (and names those left out) */
+	x.counting = false;
+	x.counted = 0;
+	x.candidates = 0;
+	memset(x.dropped, 0, sizeof(x.dropped));
+	rc = expand_all(&x, err);
+	if (rc)
+		goto cleanup;
+	x.plan->n_host_skipped = x.host_skipped;
+	if (x.plan->n_cases == 0 && x.host_skipped) {
+		rc = mb_error_set(err, MB_EINVAL, suite->path, "every case selected needs more host memory than this "
+			"machine has available now (%.1f GiB of %.1f GiB): %s%s", (double)x.host_bytes / BYTES_PER_GIB,
+			(double)x.host_total_bytes / BYTES_PER_GIB, x.host_first, x.host_skipped > 1 ? ", and the others" : "");
+		goto cleanup;
+	}
+	if (x.host_skipped) {
+		char names[MB_PLAN_NOTE_MAX];
+		size_t used;
+
+		memcpy(names, x.plan->host_note, sizeof(names));
+		used = (size_t)snprintf(x.plan->host_note, sizeof(x.plan->host_note), "%zu case%s left out: %s more host "
+			"memory than this machine has available now (%.1f GiB of %.1f GiB): ", x.host_skipped,
+			x.host_skipped == 1 ? "" : "s", x.host_skipped == 1 ? "its shape needs" : "their shapes need",
+			(double)x.host_bytes / BYTES_PER_GIB, (double)x.host_total_bytes / BYTES_PER_GIB);
+		/* the names as far as they fit */
+		for (size_t i = 0; names[i] && used + 1 < sizeof(x.plan->host_note); i++)
+			x.plan->host_note[used++] = names[i];
+		x.plan->host_note[used] = '\0';
 	}
 	if (x.plan->n_cases == 0) {
 		if (x.candidates && explain_empty(&x, err)) {

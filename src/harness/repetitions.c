@@ -182,3 +182,20 @@ json_t *mb_case_merge_repetitions(json_t *const *passes, size_t n)
 	merge_findings(json_object_get(c, "findings"), passes, n);
 	return c;
 }
+
+/* A stream of its own for the order: the run seed is also the inputs' */
+#define ORDER_STREAM 0x5245504f52444552ull /* "REPORDER" */
+
+void mb_repetition_order(size_t *order, size_t n, uint64_t seed, int pass)
+{
+	mb_rng rng;
+
+	for (size_t i = 0; i < n; i++)
+		order[i] = i;
+	mb_rng_seed(&rng, seed ^ ORDER_STREAM ^ ((uint64_t)pass * 0x9e3779b97f4a7c15ull));
+	for (size_t i = n; i > 1; i--) { /* Fisher-Yates */
+		size_t j = (size_t)(mb_rng_next(&rng) % i), t = order[i - 1];
+		order[i - 1] = order[j];
+		order[j] = t;
+	}
+}

@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Most passes one run makes (--repetitions). */
 #define MB_MAX_REPETITIONS 64
@@ -28,5 +29,13 @@
  * a new reference to the one case; n is at most MB_MAX_REPETITIONS. NULL on
  * allocation failure. */
 json_t *mb_case_merge_repetitions(json_t *const *passes, size_t n);
+
+/* The order in which pass `pass` (0, 1, ...) of --repetitions runs the
+ * plan's `n` rows: a permutation of 0..n-1 drawn from `seed` and the pass,
+ * so that the passes are interleaved in a shuffled order (as Google
+ * Benchmark's random interleaving and asv do): no row always runs first,
+ * or always after the same neighbour, whose heat or clocks it would
+ * inherit. The same seed gives the same orders. */
+void mb_repetition_order(size_t *order, size_t n, uint64_t seed, int pass);
 
 #endif

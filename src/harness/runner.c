@@ -757,6 +757,34 @@ cleanup:
 	return rc;
 }
 
+/* One pass over the plan's rows: in plan order alone, or with
+ * --repetitions in the shuffled order of this pass (repetitions.h). */
+static int run_pass(run_state *st, int pass, int repetitions, mb_error *err)
+{
+	const mb_plan *plan = st->opts->plan;
+	size_t *begin = calloc(plan->n_cases + 1, sizeof(*begin)), *order = calloc(plan->n_cases + 1, sizeof(*order));
+	size_t n_rows = 0;
+	int rc = 0;
+
+	if (!begin || !order)
+		rc = mb_error_set(err, MB_ENOMEM, "run", "out of memory ordering the rows");
+	for (size_t i = 0; !rc && i < plan->n_cases; i++)
+		if (i == 0 || plan->cases[i].row != plan->cases[i - 1].row)
+			begin[n_rows++] = i;
+	if (!rc)
+		begin[n_rows] = plan->n_cases;
+	if (!rc && repetitions > 1)
+		mb_repetition_order(order, n_rows, st->opts->suite->settings.seed, pass);
+	else
+		for (size_t r = 0; order && r < n_rows; r++)
+			order[r] = r;
+	for (size_t r = 0; !rc && r < n_rows && !st->interrupted; r++)
+		rc = run_row(st, begin[order[r]], begin[order[r] + 1], err);
+	free(begin);
+	free(order);
+	return rc;
+}
+
 int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 {
 	run_state st = {.opts = o};
@@ -809,15 +837,11 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	 * with repetitions, pass k runs every row (each in fresh children)
 	 * before pass k + 1 starts, so a case's passes are minutes apart */
 	rc = run_probe(&st, &run_err);
-	for (int pass = 0; rc == 0 && pass < repetitions && !st.interrupted; pass++) {
-		for (size_t begin = 0; rc == 0 && begin < o->plan->n_cases && !st.interrupted;) {
-			size_t end = begin;
-			while (end < o->plan->n_cases && o->plan->cases[end].row == o->plan->cases[begin].row)
-				end++;
-			rc = run_row(&st, begin, end, &run_err);
-			begin = end;
-		}
-	}
+	if (repetitions > 1)
+		notice(&st, "repetitions: each of the %d passes runs the rows in a shuffled order drawn from seed %llu",
+			repetitions, (unsigned long long)o->suite->settings.seed);
+	for (int pass = 0; rc == 0 && pass < repetitions && !st.interrupted; pass++)
+		rc = run_pass(&st, pass, repetitions, &run_err);
 	if (merge_passes(&st, rc ? NULL : &run_err) && !rc)
 		rc = run_err.code;
 	if (rc == 0 && !st.interrupted && !o->skip_lanes)

@@ -82,9 +82,18 @@ typedef struct mb_case_plan {
 	char id[256];                /* row/variant/dtype/mode/family/A=1,B=2 */
 } mb_case_plan;
 
+/* What mb_plan_build says of the cases it leaves out for host memory. */
+#define MB_PLAN_NOTE_MAX 1024
+
 typedef struct mb_plan {
 	mb_case_plan *cases;
 	size_t n_cases;
+	/* Cases left out because their shape needs more host memory than this
+	 * machine has available now: how many, and a notice naming them (""
+	 * when none). Fitting the host is the run's concern, not the suite's:
+	 * validate ("any") checks nothing of it. */
+	size_t n_host_skipped;
+	char host_note[MB_PLAN_NOTE_MAX];
 } mb_plan;
 
 /* Narrowing from the command line: comma-separated lists, NULL = no filter. */
@@ -139,8 +148,12 @@ void mb_suite_free(mb_suite *suite);
  * A filter that names an unknown row or dtype is an error that lists the
  * known ones; a filter that leaves no case is an error that says which
  * filter removed the cases and why (--variants on the cpu backend, a
- * --filter that matches no id, a dtype the rows do not list). Host memory
- * is checked against what is available now (MemAvailable), not the total. */
+ * --filter that matches no id, a dtype the rows do not list). On "cpu" and
+ * "cuda", a shape whose host copies need more memory than is available
+ * now (MemAvailable, not the total) has its cases left out and named in
+ * plan->host_note; a plan that loses every case so is an error naming the
+ * first. "any" checks nothing of the host: a suite is valid or not
+ * whatever the machine. */
 int mb_plan_build(mb_plan **out, const mb_suite *suite, const mb_plan_filter *filter,
 	const char *backend, mb_error *err);
 /* mb_plan_build with case-id expressions too (`match` may be NULL). */

@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "receipts/gzip.h"
+
 #define STDOUT_PATH "-"
 /* mkstemp replaces exactly these six characters. */
 #define TEMP_SUFFIX ".XXXXXX"
@@ -342,8 +344,16 @@ int mb_json_write_atomic_ex(const json_t *doc, const char *path, unsigned flags,
 		rc = mb_error_set(err, MB_EINVAL, path ? path : "", "document changed while being serialized");
 		goto cleanup;
 	}
-	text[len] = '\n';
-	rc = mb_atomic_write_ex(path, text, len + 1, flags, err);
+	text[len++] = '\n';
+	if (flags & MB_ATOMIC_GZIP) {
+		char *packed = NULL;
+		rc = mb_gzip_encode(&packed, &len, text, len, path ? path : "", err);
+		free(text);
+		text = packed;
+		if (rc)
+			goto cleanup;
+	}
+	rc = mb_atomic_write_ex(path, text, len, flags & ~MB_ATOMIC_GZIP, err);
 
 cleanup:
 	free(text);

@@ -36,7 +36,10 @@ enum {
 	 * "already exists") when `path` exists, even if it appeared while the
 	 * data was being written, so two writers of one path cannot silently
 	 * replace each other. */
-	MB_ATOMIC_NO_REPLACE = 1u << 0
+	MB_ATOMIC_NO_REPLACE = 1u << 0,
+	/* mb_json_write_atomic_ex only: write the JSON gzip-compressed
+	 * (receipts/gzip.h); refused where megabench was built without zlib. */
+	MB_ATOMIC_GZIP = 1u << 1
 };
 
 /* mb_atomic_write with `flags`. */

@@ -1040,6 +1040,9 @@ void mb_diff_headline(const mb_diff *d, char *buf, size_t len)
 		if (n)
 			mb_text_appendf(buf, len, "; %zu %s", n, n == 1 ? extra[k].one : extra[k].many);
 	}
+	if (d->n_hidden)
+		mb_text_appendf(buf, len, " (%zu unchanged case%s not shown: --only-changed)", d->n_hidden,
+			d->n_hidden == 1 ? "" : "s");
 }
 
 void mb_diff_free(mb_diff *d)

@@ -100,6 +100,11 @@ typedef struct mb_diff {
 	size_t n_still_wrong;     /* wrong on both sides (not in n_wrong) */
 	size_t n_machine_changed; /* identical code beyond the loose bound (not in n_slower, n_faster) */
 	size_t n_not_judged;      /* cases compared without their timing (cpu backend) */
+	/* what a reporter's selection did (select.h): cases taken out of
+	 * `cases` as unchanged (still in the counts above), and whether
+	 * `cases` is in the order to show (else the printers rank it) */
+	size_t n_hidden;
+	bool ordered;
 } mb_diff;
 
 /* Compare `head` against `base`. An inconsistent receipt gives rc 0 with

@@ -1,12 +1,14 @@
 /* The nightly history (history.h). */
 #include "receipts/history.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "receipts/printer.h"
+#include "receipts/promotion.h"
 #include "receipts/text.h"
 
 #define PERCENT 100.0
@@ -17,6 +19,7 @@ const char *mb_history_decision_name(mb_history_decision d)
 	switch (d) {
 	case MB_HISTORY_DEMOTE: return "demote";
 	case MB_HISTORY_CONFIRMED: return "confirmed";
+	case MB_HISTORY_DROPPED: return "dropped";
 	default: return "watch";
 	}
 }
@@ -111,12 +114,33 @@ static void rev_free(mb_history_rev *rev)
 		free(rev->cells[i].label);
 		free(rev->cells[i].lane);
 		free(rev->cells[i].status);
+		free(rev->cells[i].alt);
+		free(rev->cells[i].shape);
 	}
 	free(rev->rows);
 	free(rev->cells);
 	free(rev->name);
 	json_decref(rev->digest);
 	memset(rev, 0, sizeof(*rev));
+}
+
+/* What the page charts of a row in one receipt: its pair at the largest
+ * shape, the fused and the best alternative's medians. */
+static int cell_pair(mb_history_cell *c, const mb_verdict_pair *p)
+{
+	char shape[MB_VERDICT_SHAPE_MAX];
+
+	c->fused_median_ns = c->alt_median_ns = NAN;
+	if (!p)
+		return 0;
+	mb_verdict_shape_label(shape, sizeof(shape), p->fused);
+	c->fused_median_ns = mb_print_median_ns(p->fused);
+	c->alt_median_ns = mb_print_median_ns(p->alt);
+	c->alt = strdup(mb_text_get(p->alt, "variant"));
+	c->shape = strdup(shape);
+	snprintf(c->dtype, sizeof(c->dtype), "%s", mb_text_get(p->fused, "dtype"));
+	snprintf(c->mode, sizeof(c->mode), "%s", mb_text_get(p->fused, "mode"));
+	return !c->alt || !c->shape;
 }
 
 /* The cells of a receipt's verdicts. */
@@ -134,6 +158,8 @@ static int rev_cells(mb_history_rev *rev, const mb_verdict_set *set)
 
 		c->kind = v->kind;
 		c->evidence = v->evidence;
+		c->status_agrees = v->status_agrees;
+		c->saved_ns = v->saved_basis != MB_SAVED_NONE ? v->saved_ns : NAN;
 		mb_verdict_label(text, sizeof(text), v);
 		c->label = strdup(text);
 		mb_history_lane_text(text, sizeof(text), v);
@@ -141,7 +167,7 @@ static int rev_cells(mb_history_rev *rev, const mb_verdict_set *set)
 		mb_verdict_status_text(text, sizeof(text), v);
 		c->status = strdup(text);
 		rev->rows[rev->n_rows++] = strdup(v->row);
-		if (!c->label || !c->lane || !c->status || !rev->rows[rev->n_rows - 1])
+		if (!c->label || !c->lane || !c->status || !rev->rows[rev->n_rows - 1] || cell_pair(c, v->largest))
 			return MB_ENOMEM;
 	}
 	return 0;
@@ -205,6 +231,15 @@ static mb_history_mark mark_of(const mb_history_cell *c)
 	}
 }
 
+/* The row's catalog status as built in the newest receipt of the group
+ * (its digest keeps the catalog); "" where it records none. */
+static const char *status_now(const mb_history *h, const mb_history_group *hg, const mb_history_row *r)
+{
+	const char *st = mb_promotion_status(h->revs[hg->revs[hg->g->n - 1]].digest, r->row, NULL);
+
+	return st ? st : "";
+}
+
 /* Whether `hg` has `row` already. */
 static bool has_row(const mb_history_group *hg, const char *row)
 {
@@ -248,6 +283,10 @@ static int group_build(mb_history_group *hg, const mb_history *h, const mb_recei
 				r->marks[m] = mark_of(r->cells[m]);
 			}
 			decide(r, g->n);
+			/* a row already at drop (in the newest receipt's catalog, which
+			 * records every row's status as built) has nothing to demote */
+			if (r->decision == MB_HISTORY_DEMOTE && !strcmp(status_now(h, hg, r), "drop"))
+				r->decision = MB_HISTORY_DROPPED;
 		}
 	}
 	return 0;
@@ -343,7 +382,7 @@ void mb_history_lane_text(char *buf, size_t len, const mb_row_verdict *v)
 {
 	char saved[64];
 
-	if (!v || v->evidence != MB_EVIDENCE_LANES) {
+	if (!v || (v->evidence != MB_EVIDENCE_LANES && v->evidence != MB_EVIDENCE_LANES_INCONCLUSIVE)) {
 		snprintf(buf, len, "no lane");
 		return;
 	}
@@ -366,6 +405,10 @@ void mb_history_decision_text(char *buf, size_t len, const mb_history_group *g, 
 		n--;
 
 	switch (r->decision) {
+	case MB_HISTORY_DROPPED:
+		snprintf(buf, len, "dropped: drop in the last %zu nightlies that ran it, and its status is drop already: "
+			"nothing to demote", r->streak);
+		break;
 	case MB_HISTORY_DEMOTE:
 		mb_history_revision_label(a, sizeof(a), g->g->revs[r->from], g->g->names[r->from]);
 		mb_history_revision_label(b, sizeof(b), g->g->revs[r->to], g->g->names[r->to]);
@@ -376,6 +419,8 @@ void mb_history_decision_text(char *buf, size_t len, const mb_history_group *g, 
 	case MB_HISTORY_CONFIRMED:
 		snprintf(buf, len, "confirmed: keep in the last %zu nightlies%s", r->streak,
 			r->cells[n - 1]->evidence == MB_EVIDENCE_LANES ? ", with lane evidence in the newest"
+			: r->cells[n - 1]->evidence == MB_EVIDENCE_LANES_INCONCLUSIVE
+			? " (lanes inconclusive in the newest: not enough for status keep)"
 			: " (isolated evidence only in the newest: not enough for status keep)");
 		break;
 	default:

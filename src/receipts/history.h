@@ -10,6 +10,9 @@
  *
  *   demote     the row's last two nightlies are both losses (both receipts
  *              named): the fallback has caught up.
+ *   dropped    the same, for a row whose status is drop already (in the
+ *              newest receipt's catalog, which records every row as
+ *              built): nothing to demote.
  *   confirmed  the row's last two or more nightlies are all keep.
  *   watch      anything else (one losing nightly between wins included).
  *
@@ -46,7 +49,8 @@ typedef enum mb_history_mark {
 typedef enum mb_history_decision {
 	MB_HISTORY_WATCH,
 	MB_HISTORY_DEMOTE,
-	MB_HISTORY_CONFIRMED
+	MB_HISTORY_CONFIRMED,
+	MB_HISTORY_DROPPED
 } mb_history_decision;
 
 /* What the history keeps of one row's verdict in one receipt. */
@@ -56,6 +60,14 @@ typedef struct mb_history_cell {
 	char *label;                  /* mb_verdict_label */
 	char *lane;                   /* mb_history_lane_text */
 	char *status;                 /* mb_verdict_status_text */
+	bool status_agrees;           /* the verdict supports the status (verdict.h) */
+	double saved_ns;              /* time saved (per step or per call); NaN: none */
+	/* what the page charts: the verdict's pair at the row's largest shape
+	 * (alt NULL and medians NaN without one) */
+	double fused_median_ns, alt_median_ns;
+	char *alt;                    /* the best alternative's variant */
+	char *shape;                  /* family/A=1,B=2 */
+	char dtype[8], mode[8];
 } mb_history_cell;
 
 /* One receipt, reduced. The digest holds the members of the receipt that
@@ -77,7 +89,7 @@ typedef struct mb_history_row {
 	mb_history_decision decision;
 	size_t streak;                /* nightlies in the trailing streak that decided it
 	                                 (of those that ran the row) */
-	size_t from, to;              /* demote: the two losing revisions (to = the newest) */
+	size_t from, to;              /* demote, dropped: the two losing revisions (to = the newest) */
 } mb_history_row;
 
 typedef struct mb_history_group {
@@ -110,16 +122,17 @@ int mb_history_finish(mb_history *h, mb_error *err);
 
 void mb_history_free(mb_history *h);
 
-/* "demote", "confirmed", "watch". */
+/* "demote", "confirmed", "watch", "dropped". */
 const char *mb_history_decision_name(mb_history_decision d);
 
 /* One line: "demote: drop in A (2026-11-20, abc1234) and B (...)",
- * "confirmed: keep in the last 3 nightlies", "watch: ...". */
+ * "confirmed: keep in the last 3 nightlies", "dropped: ...", "watch: ...".
+ * Every printer of the history says these words. */
 void mb_history_decision_text(char *buf, size_t len, const mb_history_group *g, const mb_history_row *r);
 
 /* A cell's lane delta: "lane -12.3 us/step (+2.24%)" for a significant
- * win, "lane: no win" with lane evidence but none significant, "no lane"
- * without. */
+ * win (", not in every step" where lanes are inconclusive), "lane: no win"
+ * with lane evidence but none significant, "no lane" without. */
 void mb_history_lane_text(char *buf, size_t len, const mb_row_verdict *v);
 
 /* A revision's label: "2026-11-23 abc1234def56" (commit date and short

@@ -62,6 +62,27 @@ const char *mb_print_revision(const json_t *receipt, const char *fallback)
 	return fallback ? fallback : "?";
 }
 
+const char mb_print_model_note[] = "model: the speedup the row's bytes model predicts at that shape, the "
+	"alternative's modelled bytes read and written over the fused kernel's (its launches over the fused "
+	"kernel's where the bytes are equal); a measured speedup far below it is time left on the table.";
+const char mb_print_ceiling_note[] = "of ceiling: achieved throughput over the device's measured ceiling for "
+	"that case, named beside it: copy (the copy bandwidth), read+write (the read and write bandwidths weighted "
+	"by the case's own bytes) or GEMM (the dense GEMM rate).";
+
+void mb_print_ceiling_text(char *buf, size_t len, const json_t *kase)
+{
+	const json_t *tp = json_object_get(kase, "throughput");
+	const json_t *frac = json_object_get(tp, "fraction_of_ceiling");
+	const char *ceiling = json_string_value(json_object_get(tp, "ceiling"));
+
+	if (!json_is_number(frac) || !ceiling) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	snprintf(buf, len, "%.3f of %s", json_number_value(frac), !strcmp(ceiling, "gemm") ? "GEMM"
+		: !strcmp(ceiling, "memory") ? "read+write" : ceiling);
+}
+
 double mb_print_median_ns(const json_t *kase)
 {
 	const json_t *t = json_object_get(kase, "timing");
@@ -122,6 +143,11 @@ void mb_print_case_order(size_t *order, const mb_diff *diff)
 {
 	size_t k = 0;
 
+	if (diff->ordered) { /* sorted as asked (--sort) */
+		for (size_t i = 0; i < diff->n_cases; i++)
+			order[i] = i;
+		return;
+	}
 	/* a stable bucket pass keeps receipt order inside each group */
 	for (int rank = 0; rank <= 6; rank++)
 		for (size_t i = 0; i < diff->n_cases; i++)

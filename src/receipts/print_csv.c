@@ -1,10 +1,11 @@
 /* CSV (RFC 4180 quoting) for spreadsheets: one line per case or row. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "receipts/printer.h"
 
-static void field(FILE *out, const char *s, bool last)
+void mb_print_csv_field(FILE *out, const char *s, bool last)
 {
 	bool quote = s && strpbrk(s, ",\"\n\r");
 
@@ -26,18 +27,20 @@ static void number(FILE *out, double v, bool last)
 
 	if (isfinite(v))
 		snprintf(buf, sizeof(buf), "%.10g", v);
-	field(out, buf, last);
+	mb_print_csv_field(out, buf, last);
 }
 
 static int csv_diff(FILE *out, const mb_diff *d, mb_error *err)
 {
-	(void)err;
+	size_t *order = malloc((d->n_cases ? d->n_cases : 1) * sizeof(*order));
+
+	if (!order)
+		return mb_error_set(err, MB_ENOMEM, "csv", "no memory");
+	mb_print_case_order(order, d);
 	fprintf(out, "id,row,variant,dtype,mode,shape,base_median_ns,head_median_ns,ratio,ratio_lo,ratio_hi,p,"
 		"p90_ratio,p90_ratio_lo,p90_ratio_hi,effect,verdict,identical_code,machine_changed,why,reason,forced\n");
-	if (mb_diff_refused(d))
-		return 0;
-	for (size_t i = 0; i < d->n_cases; i++) {
-		const mb_case_diff *cd = &d->cases[i];
+	for (size_t i = 0; i < d->n_cases && !mb_diff_refused(d); i++) {
+		const mb_case_diff *cd = &d->cases[order[i]];
 		const json_t *c = mb_print_case_of(cd);
 		bool stats = cd->compared && cd->cmp.have_stats;
 		bool ci = stats && cd->cmp.shift.ci_available;
@@ -46,12 +49,12 @@ static int csv_diff(FILE *out, const mb_diff *d, mb_error *err)
 
 		mb_verdict_shape_label(shape, sizeof(shape), c);
 		mb_print_case_verdict(verdict, sizeof(verdict), cd);
-		field(out, cd->id, false);
-		field(out, json_string_value(json_object_get(c, "row")), false);
-		field(out, json_string_value(json_object_get(c, "variant")), false);
-		field(out, json_string_value(json_object_get(c, "dtype")), false);
-		field(out, json_string_value(json_object_get(c, "mode")), false);
-		field(out, shape, false);
+		mb_print_csv_field(out, cd->id, false);
+		mb_print_csv_field(out, json_string_value(json_object_get(c, "row")), false);
+		mb_print_csv_field(out, json_string_value(json_object_get(c, "variant")), false);
+		mb_print_csv_field(out, json_string_value(json_object_get(c, "dtype")), false);
+		mb_print_csv_field(out, json_string_value(json_object_get(c, "mode")), false);
+		mb_print_csv_field(out, shape, false);
 		number(out, cd->base ? mb_print_median_ns(cd->base) : NAN, false);
 		number(out, cd->head ? mb_print_median_ns(cd->head) : NAN, false);
 		number(out, stats ? cd->cmp.shift.ratio : NAN, false);
@@ -62,13 +65,14 @@ static int csv_diff(FILE *out, const mb_diff *d, mb_error *err)
 		number(out, tail_ci ? cd->cmp.tail.ratio_lo : NAN, false);
 		number(out, tail_ci ? cd->cmp.tail.ratio_hi : NAN, false);
 		number(out, stats ? cd->cmp.effect : NAN, false);
-		field(out, verdict, false);
-		field(out, cd->compared && cd->cmp.identical_code ? "true" : "false", false);
-		field(out, cd->compared && cd->cmp.machine_changed ? "true" : "false", false);
-		field(out, cd->compared ? mb_cmp_why_name(cd->cmp.why) : "", false);
-		field(out, cd->compared ? cd->cmp.reason : "", false);
-		field(out, d->forced ? "FORCED" : "", true);
+		mb_print_csv_field(out, verdict, false);
+		mb_print_csv_field(out, cd->compared && cd->cmp.identical_code ? "true" : "false", false);
+		mb_print_csv_field(out, cd->compared && cd->cmp.machine_changed ? "true" : "false", false);
+		mb_print_csv_field(out, cd->compared ? mb_cmp_why_name(cd->cmp.why) : "", false);
+		mb_print_csv_field(out, cd->compared ? cd->cmp.reason : "", false);
+		mb_print_csv_field(out, d->forced ? "FORCED" : "", true);
 	}
+	free(order);
 	return 0;
 }
 
@@ -91,32 +95,32 @@ static int csv_verdicts(FILE *out, const mb_verdict_set *set, const json_t *rece
 		mb_verdict_label(label, sizeof(label), v);
 		if (big)
 			mb_verdict_shape_label(shape, sizeof(shape), big->fused);
-		field(out, v->row, false);
-		field(out, v->block, false);
-		field(out, v->status, false);
-		field(out, v->status_agrees ? "true" : "false", false);
-		field(out, v->status_note, false);
-		field(out, mb_verdict_kind_name(v->kind), false);
-		field(out, mb_verdict_evidence_name(v->evidence), false);
-		field(out, label, false);
-		field(out, v->kind == MB_VERDICT_CONDITIONAL ? v->condition : "", false);
-		field(out, v->families, false);
-		field(out, mb_verdict_trade_name(v->trade), false);
-		field(out, v->best_alt, false);
-		field(out, saved ? mb_verdict_saved_basis_name(v->saved_basis) : "", false);
+		mb_print_csv_field(out, v->row, false);
+		mb_print_csv_field(out, v->block, false);
+		mb_print_csv_field(out, v->status, false);
+		mb_print_csv_field(out, v->status_agrees ? "true" : "false", false);
+		mb_print_csv_field(out, v->status_note, false);
+		mb_print_csv_field(out, mb_verdict_kind_name(v->kind), false);
+		mb_print_csv_field(out, mb_verdict_evidence_name(v->evidence), false);
+		mb_print_csv_field(out, label, false);
+		mb_print_csv_field(out, v->kind == MB_VERDICT_CONDITIONAL ? v->condition : "", false);
+		mb_print_csv_field(out, v->families, false);
+		mb_print_csv_field(out, mb_verdict_trade_name(v->trade), false);
+		mb_print_csv_field(out, v->best_alt, false);
+		mb_print_csv_field(out, saved ? mb_verdict_saved_basis_name(v->saved_basis) : "", false);
 		number(out, v->saved_basis == MB_SAVED_PER_STEP ? v->saved_ns : NAN, false);
 		number(out, v->saved_basis == MB_SAVED_PER_CALL ? v->saved_ns : NAN, false);
-		field(out, v->saved_mode, false);
-		field(out, v->saved_dtype, false);
-		field(out, saved ? v->saved_shape : "", false);
-		field(out, shape, false);
+		mb_print_csv_field(out, v->saved_mode, false);
+		mb_print_csv_field(out, v->saved_dtype, false);
+		mb_print_csv_field(out, saved ? v->saved_shape : "", false);
+		mb_print_csv_field(out, shape, false);
 		number(out, big ? big->speedup : NAN, false);
 		number(out, big ? big->speedup_fallback : NAN, false);
 		number(out, big && big->model_basis != MB_MODEL_NONE ? big->model_speedup : NAN, false);
-		field(out, big && big->model_basis != MB_MODEL_NONE ? mb_verdict_model_basis_name(big->model_basis) : "",
+		mb_print_csv_field(out, big && big->model_basis != MB_MODEL_NONE ? mb_verdict_model_basis_name(big->model_basis) : "",
 			false);
 		number(out, v->memory_saved_bytes, false);
-		field(out, v->reason, true);
+		mb_print_csv_field(out, v->reason, true);
 	}
 	return 0;
 }

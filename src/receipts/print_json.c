@@ -184,6 +184,7 @@ static int json_diff(FILE *out, const mb_diff *d, mb_error *err)
 	json_object_set_new(doc, "inconsistent", json_boolean(d->inconsistent));
 	json_object_set_new(doc, "gate_exit", json_integer(mb_diff_gate_exit(d)));
 	json_object_set_new(doc, "gate_reason", json_string(gate));
+	json_object_set_new(doc, "cases_not_shown", json_integer((json_int_t)d->n_hidden));
 	json_object_set_new(doc, "counts", json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "slower",
 		(json_int_t)d->n_slower, "faster", (json_int_t)d->n_faster, "same", (json_int_t)d->n_same,
 		"ambiguous", (json_int_t)d->n_ambiguous, "machine_changed", (json_int_t)d->n_machine_changed,

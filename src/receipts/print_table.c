@@ -7,7 +7,7 @@
 
 /* The widest table: the verdicts' (the diff has DIFF_COLS). */
 #define COLS 9
-#define DIFF_COLS 7
+#define DIFF_COLS 6
 #define CELL_MAX 320
 /* Escaping may make a text four times longer (\xNN). */
 #define ESCAPED_MAX (4 * MB_DIFF_TEXT_MAX)
@@ -101,21 +101,18 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 	}
 	mb_print_case_order(order, d);
 	{
-		const char *hdr[DIFF_COLS] = {"case", "dtype", "base", "head", "change", "interval", "verdict"};
+		const char *hdr[DIFF_COLS] = {"case (paste into run --filter)", "base", "head", "change", "interval",
+			"verdict"};
 
 		if ((rc = table_row(&t, hdr)))
 			goto nomem;
 	}
 	for (size_t i = 0; i < d->n_cases; i++) {
 		const mb_case_diff *cd = &d->cases[order[i]];
-		const json_t *c = mb_print_case_of(cd);
-		char name[2 * CELL_MAX], shape[CELL_MAX], base[32], head[32], change[64] = "-", ci[64] = "";
+		char base[32], head[32], change[64] = "-", ci[64] = "";
 		char verdict[MB_PRINT_VERDICT_MAX + 64];
 		const char *vals[DIFF_COLS];
 
-		mb_print_shape(shape, sizeof(shape), c);
-		snprintf(name, sizeof(name), "%s/%s %s", json_string_value(json_object_get(c, "row")),
-			json_string_value(json_object_get(c, "variant")), shape);
 		mb_print_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
 		mb_print_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
 		if (cd->compared && cd->cmp.identical_code && !cd->cmp.machine_changed)
@@ -132,13 +129,12 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 
 			snprintf(verdict + used, sizeof(verdict) - used, ": %.60s", cd->cmp.reason);
 		}
-		vals[0] = name;
-		vals[1] = json_string_value(json_object_get(c, "dtype"));
-		vals[2] = base;
-		vals[3] = head;
-		vals[4] = change;
-		vals[5] = ci;
-		vals[6] = verdict;
+		vals[0] = cd->id;
+		vals[1] = base;
+		vals[2] = head;
+		vals[3] = change;
+		vals[4] = ci;
+		vals[5] = verdict;
 		if ((rc = table_row(&t, vals)))
 			goto nomem;
 	}

@@ -8,6 +8,7 @@
 #define MB_RECEIPTS_PRINTER_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "receipts/error.h"
@@ -36,17 +37,21 @@ const mb_printer *mb_printer_find(const char *name);
 int mb_print_junit(FILE *out, const mb_diff *diff, mb_error *err);
 
 /* The report of `n` receipts (several of one suite: a history across
- * revisions, oldest first by provenance.commit_time). */
+ * revisions, oldest first by provenance.commit_time); `sel` (NULL: none)
+ * chooses and orders the rows shown (select.h: --only-changed, --sort). */
+struct mb_select;
 int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err);
+	const mb_policy *policy, const struct mb_select *sel, mb_error *err);
 int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err);
+	const mb_policy *policy, const struct mb_select *sel, mb_error *err);
 
 /* The nightly history (history.h): Markdown and a self-contained HTML
- * page (print_history.c). */
+ * page (print_history.c), and JSON of kind megabench.history
+ * (print_history_json.c, schemas/history.schema.json). */
 struct mb_history;
 int mb_print_history_markdown(FILE *out, const struct mb_history *history, mb_error *err);
 int mb_print_history_html(FILE *out, const struct mb_history *history, mb_error *err);
+int mb_print_history_json(FILE *out, const struct mb_history *history, mb_error *err);
 
 /* The formats a section shared by several printers comes in. */
 typedef enum mb_print_format { MB_PRINT_TEXT, MB_PRINT_MARKDOWN, MB_PRINT_HTML } mb_print_format;
@@ -56,6 +61,20 @@ typedef enum mb_print_format { MB_PRINT_TEXT, MB_PRINT_MARKDOWN, MB_PRINT_HTML }
  * saves per step (print_lanes.c). Nothing when the receipt has no lanes. */
 void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt);
 
+/* The run's table of cases (print_run.c): row, family, variant, dtype,
+ * mode, shape, status, median, noise, spread between --repetitions passes,
+ * the fused case's speedup against its best alternative (its pair in
+ * `set`, the receipt's verdicts; NULL: none shown), GB/s, fraction of the
+ * named ceiling, correctness with the error over the tolerance, and
+ * convergence; as a terminal table, Markdown or CSV. */
+typedef enum mb_run_table_format { MB_RUN_TABLE_TEXT, MB_RUN_TABLE_MARKDOWN, MB_RUN_TABLE_CSV } mb_run_table_format;
+void mb_print_run_table(FILE *out, const json_t *receipt, const mb_verdict_set *set, mb_run_table_format fmt);
+/* A case's largest error as a fraction of its tolerance (over 1 fails):
+ * correctness.error_over_tolerance, or for receipts before it the smaller
+ * of max_abs / abs and max_rel / rel (*estimate set); NaN without one. */
+double mb_print_error_over_tolerance(const json_t *kase, bool *estimate);
+/* One CSV field (RFC 4180 quoting), then a comma, or a newline if `last`. */
+void mb_print_csv_field(FILE *out, const char *s, bool last);
 /* A receipt of cases across GPUs (megabench alltoall) as nccl-tests prints
  * its all-to-all: the GPUs, one line per size and variant (T, size, count,
  * type, variant, time, algbw, busbw, #wrong, busbw over NCCL's own), then
@@ -69,6 +88,14 @@ void mb_print_alltoall(FILE *out, const json_t *receipt);
 void mb_print_duration(char *buf, size_t len, double ns);
 /* "+3.1%" from a ratio; "-" for NaN. */
 void mb_print_change(char *buf, size_t len, double ratio);
+/* A case's throughput over its ceiling with the ceiling named: "0.953 of
+ * copy", "0.41 of GEMM", "0.88 of read+write" (the read and write
+ * bandwidths weighted by the case's bytes); "-" without one. */
+void mb_print_ceiling_text(char *buf, size_t len, const json_t *kase);
+/* One line on what "model" and "of ceiling" mean, the same in every
+ * printer that shows them. */
+extern const char mb_print_model_note[];
+extern const char mb_print_ceiling_note[];
 /* Short name of a receipt's revision: describe, else commit[0..12], else name. */
 const char *mb_print_revision(const json_t *receipt, const char *fallback);
 /* Median of a case from the receipt (NaN without timing). */
@@ -89,7 +116,8 @@ void mb_print_case_verdict(char *buf, size_t len, const mb_case_diff *cd);
 bool mb_print_case_reason_shown(const mb_case_diff *cd);
 /* Display order of a diff's cases: drift (wrong answers, still wrong, now
  * skipped, fields missing), regressions and machine changes first, then
- * missing, ambiguous, faster, new, same. `order` has n_cases entries. */
+ * missing, ambiguous, faster, new, same; or the diff's own order where a
+ * selection sorted it (diff->ordered). `order` has n_cases entries. */
 void mb_print_case_order(size_t *order, const mb_diff *diff);
 /* A case diff's rank in that order (0 first). */
 int mb_print_case_rank(const mb_case_diff *cd);

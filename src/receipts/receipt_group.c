@@ -10,6 +10,7 @@
 #include "receipts/text.h"
 
 #define JSON_SUFFIX ".json"
+#define JSON_GZ_SUFFIX ".json.gz"
 
 static json_int_t commit_time(const json_t *r)
 {
@@ -172,11 +173,17 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+static bool ends_with(const char *name, const char *suffix)
+{
+	size_t len = strlen(name), n = strlen(suffix);
+
+	return len > n && !strcmp(name + len - n, suffix);
+}
+
+/* A receipt file's name: NAME.json or a gzipped NAME.json.gz. */
 static bool json_name(const char *name)
 {
-	size_t len = strlen(name), suffix = strlen(JSON_SUFFIX);
-
-	return name[0] != '.' && len > suffix && !strcmp(name + len - suffix, JSON_SUFFIX);
+	return name[0] != '.' && (ends_with(name, JSON_SUFFIX) || ends_with(name, JSON_GZ_SUFFIX));
 }
 
 int mb_receipt_group_verdicts(mb_verdict_set **sets, size_t *n_sets, mb_group_row **rows, size_t *n_rows,

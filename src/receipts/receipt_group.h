@@ -84,10 +84,10 @@ typedef struct mb_group_row {
 int mb_receipt_group_verdicts(mb_verdict_set **sets, size_t *n_sets, mb_group_row **rows, size_t *n_rows,
 	const mb_receipt_group *g, const mb_policy *policy, const char *who, mb_error *err);
 
-/* The paths DIR/NAME of every "*.json" entry of `dir` (not hidden ones),
- * sorted by name, whatever they are: a reader refuses, by name, one that is
- * not a readable regular file (a FIFO, a dangling link, a folder). *out
- * and each path are the caller's (mb_receipt_paths_free).
+/* The paths DIR/NAME of every "*.json" and "*.json.gz" entry of `dir` (not
+ * hidden ones), sorted by name, whatever they are: a reader refuses, by
+ * name, one that is not a readable regular file (a FIFO, a dangling link, a
+ * folder). *out and each path are the caller's (mb_receipt_paths_free).
  * Errors: MB_ENOTFOUND no such directory, MB_EIO cannot be read,
  * MB_ENOMEM. */
 int mb_receipt_dir_list(char ***out, size_t *n_out, const char *dir, mb_error *err);

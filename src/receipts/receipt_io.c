@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "receipts/atomic_write.h"
+#include "receipts/gzip.h"
 #include "receipts/schema.h"
 
 #define RECEIPT_KIND "megabench.receipt"
@@ -273,6 +274,8 @@ int mb_receipt_load(json_t **out, const char *path, mb_error *err)
 
 	*out = NULL;
 	rc = mb_read_file(&text, &len, path, MB_RECEIPT_MAX_BYTES, "a receipt", err);
+	if (!rc)
+		rc = mb_gzip_decode(&text, &len, path, MB_RECEIPT_MAX_BYTES, "a receipt", err);
 	if (rc)
 		goto cleanup;
 	doc = json_loadb(text, len, JSON_LOAD_FLAGS, &jerr);
@@ -305,6 +308,6 @@ int mb_receipt_save_ex(const json_t *receipt, const char *path, unsigned flags, 
 	int rc = check_receipt(receipt, path, err);
 
 	if (rc == 0)
-		rc = mb_json_write_atomic_ex(receipt, path, flags, err);
+		rc = mb_json_write_atomic_ex(receipt, path, flags | (mb_gzip_path(path) ? MB_ATOMIC_GZIP : 0), err);
 	return rc;
 }

@@ -37,11 +37,15 @@
 int mb_read_file(char **out, size_t *out_len, const char *path, size_t max_bytes, const char *what,
 	mb_error *err);
 
-/* Read, parse and validate the receipt at `path`; `*out` is a new value the
- * caller owns (NULL on failure). Errors:
+/* Read, parse and validate the receipt at `path` (gzip data, such as a
+ * .json.gz file, is inflated first: receipts/gzip.h, capped at
+ * MB_RECEIPT_MAX_BYTES inflated); `*out` is a new value the caller owns
+ * (NULL on failure). Errors:
  *   MB_ENOTFOUND the file does not exist ("PATH: cannot open: ...");
  *   MB_EIO      the file cannot be read ("PATH: cannot open: ...");
  *   MB_EIO      larger than MB_RECEIPT_MAX_BYTES;
+ *   MB_EIO      gzip data that inflates to more than that;
+ *   MB_EINVAL   corrupt or truncated gzip data;
  *   MB_EINVAL   not JSON ("PATH:LINE:COLUMN: not valid JSON: ...");
  *   MB_ESCHEMA  not a receipt, or a receipt that breaks the schema:
  *               where = "PATH: /json/pointer", text = "keyword: message"
@@ -57,7 +61,8 @@ int mb_receipt_load(json_t **out, const char *path, mb_error *err);
 int mb_receipt_check_gpus(const json_t *receipt, const char *path, mb_error *err);
 
 /* Validate `receipt` exactly as mb_receipt_load does and, only if it passes,
- * write it with mb_json_write_atomic ("-" = standard output). */
+ * write it with mb_json_write_atomic ("-" = standard output); a path ending
+ * in ".gz" gets it gzip-compressed. */
 int mb_receipt_save(const json_t *receipt, const char *path, mb_error *err);
 
 /* mb_receipt_save with mb_atomic_write_ex's flags (MB_ATOMIC_NO_REPLACE:

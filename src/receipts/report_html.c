@@ -25,6 +25,7 @@
 
 #include "receipts/printer.h"
 #include "receipts/receipt_group.h"
+#include "receipts/select.h"
 #include "receipts/text.h"
 
 /* ---- geometry (SVG user units; the SVG scales to its card) ---- */
@@ -41,8 +42,8 @@
 #define CAT_MIN_H 30
 #define MARK_R 3.6
 #define CAP_H 3.5
-#define LOG_PAD 0.04           /* of the log span, each side */
 #define LIN_PAD 0.06
+#define NARROW_SPAN 1.05       /* a time axis spans at least this ratio each way */
 #define MIN_TICKS 3
 #define MAX_TICKS 9
 #define HIST_H 260
@@ -314,7 +315,7 @@ static int find_regressions(group *g, const mb_policy *policy, mb_error *err)
 }
 
 static int report_prepare(report *r, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err)
+	const mb_policy *policy, const mb_select *sel, mb_error *err)
 {
 	memset(r, 0, sizeof(*r));
 	r->receipts = receipts;
@@ -342,6 +343,8 @@ static int report_prepare(report *r, json_t *const *receipts, const char *const 
 
 		rc = mb_receipt_group_verdicts(&gr->sets, &gr->n_sets, &gr->rows, &gr->n_rows, &r->rg.groups[g], policy,
 			"report", err);
+		if (!rc && sel)
+			mb_select_group_rows(gr->rows, &gr->n_rows, gr->sets, gr->n_sets, sel);
 		if (!rc)
 			rc = find_regressions(gr, policy, err);
 		if (rc)
@@ -646,21 +649,58 @@ static size_t linear_ticks(double *ticks, size_t max, double lo, double hi)
 	return n;
 }
 
-/* Ticks for a log axis over [lo, hi] (values, not logs): 1-2-5 per decade,
- * or every digit, or linear steps when the range is narrow. */
-static size_t log_ticks(double *ticks, size_t max, double lo, double hi)
-{
-	static const double sets[][9] = {{1}, {1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
-	static const size_t sizes[] = {1, 3, 9};
+/* The tick values of a log axis: 1 per decade, 1-2-5, or every digit. */
+static const double tick_sets[][9] = {{1}, {1, 2, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}};
+static const size_t tick_set_sizes[] = {1, 3, 9};
+#define TICK_SETS 3
 
-	for (size_t s = 0; s < 3; s++) {
-		size_t n = 0;
-		for (double d = floor(log10(lo)); d <= ceil(log10(hi)); d++)
-			for (size_t m = 0; m < sizes[s]; m++) {
-				double t = sets[s][m] * pow(10, d);
-				if (t >= lo && t <= hi && n < max)
-					ticks[n++] = t;
-			}
+/* The ticks of set `s` in [lo, hi]. */
+static size_t set_ticks(double *ticks, size_t max, double lo, double hi, size_t s)
+{
+	size_t n = 0;
+
+	for (double d = floor(log10(lo)); d <= ceil(log10(hi)); d++)
+		for (size_t m = 0; m < tick_set_sizes[s]; m++) {
+			double t = tick_sets[s][m] * pow(10, d);
+			if (t >= lo * (1 - 1e-9) && t <= hi * (1 + 1e-9) && n < max)
+				ticks[n++] = t;
+		}
+	return n;
+}
+
+/* `v` rounded down (or up) to a tick of set `s`. */
+static double set_round(double v, size_t s, bool up)
+{
+	double e = pow(10, floor(log10(v)));
+
+	if (up) {
+		for (size_t m = 0; m < tick_set_sizes[s]; m++)
+			if (tick_sets[s][m] * e >= v * (1 - 1e-9))
+				return tick_sets[s][m] * e;
+		return 10 * e;
+	}
+	for (size_t m = tick_set_sizes[s]; m-- > 0;)
+		if (tick_sets[s][m] * e <= v * (1 + 1e-9))
+			return tick_sets[s][m] * e;
+	return e;
+}
+
+typedef struct xscale {
+	double lo, hi;  /* log10 of the domain, or values for a linear scale */
+	double x0, x1;
+	bool log;
+	int tick_set;   /* log: the set of tick_sets the domain ends on; -1: linear steps */
+} xscale;
+
+/* Ticks for a log axis over [lo, hi] (values, not logs): the scale's set,
+ * or the first of 1-2-5 per decade, or every digit, that gives a readable
+ * number; linear steps when the range is narrow. */
+static size_t log_ticks(double *ticks, size_t max, double lo, double hi, int set)
+{
+	if (set >= 0)
+		return set_ticks(ticks, max, lo, hi, (size_t)set);
+	for (size_t s = 0; s < TICK_SETS; s++) {
+		size_t n = set_ticks(ticks, max, lo, hi, s);
 		if (n >= MIN_TICKS && n <= MAX_TICKS)
 			return n;
 		if (n > MAX_TICKS)
@@ -669,11 +709,33 @@ static size_t log_ticks(double *ticks, size_t max, double lo, double hi)
 	return linear_ticks(ticks, max, lo, hi);
 }
 
-typedef struct xscale {
-	double lo, hi;  /* log10 of the domain, or values for a linear scale */
-	double x0, x1;
-	bool log;
-} xscale;
+/* A log axis over the values [lo, hi] whose ends are ticks, so that no
+ * point lies beyond the outermost tick: the coarsest tick set that gives
+ * a readable number of ticks once each end is rounded out to one of its
+ * ticks; where none does (a narrow range), a padded domain with linear
+ * ticks, its ends on multiples of the step. */
+static void log_domain(xscale *sc, double lo, double hi)
+{
+	double ticks[4 * MAX_TICKS], step;
+	size_t n;
+
+	for (size_t s = 0; s < TICK_SETS; s++) {
+		double a = set_round(lo, s, false), b = set_round(hi, s, true);
+
+		n = set_ticks(ticks, sizeof(ticks) / sizeof(ticks[0]), a, b, s);
+		if (n >= MIN_TICKS && n <= MAX_TICKS) {
+			sc->lo = log10(a);
+			sc->hi = log10(b);
+			sc->tick_set = (int)s;
+			return;
+		}
+	}
+	n = linear_ticks(ticks, sizeof(ticks) / sizeof(ticks[0]), lo, hi);
+	step = n >= 2 ? ticks[1] - ticks[0] : (hi - lo);
+	sc->tick_set = -1;
+	sc->lo = log10(step > 0 && floor(lo / step) * step > 0 ? floor(lo / step) * step : lo);
+	sc->hi = log10(step > 0 ? ceil(hi / step) * step : hi);
+}
 
 static double x_of(const xscale *s, double v)
 {
@@ -685,7 +747,7 @@ static double x_of(const xscale *s, double v)
 static void x_axis(FILE *out, const xscale *s, double y_top, double y_axis, const char *unit_note, bool percent)
 {
 	double ticks[2 * MAX_TICKS + 2];
-	size_t n = s->log ? log_ticks(ticks, 2 * MAX_TICKS, pow(10, s->lo), pow(10, s->hi))
+	size_t n = s->log ? log_ticks(ticks, 2 * MAX_TICKS, pow(10, s->lo), pow(10, s->hi), s->tick_set)
 		: linear_ticks(ticks, 2 * MAX_TICKS, s->lo, s->hi);
 
 	for (size_t i = 0; i < n; i++) {
@@ -720,9 +782,9 @@ static const mb_verdict_pair *pair_for(const mb_row_verdict *rv, const row_view 
 static void case_title(FILE *out, const json_t *k, const char *variant)
 {
 	char med[32], p10[32], p90[32];
-	const json_t *tp = json_object_get(k, "throughput");
-	const json_t *frac = json_object_get(tp, "fraction_of_ceiling");
+	char ceiling[64];
 
+	mb_print_ceiling_text(ceiling, sizeof(ceiling), k);
 	mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
 	mb_print_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
 	mb_print_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
@@ -737,8 +799,8 @@ static void case_title(FILE *out, const json_t *k, const char *variant)
 	fprintf(out, ": median %s, p10 %s, p90 %s; %zu samples, noise %.2f%%", med, p10, p90,
 		json_array_size(json_object_get(json_object_get(k, "timing"), "samples_ns")),
 		PERCENT * timing_num(k, "rel_noise"));
-	if (json_is_number(frac))
-		fprintf(out, "; %.3f of the %s ceiling", json_number_value(frac), mb_text_get(tp, "ceiling"));
+	if (strcmp(ceiling, "-"))
+		fprintf(out, "; %s ceiling", ceiling);
 	fputs("</title>", out);
 }
 
@@ -765,22 +827,17 @@ static bool time_domain(const row_view *v, double *lo, double *hi)
 static void time_chart(FILE *out, const row_view *v, const layout *l, const mb_row_verdict *rv, const char *row)
 {
 	xscale sc = {.x0 = l->x0, .x1 = l->x1 - 8, .log = true};
-	double lo, hi, span;
+	double lo, hi;
 
 	if (!time_domain(v, &lo, &hi)) {
 		fputs("<p class=\"meta\">no timed case</p>\n", out);
 		return;
 	}
-	sc.lo = log10(lo);
-	sc.hi = log10(hi);
-	span = fmax(sc.hi - sc.lo, 0.05);
-	sc.lo -= span * LOG_PAD;
-	sc.hi += span * LOG_PAD;
-	if (sc.hi - sc.lo < 0.1) {
-		double mid = (sc.hi + sc.lo) / 2;
-		sc.lo = mid - 0.05;
-		sc.hi = mid + 0.05;
+	if (hi < lo * NARROW_SPAN) { /* one value, or nearly */
+		lo /= NARROW_SPAN;
+		hi *= NARROW_SPAN;
 	}
+	log_domain(&sc, lo, hi);
 	fprintf(out, "<svg class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %.0f\" role=\"img\" "
 		"aria-label=\"", CHART_W, l->height);
 	esc(out, row);
@@ -1020,44 +1077,43 @@ cleanup:
 	return rc;
 }
 
-/* The numbers behind the charts, for a reader who wants them exactly. */
+/* The numbers behind the charts, for a reader who wants them exactly: few
+ * enough columns to fit its card at any width (the case's dtype, mode,
+ * family and shape wrap in one cell), so that nothing is clipped. */
 static void case_table(FILE *out, const row_view *v)
 {
-	fputs("<div class=\"wrap\"><table class=\"cases\"><tr><th>dtype</th><th>mode</th><th>family</th><th>shape</th><th>variant</th>"
-		"<th>status</th><th>median</th><th>p10</th><th>p90</th><th>noise</th><th>samples</th><th>of ceiling</th></tr>\n",
-		out);
+	fputs("<div class=\"wrap\"><table class=\"cases\"><tr><th>case</th><th>variant</th><th class=\"num\">median"
+		"</th><th class=\"num\">p10 &ndash; p90</th><th class=\"num\">noise</th><th class=\"num\">samples</th>"
+		"<th>of ceiling</th></tr>\n", out);
 	for (size_t c = 0; c < v->n_cats; c++)
 		for (size_t s = 0; s < v->n_series; s++) {
 			const json_t *k = v->cells[c * MAX_SERIES + s];
-			const json_t *frac = json_object_get(json_object_get(k, "throughput"), "fraction_of_ceiling");
-			char med[32], p10[32], p90[32];
+			char med[32], p10[32], p90[32], ceiling[64];
 
 			if (!k)
 				continue;
 			mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
 			mb_print_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
 			mb_print_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
+			mb_print_ceiling_text(ceiling, sizeof(ceiling), k);
 			fputs("<tr><td>", out);
 			esc(out, v->cats[c].dtype);
-			fputs("</td><td>", out);
+			fputs(" \xc2\xb7 ", out);
 			esc(out, v->cats[c].mode);
-			fputs("</td><td>", out);
+			fputs(" \xc2\xb7 ", out);
 			esc(out, v->cats[c].family);
-			fputs("</td><td>", out);
+			fputs("/", out);
 			esc_wrap(out, v->cats[c].shape);
+			if (!case_ok(k)) {
+				fputs(" <b>", out);
+				esc(out, mb_text_get(k, "status"));
+				fputs("</b>", out);
+			}
 			fputs("</td><td>", out);
 			esc(out, v->s[s].variant);
-			fputs("</td><td>", out);
-			esc(out, mb_text_get(k, "status"));
-			fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num\">%s</td><td class=\"num\">%s</td>"
-				"<td class=\"num\">%.2f%%</td><td class=\"num\">%zu</td><td class=\"num\">", med, p10, p90,
-				PERCENT * timing_num(k, "rel_noise"),
-				json_array_size(json_object_get(json_object_get(k, "timing"), "samples_ns")));
-			if (json_is_number(frac))
-				fprintf(out, "%.3f", json_number_value(frac));
-			else
-				fputs("-", out);
-			fputs("</td></tr>\n", out);
+			fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num range\">%s&nbsp;&ndash; %s</td><td class=\"num\">%.2f%%</td>"
+				"<td class=\"num\">%zu</td><td>%s</td></tr>\n", med, p10, p90, PERCENT * timing_num(k, "rel_noise"),
+				json_array_size(json_object_get(json_object_get(k, "timing"), "samples_ns")), ceiling);
 		}
 	fputs("</table></div>\n", out);
 }
@@ -1276,6 +1332,21 @@ static size_t revisions_with_row(const group *g, const char *row)
 	return n;
 }
 
+/* The history table's words for row i, the same on the page and in
+ * summary.md: its first regression's revision, "none", or "in one
+ * revision only" (nothing to compare). */
+static void first_regression_text(char *buf, size_t len, const group *g, size_t i)
+{
+	int k = g->first_regression[i];
+
+	if (revisions_with_row(g, g->rows[i].v->row) < 2)
+		snprintf(buf, len, "in one revision only");
+	else if (k >= 0)
+		revision_text(buf, len, g->revs[k], g->names[k]);
+	else
+		snprintf(buf, len, "none");
+}
+
 static void history_chart(FILE *out, const group *g, size_t r)
 {
 	const mb_row_verdict *rv = g->rows[r].v;
@@ -1410,15 +1481,13 @@ static void history_section(FILE *out, const group *g, size_t index)
 		"<th>committed</th><th>run started</th><th>case</th></tr>\n", out);
 	for (size_t i = 0; i < g->n_rows; i++) {
 		int k = g->first_regression[i];
-		char rev[LABEL_MAX] = "none", date[DATE_BYTES] = "", run[DATE_BYTES] = "";
+		char rev[LABEL_MAX], date[DATE_BYTES] = "", run[DATE_BYTES] = "";
 
+		first_regression_text(rev, sizeof(rev), g, i);
 		if (k >= 0) {
-			revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
 			date_text(date, sizeof(date), commit_time(g->revs[k]), true);
 			stamp_text(run, sizeof(run), mb_text_get(g->revs[k], "started_at"));
 		}
-		if (revisions_with_row(g, g->rows[i].v->row) < 2)
-			snprintf(rev, sizeof(rev), "in one revision only");
 		fputs("<tr><td>", out);
 		esc(out, g->rows[i].v->row);
 		fputs("</td><td>", out);
@@ -1450,7 +1519,8 @@ static void css(FILE *out)
 		"table{border-collapse:collapse;font-size:13px;margin:8px 0;width:100%}\n"
 		"th,td{border:1px solid #d0d7de;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:break-word}\n"
 		"th{background:#f6f8fa}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}\n"
-		"table.cases{font-size:12px}table.cases td.num{white-space:nowrap}\n"
+		"table.cases{font-size:12px}table.cases td{overflow-wrap:anywhere}table.cases td.num{white-space:nowrap}"
+		"table.cases td.range{white-space:normal}\n"
 		".keep{background:#dafbe1}.conditional{background:#fff8c5}.drop{background:#ffebe9}"
 		"td.disagree{font-weight:600;color:#9a6700}"
 		".ambiguous{background:#eaeef2}.nee{color:#57606a}\n"
@@ -1535,6 +1605,37 @@ static void group_heading(FILE *out, const group *g, size_t index)
 	fputs(")</p>\n", out);
 }
 
+/* The lanes of every receipt of the group that ran them (or all but the
+ * newest, whose lanes its verdicts print), newest first, each under its
+ * revision: a lane run once is not hidden by a newer receipt without
+ * lanes. */
+static void receipts_lanes(FILE *out, const group *g, bool html, bool skip_newest)
+{
+	bool any = false;
+
+	for (size_t k = g->n - (skip_newest ? 1 : 0); k-- > 0;) {
+		char rev[LABEL_MAX], head[2 * LABEL_MAX];
+
+		if (!json_array_size(json_object_get(g->revs[k], "lanes")))
+			continue;
+		if (!any && html)
+			fputs("<h3>Lanes: training-step slices</h3>\n<p class=\"meta\">Step time and goodput (busy / step) "
+				"per configuration and mode, then the rows ranked by what their fused kernel saves per step "
+				"(the step with that row on its fallback, every other row fused); the lanes of every receipt "
+				"that ran them, newest first.</p>\n", out);
+		any = true;
+		revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
+		snprintf(head, sizeof(head), "Lanes of %s (%s)", rev, g->names[k]);
+		fputs(html ? "<h4 class=\"lanes\">" : "\n### ", out);
+		if (html)
+			esc(out, head);
+		else
+			mb_print_md_cell(out, head);
+		fputs(html ? "</h4>\n" : "\n", out);
+		mb_print_lanes(out, g->revs[k], html ? MB_PRINT_HTML : MB_PRINT_MARKDOWN);
+	}
+}
+
 static int group_section(FILE *out, const group *g, size_t index)
 {
 	int rc = 0;
@@ -1550,18 +1651,17 @@ static int group_section(FILE *out, const group *g, size_t index)
 		fputs("<p class=\"meta\">Each row from the newest receipt that has it (the last column names it).</p>\n",
 			out);
 	verdict_table(out, g);
-	if (g->sets[g->n - 1].lanes_present) {
-		fputs("<h3>Lanes: training-step slices</h3>\n<p class=\"meta\">Step time and goodput (busy / step) "
-			"per configuration and mode, then the rows ranked by what their fused kernel saves per step "
-			"(the step with that row on its fallback, every other row fused).</p>\n", out);
-		mb_print_lanes(out, g->revs[g->n - 1], MB_PRINT_HTML);
-	}
+	fputs("<p class=\"meta\">", out);
+	esc(out, mb_print_model_note);
+	fputs("</p>\n", out);
+	receipts_lanes(out, g, true, false);
 	fprintf(out, "<h3 id=\"time-g%zu\">Time per call by shape</h3>\n", index + 1);
 	fputs("<p class=\"meta\">Median per-call time of every case on a log axis; "
 		"the bar spans the 10th to 90th percentile of its samples. The right column is the verdict's speedup "
 		"(fallback median over fused median): green where the fused variant is significantly faster, red where "
-		"slower. Hover a mark for its numbers; the box plots show the noise of each case.</p>\n<div class=\"legend\">",
-		out);
+		"slower. Hover a mark for its numbers; the box plots show the noise of each case. ", out);
+	esc(out, mb_print_ceiling_note);
+	fputs("</p>\n<div class=\"legend\">", out);
 	for (int s = 0; s < STYLE_OTHER; s++)
 		legend_item(out, (enum style)s, styles[s].color, styles[s].kind);
 	fputs("</div>\n<div class=\"cards\">\n", out);
@@ -1575,12 +1675,12 @@ static int group_section(FILE *out, const group *g, size_t index)
 }
 
 int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err)
+	const mb_policy *policy, const mb_select *sel, mb_error *err)
 {
 	report r;
 	int rc;
 
-	if ((rc = report_prepare(&r, receipts, names, n, policy, err)))
+	if ((rc = report_prepare(&r, receipts, names, n, policy, sel, err)))
 		goto cleanup;
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
 		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>megabench report</title>\n",
@@ -1630,13 +1730,31 @@ static void md_row3(FILE *out, const char *a, const char *b, const char *c)
 	fputs(" |\n", out);
 }
 
+/* The newest receipt's verdicts of the rows the group shows, in its order:
+ * copies that borrow every pointer (free only view->rows). */
+static int newest_view(mb_verdict_set *view, const group *g)
+{
+	const mb_verdict_set *newest = &g->sets[g->n - 1];
+
+	*view = *newest;
+	view->n_rows = 0;
+	view->rows = malloc((g->n_rows + 1) * sizeof(*view->rows));
+	if (!view->rows)
+		return MB_ENOMEM;
+	for (size_t i = 0; i < g->n_rows; i++)
+		if (g->rows[i].rev == g->n - 1)
+			view->rows[view->n_rows++] = *g->rows[i].v;
+	return 0;
+}
+
 int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, mb_error *err)
+	const mb_policy *policy, const mb_select *sel, mb_error *err)
 {
 	report r;
+	mb_verdict_set view = {0};
 	int rc;
 
-	if ((rc = report_prepare(&r, receipts, names, n, policy, err)))
+	if ((rc = report_prepare(&r, receipts, names, n, policy, sel, err)))
 		goto cleanup;
 	if (r.n_groups > 1)
 		fprintf(out, "%zu receipts in %zu groups (device, backend, suite); receipts of different groups are not "
@@ -1653,9 +1771,19 @@ int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *con
 			mb_print_md_cell(out, suite_name(g->first));
 			fprintf(out, " (%zu receipt%s)\n\n", g->n, g->n == 1 ? "" : "s");
 		}
-		if ((rc = mb_printer_markdown.verdicts(out, &g->sets[g->n - 1], g->revs[g->n - 1], g->names[g->n - 1],
-			policy, err)))
+		if ((rc = newest_view(&view, g))) {
+			mb_error_set(err, rc, "report", "no memory");
 			goto cleanup;
+		}
+		rc = mb_printer_markdown.verdicts(out, &view, g->revs[g->n - 1], g->names[g->n - 1], policy, err);
+		free(view.rows);
+		view.rows = NULL;
+		if (rc)
+			goto cleanup;
+		fputs("\n", out);
+		mb_print_md_cell(out, mb_print_model_note);
+		fputs("\n", out);
+		receipts_lanes(out, g, false, true);
 		if (rows_mixed(g)) {
 			fputs("\nRows the newest receipt does not have, from the newest receipt that does:\n\n"
 				"| row | verdict | revision |\n|---|---|---|\n", out);
@@ -1676,12 +1804,10 @@ int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *con
 			}
 			fputs("| row | first regression | case |\n|---|---|---|\n", out);
 			for (size_t i = 0; i < g->n_rows; i++) {
-				int k = g->first_regression[i];
-				char rev[LABEL_MAX] = "none";
+				char rev[LABEL_MAX];
 
-				if (k >= 0)
-					revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
-				md_row3(out, g->rows[i].v->row, rev, k >= 0 ? g->regression_case[i] : "");
+				first_regression_text(rev, sizeof(rev), g, i);
+				md_row3(out, g->rows[i].v->row, rev, g->first_regression[i] >= 0 ? g->regression_case[i] : "");
 			}
 		}
 		if (gi + 1 < r.n_groups)

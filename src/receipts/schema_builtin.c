@@ -36,7 +36,7 @@ const json_t *mb_schema_builtin(const char *name, mb_error *err)
 	text = mb_schema_embedded(name, &len);
 	if (!text) {
 		mb_error_set(err, MB_ENOTFOUND, name,
-			"no built-in schema of that name (known: receipt, suite, catalog, policy)");
+			"no built-in schema of that name (known: receipt, suite, catalog, policy, verdict, diff, history)");
 		goto cleanup;
 	}
 	doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &parse_error);

@@ -308,7 +308,7 @@ grep -q 'x1b\]0;owned\\x07v1' "$tmp/out" && ok || bad "the table printer does no
 "$PY" - "$tmp/out" <<'PY' && ok || bad "table columns: $(head -n 3 "$tmp/out")"
 import sys
 lines = [l for l in open(sys.argv[1]) if l.split() and l.split()[0] in ("row", "relu2", "residual_rmsnorm_bwd")]
-starts = {l.index(" fp32 " if not l.startswith("row") else " type ") for l in lines}
+starts = {l.index(" fp32 " if not l.startswith("row") else " dtype ") for l in lines}
 assert len(lines) >= 3 and len(starts) == 1, starts
 PY
 
@@ -332,7 +332,7 @@ while True:
     out += chunk
 os.waitpid(pid, 0)
 text = out.decode("utf-8", "replace")
-header = [l for l in text.split("\n") if "check maxrel" in l]
+header = [l for l in text.split("\n") if "check err/tol" in l]
 assert header, "no table"
 line = header[0].rstrip("\r").split("\r")[-1].replace("\x1b[K", "")
 assert line.startswith("row"), repr(header[0][:120])

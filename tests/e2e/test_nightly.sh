@@ -74,6 +74,11 @@ p=tests/golden/promotion/promotion_without_lanes
 sup=$("$MB" diff --format json "$p/base.json" "$p/head.json" | "$PY" -c \
 	"import json,sys; p=json.load(sys.stdin)['promotions'][0]; print(p['row'], p['head_status'], p['supported'])")
 [ "$sup" = "rmsnorm keep False" ] && ok || bad "diff --format json promotions: '$sup'"
+"$MB" diff --format json "$p/base.json" "$p/head.json" >"$tmp/promo.json"
+"$MB" validate -q "$tmp/promo.json" && ok || bad "the JSON diff breaks schemas/diff.schema.json"
+# the history of the nightly folder, as JSON, follows its schema
+"$MB" history --format json "$night" >"$tmp/history.json" && "$MB" validate -q "$tmp/history.json" && ok \
+	|| bad "history --format json of the nightly folder breaks schemas/history.schema.json"
 
 # ---- --save-to: every level made; failures said as what they are ------------
 small() { "$MB" run suites/smoke.toml --backend cpu --rows relu2 --min-time 0 -q "$@"; }
@@ -280,7 +285,7 @@ for c in r["cases"]:
 expect 0 "a planted 1.5x slowdown on the cpu backend" -- "$MB" gate --baseline "$aa/r1.json" "$tmp/slow.json"
 grep -q "timings not judged (cpu backend" "$tmp/out" && grep -q "gate: exit 0, pass (correctness and structure only" "$tmp/out" \
 	&& ok || bad "the gate does not say cpu timings are not judged: $(head -3 "$tmp/out")"
-[ "$(grep -c '^relu2/reference .*NOT JUDGED$' "$tmp/out")" = "$(jq_py "$tmp/slow.json" "sum(c['row'] == 'relu2' for c in r['cases'])")" ] \
+[ "$(grep -c '^relu2/reference/.*NOT JUDGED$' "$tmp/out")" = "$(jq_py "$tmp/slow.json" "sum(c['row'] == 'relu2' for c in r['cases'])")" ] \
 	&& ok || bad "relu2's cases are not shown as NOT JUDGED: $(grep '^relu2' "$tmp/out" | head -2)"
 expect 0 "diff --format json of the plant" -- "$MB" diff --format json "$aa/r1.json" "$tmp/slow.json"
 [ "$("$PY" -c "import json,sys; d=json.load(sys.stdin); print({c['comparison']['why'] for c in d['cases']})" <"$tmp/out")" \

@@ -51,6 +51,7 @@ ids() { jq_py "$1" "[c['id'] for c in r['cases']]"; }
 for pair in "g1 g2" "plain g2" "g2 plain"; do
 	read -r base head <<<"$pair"
 	expect 0 "diff $base $head" -- "$MB" diff --format json "$tmp/$base.json" "$tmp/$head.json"
+	"$MB" validate -q "$tmp/out" && ok || bad "diff $base $head: the JSON breaks schemas/diff.schema.json"
 	[ "$("$PY" -c "import json,sys; d=json.load(sys.stdin); print(d['comparable'], [f for f in d['findings'] if f['kind'] == 'missing_field'])" <"$tmp/out")" = "True []" ] \
 		&& ok || bad "diff $base $head: not comparable, or fields missing: $(head -c 600 "$tmp/out")"
 done

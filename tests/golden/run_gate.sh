@@ -95,6 +95,14 @@ for dir in "$cases"/*/; do
 		echo "FAIL $name: diff exit $diff_rc, expected $want_diff"
 		failed=$((failed + 1))
 	fi
+	# the gate's JSON (diff's, with the gate's exit) follows schemas/diff.schema.json
+	(cd "$dir" && "$mb" gate "$@" --format json --baseline base.json head.json) >"$tmp/$name.json" 2>/dev/null
+	if ! "$mb" validate -q "$tmp/$name.json" 2>>"$tmp/$name.err" \
+		|| [ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['gate_exit'])" "$tmp/$name.json")" != "$want" ]; then
+		echo "FAIL $name: gate --format json breaks its schema or names another exit"
+		cat "$tmp/$name.err"
+		failed=$((failed + 1))
+	fi
 	if ! grep -q '<testsuites' "$tmp/$name.xml" 2>/dev/null; then
 		echo "FAIL $name: no JUnit XML written"
 		failed=$((failed + 1))

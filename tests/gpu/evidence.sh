@@ -78,6 +78,9 @@
 #             then a sweep (-b 1K -e 32K -f 2) and its table.
 #   smoke     every row of suites/smoke.toml on the GPU (ROWS narrows the
 #             rows, here and in the sanitizer phases).
+#   review    four smoke rows in bf16, hot, --repetitions 2 into a .json.gz:
+#             the run table's speedups, spread and error over tolerance on a
+#             GPU, validate of the gzipped receipt and of the verdict JSON.
 #   sass      16-byte load and store counts of every fused kernel, and
 #             the MUFU instructions of each by kind.
 # Everything lands under $OUT (default ./gpu-out). Receipts carry the
@@ -320,6 +323,20 @@ PY
 	smoke)
 		step smoke-gpu 200 "$mb" run suites/smoke.toml --backend cuda ${ROWS:+--rows "$ROWS"} -o "$out/smoke-gpu.json"
 		grep -E "passed|FAIL|crashed|timeout|skipped" "$out/smoke-gpu.log" | tail -n 15
+		;;
+	review)
+		# issue 27 on a GPU: the run table (each fused case's speedup
+		# against its best alternative, the spread of two interleaved
+		# passes, the error over tolerance), a gzipped receipt, and the
+		# verdict JSON against its schema
+		step review 240 "$mb" run suites/smoke.toml --backend cuda --rows relu2,swiglu,rope_qk,row_gather \
+			--dtypes bf16 --modes hot --repetitions 2 -o "$out/review.json.gz"
+		grep -E "^row |vs (fallback|vendor|cublas)|shuffled" "$out/review.log" | head -n 12
+		"$mb" validate "$out/review.json.gz"
+		"$mb" verdict --format json "$out/review.json.gz" >"$out/review-verdict.json" && "$mb" validate "$out/review-verdict.json"
+		python3 -c "import gzip,json,sys; r=json.load(gzip.open(sys.argv[1])); c=r['cases']; \
+print(len(c), 'cases;', sum('error_over_tolerance' in x['correctness'] for x in c), 'with error_over_tolerance;', \
+'largest', max(x['correctness']['error_over_tolerance'] or 0 for x in c))" "$out/review.json.gz"
 		;;
 	sass)
 		# per fused kernel: 128-bit global loads and stores in its SASS

@@ -118,7 +118,7 @@ static json_t *run(const mb_backend *be, const mb_case_plan *p, const mb_setting
 {
 	json_t *c = NULL;
 	mb_case_plan one = *p;
-	mb_plan plan = {&one, 1};
+	mb_plan plan = {.cases = &one, .n_cases = 1};
 	mb_driver_hooks hooks = {.ctx = &c, .case_done = keep_result};
 	size_t failed_at = 0;
 	mb_error err;

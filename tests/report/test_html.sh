@@ -12,6 +12,10 @@
 #     and shows the commit date.
 #  3. a CPU receipt with a GPU one: two sections, neither dropped.
 #  4. a receipt whose every string field holds markup: escaped, never run.
+#  5. committed H200 receipts: lanes of every receipt, ceilings named,
+#     "model" explained; with every fold open, nothing clipped (no table
+#     scrolls in its box) and every mark of a time chart between two ticks.
+#  6. the history page: the same measures.
 # Skips (77) without /usr/bin/chromium.
 set -u
 src="${MB_SOURCE_ROOT:?}"
@@ -42,6 +46,8 @@ measure() { # measure HTML WIDTH
 <script>
 document.getElementById('f').addEventListener('load', function () {
   var d = this.contentDocument, w = this.contentWindow, bad = [];
+  // everything folded is opened: a table under a <details> must fit too
+  d.querySelectorAll('details').forEach(function (e) { e.open = true; });
   var width = d.documentElement.scrollWidth;
   if (width > $2) bad.push('page is ' + width + ' px wide');
   var used = 0;
@@ -49,6 +55,27 @@ document.getElementById('f').addEventListener('load', function () {
     used = Math.max(used, e.getBoundingClientRect().right);
   });
   if ($2 >= 1400 && used < 0.85 * $2) bad.push('content uses only ' + Math.round(used) + ' px');
+  // nothing clipped: no table scrolls inside its box, no card is wider than itself
+  d.querySelectorAll('.wrap, .card, td, th').forEach(function (e) {
+    if (e.scrollWidth > e.clientWidth + 1)
+      bad.push((e.className || e.tagName) + ' clipped: ' + e.scrollWidth + ' px in ' + e.clientWidth + ' ("'
+        + e.textContent.slice(0, 30) + '")');
+  });
+  // every mark of a time chart lies between two ticks of its axis
+  d.querySelectorAll('svg.chart').forEach(function (svg) {
+    if (!/by shape$/.test(svg.getAttribute('aria-label') || '')) return;
+    var xs = [].filter.call(svg.querySelectorAll('line.grid, line.zero'), function (l) {
+      return l.x1.baseVal.value === l.x2.baseVal.value;
+    }).map(function (l) { return l.x1.baseVal.value; });
+    if (!xs.length) { bad.push('a time chart without ticks'); return; }
+    var lo = Math.min.apply(null, xs) - 5, hi = Math.max.apply(null, xs) + 5;
+    svg.querySelectorAll('g').forEach(function (g) {
+      var b = g.getBBox();
+      if (b.width && (b.x < lo || b.x + b.width > hi))
+        bad.push('a mark at ' + Math.round(b.x) + '-' + Math.round(b.x + b.width) + ' lies beyond the ticks '
+          + Math.round(lo + 5) + '-' + Math.round(hi - 5));
+    });
+  });
   d.querySelectorAll('svg.chart').forEach(function (svg) {
     var vb = svg.viewBox.baseVal;
     svg.querySelectorAll('text').forEach(function (t) {
@@ -189,6 +216,29 @@ grep -q '<script' "$tmp/markup/index.html" && fail "markup from the receipt reac
 chrome --dump-dom "file://$tmp/markup/index.html" >"$tmp/markup.dom" 2>/dev/null
 grep -q '<title>megabench report</title>' "$tmp/markup.dom" || fail "markup from a receipt ran: $(grep -o '<title>[^<]*' "$tmp/markup.dom")"
 grep -q '&lt;script&gt;document.title' "$tmp/markup.dom" || fail "the markup is not shown as text"
+
+# ---- 5. committed H200 receipts: the older receipt's lanes are shown under
+# the newest (which has none), each ratio names its ceiling, "model" is
+# explained, and nothing is clipped or beyond the ticks at 1400 and 800 px
+"$mb" report -o "$tmp/h200" "$src/reports/h200/lanes-a.json.gz" "$src/reports/h200/heavy-d.json.gz" >/dev/null \
+	|| fail "report of the H200 receipts exited $?"
+grep -q '<h4 class="lanes">Lanes of a8fe8d0' "$tmp/h200/index.html" || fail "lanes-a's lanes are not shown under heavy-d"
+grep -q '### Lanes of a8fe8d0' "$tmp/h200/summary.md" || fail "summary.md drops lanes-a's lanes"
+grep -Eq '<td>0\.[0-9]{3} of (copy|read\+write|GEMM)</td>' "$tmp/h200/index.html" || fail "a ratio does not name its ceiling"
+grep -q 'model: the speedup the row' "$tmp/h200/index.html" && grep -q 'model: the speedup the row' "$tmp/h200/summary.md" \
+	|| fail "model is not explained"
+for width in 1400 800; do
+	got=$(measure "$tmp/h200/index.html" $width)
+	[ "$got" = OK ] || fail "the H200 report measured at $width px: $got"
+done
+
+# ---- 6. the history page: nothing clipped at 1400 and 800 px
+"$mb" history -o "$tmp/hist" "$src/tests/golden/history/two_losing_nightlies/receipts" "$src/reports/h200/heavy-d.json.gz" \
+	>/dev/null || fail "history exited $?"
+for width in 1400 800; do
+	got=$(measure "$tmp/hist/index.html" $width)
+	[ "$got" = OK ] || fail "the history page measured at $width px: $got"
+done
 
 if [ -n "${MB_REPORT_KEEP:-}" ]; then
 	cp "$tmp/shot1400.png" "$MB_REPORT_KEEP/shot.png"

@@ -66,6 +66,40 @@ static void test_table_columns(void)
 	json_decref(receipt);
 }
 
+/* The run table of a GPU receipt: each fused case's speedup against its
+ * best alternative, its error over tolerance, its family, and the same
+ * cases in Markdown and CSV. */
+static void test_run_table(void)
+{
+	json_error_t jerr;
+	json_t *receipt = json_load_file(mb_test_src("tests/golden/gate/regression/head.json"), 0, &jerr);
+	static const mb_run_table_format formats[] = {MB_RUN_TABLE_TEXT, MB_RUN_TABLE_MARKDOWN, MB_RUN_TABLE_CSV};
+
+	CHECK_MSG(receipt != NULL, "%s", jerr.text);
+	for (size_t f = 0; receipt && f < sizeof(formats) / sizeof(formats[0]); f++) {
+		char *text = NULL;
+		size_t len = 0;
+		FILE *mem = open_memstream(&text, &len);
+
+		mb_console_print_table_as(mem, receipt, formats[f]);
+		fclose(mem);
+		if (formats[f] == MB_RUN_TABLE_CSV) {
+			CHECK(strncmp(text, "id,row,family,variant,", 22) == 0);
+			CHECK_MSG(strstr(text, ",fallback,") && strstr(text, "llama7b"), "%s", text);
+			CHECK(strstr(text, "passed, ") == NULL);
+		} else {
+			/* rmsnorm's fused cases beat their fallback by about 1.6x */
+			CHECK_MSG(strstr(text, "1.66x vs fallback") != NULL, "%s", text);
+			CHECK(strstr(text, "llama70b") != NULL && strstr(text, "pass ~") != NULL);
+			CHECK(strstr(text, "passed, 0 failed\n") != NULL);
+		}
+		if (formats[f] == MB_RUN_TABLE_MARKDOWN)
+			CHECK(strstr(text, "| row | family | variant |") != NULL);
+		free(text);
+	}
+	json_decref(receipt);
+}
+
 /* After Ctrl-C the table must not start on the live line. */
 static void test_finish(void)
 {
@@ -88,6 +122,7 @@ int main(void)
 {
 	test_escape();
 	test_table_columns();
+	test_run_table();
 	test_finish();
 	return mb_test_finish("test_console");
 }

@@ -73,7 +73,7 @@ static void plan_case(mb_case_plan *p, const char *row_name, const char *variant
 
 static int run(results *out, mb_case_plan *cases, size_t n, const mb_settings *s)
 {
-	mb_plan plan = {cases, n};
+	mb_plan plan = {.cases = cases, .n_cases = n};
 	mb_driver_hooks hooks = {.ctx = out, .case_done = keep};
 	size_t failed_at = 0;
 	mb_error err;
@@ -329,7 +329,7 @@ static void a2a_case(mb_case_plan *p, const char *variant, int64_t t)
 
 static json_t *run_fake(mb_case_plan *p, uint64_t wrong_per_check)
 {
-	mb_plan plan = {p, 1};
+	mb_plan plan = {.cases = p, .n_cases = 1};
 	results r;
 	mb_settings s;
 	mb_driver_hooks hooks = {.ctx = &r, .case_done = keep};

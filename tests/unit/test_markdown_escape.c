@@ -177,7 +177,7 @@ static void test_report(void)
 		out = open_memstream(&text, &len);
 		CHECK(out != NULL);
 		if (out) {
-			CHECK_MSG(mb_print_report_markdown(out, r, names, 3, &policy, &err) == 0, "%s", err.text);
+			CHECK_MSG(mb_print_report_markdown(out, r, names, 3, &policy, NULL, &err) == 0, "%s", err.text);
 			fclose(out);
 			CHECK_MSG(strstr(text, "## 2. other x\\|y"), "no second group's heading:\n%s", text);
 			CHECK_MSG(strstr(text, "### History across 2 revisions"), "no history:\n%s", text);

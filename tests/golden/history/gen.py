@@ -36,12 +36,15 @@ SCENARIOS = {
     # one losing nightly stored twice more (a copy and a symlink: the same
     # run_id) is still one losing nightly: not flagged
     "one_losing_nightly_copied": "WL",
+    # the same two losses for a row whose status is drop already: nothing to
+    # demote ("dropped")
+    "already_dropped": ("WLL", "drop"),
 }
 # nightly-N files of a scenario that are also stored as a copy and a symlink
 COPIED = {"one_losing_nightly_copied": 2}
 
 
-def nightly(src, k, outcome):
+def nightly(src, k, outcome, status="keep"):
     r = copy.deepcopy(src)
     prov = r["provenance"]
     prov["commit"] = "%040x" % (0xa11ce + k)
@@ -51,7 +54,7 @@ def nightly(src, k, outcome):
     day = "2025-01-%02d" % (2 + k)  # the night after the commit
     r["started_at"] = day + "T02:00:00Z"
     r["finished_at"] = day + "T02:10:00Z"
-    r["catalog"] = promotion.catalog(rmsnorm="keep")
+    r["catalog"] = promotion.catalog(rmsnorm=status)
     if outcome == "X":
         r["cases"] = [c for c in r["cases"] if c["row"] != "rmsnorm"]
         r["summary"]["cases"] = len(r["cases"])
@@ -69,12 +72,13 @@ def nightly(src, k, outcome):
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else HERE
     src = json.load(open(os.path.join(HERE, "..", "gate", "identical_code", "head.json")))
-    for name, outcomes in SCENARIOS.items():
+    for name, scenario in SCENARIOS.items():
+        outcomes, status = scenario if isinstance(scenario, tuple) else (scenario, "keep")
         d = os.path.join(out, name, "receipts")
         os.makedirs(d, exist_ok=True)
         for k, outcome in enumerate(outcomes):
             with open(os.path.join(d, "nightly-%d.json" % (k + 1)), "w") as f:
-                json.dump(nightly(src, k, outcome), f, indent=1)
+                json.dump(nightly(src, k, outcome, status), f, indent=1)
                 f.write("\n")
         if name in COPIED:
             k = COPIED[name]

@@ -34,6 +34,11 @@ for dir in "$src"/tests/golden/verdict/*/; do
 		failed=$((failed + 1))
 	fi
 	(cd "$dir" && "$mb" verdict --format json "$@" receipt.json) >"$tmp/$name.json" 2>>"$tmp/$name.err"
+	if ! "$mb" validate -q "$tmp/$name.json" 2>>"$tmp/$name.err"; then
+		echo "FAIL $name: verdict --format json breaks schemas/verdict.schema.json"
+		cat "$tmp/$name.err"
+		failed=$((failed + 1))
+	fi
 	if ! python3 - "$tmp/$name.json" "$tmp/$name.md" <<'PY'
 import json, sys
 doc = json.load(open(sys.argv[1]))

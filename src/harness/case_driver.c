@@ -142,6 +142,22 @@ static int group_from_cache(group *g)
 	return rc;
 }
 
+/* A group this process claimed and computed goes to the cache too: a
+ * later pass (--repetitions) or a fresh child after a crash takes it from
+ * there. A failed write only costs that reuse. */
+static void group_to_cache(group *g)
+{
+	char key[sizeof(g->whole.id) + 2 * KEY_SLACK + 160];
+	mb_ref_result res;
+	mb_error err;
+
+	group_cache_key(key, sizeof(key), g);
+	res = group_result(g, key);
+	mb_error_clear(&err);
+	if (mb_ref_cache_store(NULL, &res, true, &err))
+		mb_trace("%s: %s", err.where, err.text);
+}
+
 /* The host side: the row sample, the twin's input rows, the reference. */
 static void *group_prepare(void *arg)
 {
@@ -170,6 +186,8 @@ static void *group_prepare(void *arg)
 	}
 	/* the reference has what it needs from the inputs */
 	mb_host_tensors_free(&g->twin);
+	if (g->from_cache && g->have_want)
+		group_to_cache(g);
 	g->reference_ns = mb_now_ns() - t0;
 	mb_trace("%s: host side: %llu input elements in %.0f us, reference of %lld rows in %.0f us", plan->id,
 		(unsigned long long)g->twin.made_elems, (double)g->twin_ns / 1e3, (long long)g->n_rows,
@@ -781,14 +799,15 @@ int mb_driver_prepare_groups(const mb_backend *be, const mb_plan *plan, const mb
 		begin = g.end;
 		if (!mb_ref_worker_wants(&plan->cases[g.begin]))
 			continue;
-		/* this process makes the results: it never waits for them */
-		g.from_cache = false;
-		group_prepare(&g);
-		{
-			char key[sizeof(g.whole.id) + 2 * KEY_SLACK + 160];
-			mb_ref_result res;
+		char key[sizeof(g.whole.id) + 2 * KEY_SLACK + 160];
+		mb_ref_result res;
 
-			group_cache_key(key, sizeof(key), &g);
+		/* a group its row child reached first is the child's */
+		group_cache_key(key, sizeof(key), &g);
+		if (mb_ref_cache_claim(dir, key)) {
+			/* this process makes the results: it never waits for them */
+			g.from_cache = false;
+			group_prepare(&g);
 			res = group_result(&g, key);
 			/* a group that failed here is left to its row child, which
 			 * then reports the failure as its own */

@@ -2,8 +2,10 @@
 #include "harness/ref_cache.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +79,41 @@ static int64_t row_of(const int64_t *rows, int64_t k)
 	return rows ? rows[k] : k;
 }
 
+int mb_ref_cache_claim(const char *dir, const char *key)
+{
+	char path[PATH_MAX + 2 * NAME_BYTES];
+	int fd;
+
+	if (!dir && !mb_ref_cache_attached())
+		return 0;
+	file_name(path, sizeof(path), dir ? dir : cache_dir, key, ".claim");
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return 0;
+	/* who claimed it: a waiter stops waiting once that process is gone */
+	dprintf(fd, "%ld\n", (long)getpid());
+	close(fd);
+	return 1;
+}
+
+/* Whether the process that claimed the key's group is gone (a row child
+ * that crashed on it: a later child computes it instead). A claim not yet
+ * written counts as live. */
+static bool claimer_gone(const char *key)
+{
+	char path[PATH_MAX + 2 * NAME_BYTES];
+	long pid = 0;
+	FILE *f;
+
+	file_name(path, sizeof(path), cache_dir, key, ".claim");
+	if (!(f = fopen(path, "r")))
+		return false;
+	if (fscanf(f, "%ld", &pid) != 1)
+		pid = 0;
+	fclose(f);
+	return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
 int mb_ref_cache_store(const char *dir, const mb_ref_result *r, bool ok, mb_error *err)
 {
 	char path[PATH_MAX + NAME_BYTES], tmp[PATH_MAX + 2 * NAME_BYTES];
@@ -84,6 +121,9 @@ int mb_ref_cache_store(const char *dir, const mb_ref_result *r, bool ok, mb_erro
 	FILE *f = NULL;
 	bool good;
 
+	if (!dir && !mb_ref_cache_attached())
+		return 0;
+	dir = dir ? dir : cache_dir;
 	file_name(path, sizeof(path), dir, r->key, ok ? "" : ".failed");
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "wb");
@@ -171,10 +211,14 @@ int mb_ref_cache_load(const mb_ref_result *r, int64_t *waited_ns, mb_error *err)
 		return 0;
 	file_name(path, sizeof(path), cache_dir, r->key, "");
 	file_name(failed, sizeof(failed), cache_dir, r->key, ".failed");
+	/* a group nobody has started is the caller's to compute: it does not
+	 * wait for the worker to come to it */
+	if (!(f = fopen(path, "rb")) && mb_ref_cache_claim(NULL, r->key))
+		return 0;
 	/* the worker exiting right after its last rename is seen by one more
 	 * look for the file */
-	for (bool alive = true; !(f = fopen(path, "rb")) && alive; alive = worker_alive()) {
-		if (access(failed, F_OK) == 0)
+	for (bool alive = true; !f && !(f = fopen(path, "rb")) && alive; alive = worker_alive()) {
+		if (access(failed, F_OK) == 0 || claimer_gone(r->key))
 			break;
 		poll(NULL, 0, POLL_MS);
 	}

@@ -5,9 +5,9 @@
  * plan, the run seed and max_check_rows. For the rows whose reference is
  * dear (linear_cross_entropy's forward GEMM on the host, the MoE FFNs:
  * mb_ref_worker_wants), the runner starts one worker process before the
- * probe (runner.c); it computes those groups in plan order, at a lower
- * CPU priority than the row children, while the device samples the rows
- * before them, and leaves each result in a file of a private folder. A
+ * probe (runner.c); it computes those groups in plan order, on the CPU
+ * time the row children and lanes leave idle (SCHED_IDLE), while the
+ * device samples the lanes and the rows run before them, and leaves each result in a file of a private folder. A
  * row child's driver then takes the group's checked rows from that file
  * instead of computing them (case_driver.c, group_prepare), waiting for
  * the worker when it is still on the group; it computes them itself when
@@ -65,17 +65,25 @@ typedef struct mb_ref_result {
 	float **want;
 } mb_ref_result;
 
-/* The worker's side: write the result (or, with ok false, a marker that
- * the worker failed on it) into `dir`. */
+/* Claim the key's group in `dir` (NULL: the attached folder) for this
+ * process: 1 when nobody had (the caller computes it and stores it), 0
+ * when the worker or a row child is on it or done. Whoever comes first
+ * computes a group, once: a row that reaches a group the worker has not
+ * started does not wait for it. */
+int mb_ref_cache_claim(const char *dir, const char *key);
+
+/* Write the result (or, with ok false, a marker that the group failed)
+ * into `dir` (NULL: the attached folder; nothing when none is). */
 int mb_ref_cache_store(const char *dir, const mb_ref_result *r, bool ok, mb_error *err);
 
-/* The driver's side: wait for the key's file in the attached folder while
- * the worker lives, then map want[i] full-size (the caller frees them
- * with mb_reference_free) and fill the checked rows. Returns 1 when the
- * result was loaded, 0 when there is none to take (no worker, it failed
- * on the group or exited without it, or the file does not match: the
- * caller computes it), or a negative MB_E* code. *waited_ns is the time
- * spent waiting. */
+/* The driver's side: take the key's file from the attached folder; when
+ * there is none, claim the group (then return 0 at once) or wait for the
+ * file while the worker lives; then map want[i] full-size (the caller
+ * frees them with mb_reference_free) and fill the checked rows. Returns 1
+ * when the result was loaded, 0 when the caller must compute it (no
+ * folder, the group claimed by the caller, the worker failed on it or
+ * exited without it, or the file does not match), or a negative MB_E*
+ * code. *waited_ns is the time spent waiting. */
 int mb_ref_cache_load(const mb_ref_result *r, int64_t *waited_ns, mb_error *err);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <limits.h>
+#include <sched.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <time.h>
@@ -211,9 +212,10 @@ static int64_t case_deadline(const mb_run_options *o, size_t index)
 
 /* ---- the reference worker (ref_cache.h) ----------------------------------- */
 
-/* Below the row children, which launch and time kernels: the worker takes
- * the cores they leave idle. */
-#define REF_WORKER_NICE 10
+/* Below the row children and lanes, which launch and time kernels (an
+ * eager lane's step includes its launch gaps): the worker takes only the
+ * cores they leave idle (SCHED_IDLE), or else the lowest priority. */
+#define REF_WORKER_NICE 19
 
 typedef struct ref_worker_job {
 	const mb_run_options *opts;
@@ -227,7 +229,8 @@ static int ref_worker_main(int fd, void *arg)
 
 	(void)fd; /* never written: the row children read its end-of-file as the worker's exit */
 	mb_error_clear(&err);
-	if (setpriority(PRIO_PROCESS, 0, REF_WORKER_NICE) != 0)
+	if (sched_setscheduler(0, SCHED_IDLE, &(struct sched_param){0}) != 0
+		&& setpriority(PRIO_PROCESS, 0, REF_WORKER_NICE) != 0)
 		mb_trace("reference worker: cannot lower its priority");
 	if (mb_driver_prepare_groups(job->opts->backend, job->opts->plan, &job->opts->suite->settings, job->dir,
 		&err)) {
@@ -241,6 +244,7 @@ typedef struct ref_worker {
 	char dir[PATH_MAX];
 	mb_child child;
 	bool running;
+	bool lanes_first; /* the run's lanes went before its rows */
 } ref_worker;
 
 /* Start the worker when the backend overlaps host work and the plan has a
@@ -874,6 +878,28 @@ cleanup:
 	return rc;
 }
 
+/* The rows the reference worker serves (any of their cases) after the
+ * others, each set in the order it had: the worker computes their host
+ * side while the device samples the rest. */
+static void worker_rows_last(const mb_plan *plan, const size_t *begin, size_t *order, size_t n_rows)
+{
+	size_t *heavy = malloc((n_rows ? n_rows : 1) * sizeof(*heavy)), n_light = 0, n_heavy = 0;
+
+	if (!heavy)
+		return; /* plan order is as correct, only slower */
+	for (size_t r = 0; r < n_rows; r++) {
+		bool wanted = false;
+		for (size_t i = begin[order[r]]; i < begin[order[r] + 1] && !wanted; i++)
+			wanted = mb_ref_worker_wants(&plan->cases[i]);
+		if (wanted)
+			heavy[n_heavy++] = order[r];
+		else
+			order[n_light++] = order[r];
+	}
+	memcpy(order + n_light, heavy, n_heavy * sizeof(*heavy));
+	free(heavy);
+}
+
 /* One pass over the plan's rows: in plan order alone, or with
  * --repetitions in the shuffled order of this pass (repetitions.h). */
 static int run_pass(run_state *st, int pass, int repetitions, mb_error *err)
@@ -895,6 +921,8 @@ static int run_pass(run_state *st, int pass, int repetitions, mb_error *err)
 	else
 		for (size_t r = 0; order && r < n_rows; r++)
 			order[r] = r;
+	if (!rc && mb_ref_cache_attached())
+		worker_rows_last(plan, begin, order, n_rows);
 	for (size_t r = 0; !rc && r < n_rows && !st->interrupted; r++)
 		rc = run_row(st, begin[order[r]], begin[order[r] + 1], err);
 	free(begin);
@@ -910,11 +938,12 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	char started[64], error_text[MB_ERROR_WHERE_MAX + MB_ERROR_TEXT_MAX], checkout_text[MB_RUN_NOTICE_MAX];
 	json_t *prov = NULL, *host = NULL, *settings = NULL;
 	mb_run_parts parts = {0};
-	mb_error run_err;
-	int rc = 0, repetitions = o->repetitions > 1 ? o->repetitions : 1;
+	mb_error run_err, lanes_err;
+	int rc = 0, lanes_rc = 0, repetitions = o->repetitions > 1 ? o->repetitions : 1;
 
 	*out = NULL;
 	mb_error_clear(&run_err);
+	mb_error_clear(&lanes_err);
 	mb_run_timestamp(started, sizeof(started));
 	st.cases = json_array();
 	st.lanes = json_array();
@@ -961,13 +990,24 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	if (repetitions > 1)
 		notice(&st, "repetitions: each of the %d passes runs the rows in a shuffled order drawn from seed %llu",
 			repetitions, (unsigned long long)o->suite->settings.seed);
+	/* with a worker, the lanes (no host work to wait for) run first: the
+	 * worker has their time too before the rows it serves come up */
+	worker.lanes_first = worker.running;
+	if (worker.lanes_first && rc == 0 && !st.interrupted && !o->skip_lanes)
+		lanes_rc = run_lanes(&st, &lanes_err);
 	for (int pass = 0; rc == 0 && pass < repetitions && !st.interrupted; pass++)
 		rc = run_pass(&st, pass, repetitions, &run_err);
 	ref_worker_stop(&worker);
 	if (merge_passes(&st, rc ? NULL : &run_err) && !rc)
 		rc = run_err.code;
-	if (rc == 0 && !st.interrupted && !o->skip_lanes)
-		rc = run_lanes(&st, &run_err);
+	if (!worker.lanes_first && rc == 0 && !st.interrupted && !o->skip_lanes)
+		lanes_rc = run_lanes(&st, &lanes_err);
+	/* the rows ran whatever the lanes did; a lane's harness error is the
+	 * run's when the rows had none */
+	if (rc == 0 && lanes_rc) {
+		rc = lanes_rc;
+		run_err = lanes_err;
+	}
 	parts.status = "complete";
 	if (st.interrupted) {
 		parts.status = "interrupted";

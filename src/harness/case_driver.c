@@ -8,6 +8,7 @@
 
 #include "harness/case_common.h"
 #include "harness/host_inputs.h"
+#include "harness/ref_cache.h"
 
 /* A timed batch aims at about this much device time, so that its fixed
  * cost (a synchronisation, collecting CUPTI's records, a clock reading)
@@ -47,6 +48,9 @@ typedef struct group {
 	mb_error err;
 	pthread_t thread;
 	bool threaded;
+	/* the reference worker computes this group (ref_cache.h): take it
+	 * from the cache when it is there */
+	bool from_cache;
 } group;
 
 /* The part of a case id that names its group: row/dtype/family/shape (the
@@ -90,6 +94,70 @@ static size_t group_end(const mb_plan *plan, size_t begin, size_t end)
 	return i;
 }
 
+/* What the group's host side depends on, beyond the plan: its id, both
+ * seeds, the sample's size and which math (the reference's cache key). */
+static void group_cache_key(char *buf, size_t len, const group *g)
+{
+	char key[sizeof(g->whole.id) + KEY_SLACK];
+
+	group_key(key, sizeof(key), &g->whole);
+	snprintf(buf, len, "%s seed=%llu row_seed=%llu max_check_rows=%lld rows_total=%lld math=%s", key,
+		(unsigned long long)g->seed, (unsigned long long)g->row_seed, (long long)g->settings->max_check_rows,
+		(long long)g->rows_total, g->fp32_variants ? "oracle" : "reference");
+}
+
+static mb_ref_result group_result(group *g, const char *key)
+{
+	return (mb_ref_result){key, g->n_inputs, g->n_tensors, g->spec, g->out_rows, g->out_n, g->want};
+}
+
+/* The reference worker's result for the group, when it has one: the
+ * outputs' checked rows, as the reference below would have made them.
+ * Returns 1 when taken; the time waited is the group's reference time. */
+static int group_from_cache(group *g)
+{
+	char key[sizeof(g->whole.id) + 2 * KEY_SLACK + 160];
+	mb_ref_result res;
+	int64_t waited = 0;
+	int rc;
+
+	group_cache_key(key, sizeof(key), g);
+	res = group_result(g, key);
+	rc = mb_ref_cache_load(&res, &waited, &g->err);
+	g->reference_ns = waited;
+	if (rc < 0)
+		return g->rc = rc;
+	if (rc == 1) {
+		/* what mb_reference_free sizes the arrays by */
+		g->twin.n_tensors = g->n_tensors;
+		g->twin.n_inputs = g->n_inputs;
+		for (int i = 0; i < g->n_tensors; i++) {
+			g->twin.spec[i] = g->spec[i];
+			g->twin.elems[i] = (uint64_t)(g->spec[i].rows * g->spec[i].row_elems);
+		}
+		g->have_want = true;
+	}
+	mb_trace("%s: host side %s the reference worker after %.0f us", g->whole.id,
+		rc == 1 ? "taken from" : "not given by", (double)waited / 1e3);
+	return rc;
+}
+
+/* A group this process claimed and computed goes to the cache too: a
+ * later pass (--repetitions) or a fresh child after a crash takes it from
+ * there. A failed write only costs that reuse. */
+static void group_to_cache(group *g)
+{
+	char key[sizeof(g->whole.id) + 2 * KEY_SLACK + 160];
+	mb_ref_result res;
+	mb_error err;
+
+	group_cache_key(key, sizeof(key), g);
+	res = group_result(g, key);
+	mb_error_clear(&err);
+	if (mb_ref_cache_store(NULL, &res, true, &err))
+		mb_trace("%s: %s", err.where, err.text);
+}
+
 /* The host side: the row sample, the twin's input rows, the reference. */
 static void *group_prepare(void *arg)
 {
@@ -105,6 +173,8 @@ static void *group_prepare(void *arg)
 			g->rc = mb_error_set(&g->err, MB_ENOMEM, plan->id, "cannot list the checked rows of %s",
 				g->spec[i].name);
 	}
+	if (g->rc == 0 && g->from_cache && group_from_cache(g) != 0)
+		return NULL;
 	if (g->rc == 0)
 		g->rc = mb_host_tensors_twin(&g->twin, plan, g->seed, g->rows, g->n_rows, &g->err);
 	g->twin_ns = mb_now_ns() - t0;
@@ -116,6 +186,8 @@ static void *group_prepare(void *arg)
 	}
 	/* the reference has what it needs from the inputs */
 	mb_host_tensors_free(&g->twin);
+	if (g->from_cache && g->have_want)
+		group_to_cache(g);
 	g->reference_ns = mb_now_ns() - t0;
 	mb_trace("%s: host side: %llu input elements in %.0f us, reference of %lld rows in %.0f us", plan->id,
 		(unsigned long long)g->twin.made_elems, (double)g->twin_ns / 1e3, (long long)g->n_rows,
@@ -142,6 +214,7 @@ static void group_init(group *g, const mb_backend *be, const mb_plan *plan, size
 	g->rows_total = g->n_inputs < g->n_tensors ? g->spec[g->n_inputs].rows : 0;
 	mb_error_clear(&g->err);
 	mb_driver_group_seeds(&plan->cases[begin], settings->seed, &g->seed, &g->row_seed);
+	g->from_cache = mb_ref_cache_attached() && mb_ref_worker_wants(&plan->cases[begin]);
 }
 
 /* Start the host side on a thread, or do it here when it may not overlap
@@ -709,6 +782,39 @@ static int run_case(case_run *r, mb_error *err)
 	}
 	if (rc == 0)
 		write_results(r, converged);
+	return rc;
+}
+
+/* ---- the reference worker's side ----------------------------------------- */
+
+int mb_driver_prepare_groups(const mb_backend *be, const mb_plan *plan, const mb_settings *settings,
+	const char *dir, mb_error *err)
+{
+	int rc = 0;
+
+	for (size_t begin = 0; begin < plan->n_cases && rc == 0;) {
+		group g;
+
+		group_init(&g, be, plan, begin, plan->n_cases, settings);
+		begin = g.end;
+		if (!mb_ref_worker_wants(&plan->cases[g.begin]))
+			continue;
+		char key[sizeof(g.whole.id) + 2 * KEY_SLACK + 160];
+		mb_ref_result res;
+
+		/* a group its row child reached first is the child's */
+		group_cache_key(key, sizeof(key), &g);
+		if (mb_ref_cache_claim(dir, key)) {
+			/* this process makes the results: it never waits for them */
+			g.from_cache = false;
+			group_prepare(&g);
+			res = group_result(&g, key);
+			/* a group that failed here is left to its row child, which
+			 * then reports the failure as its own */
+			rc = mb_ref_cache_store(dir, &res, g.rc == 0 && g.have_want, err);
+		}
+		group_free(&g);
+	}
 	return rc;
 }
 

@@ -46,6 +46,13 @@ int mb_driver_run(const mb_backend *be, const mb_plan *plan, size_t begin, size_
 	const mb_settings *settings, const json_t *ceilings, const mb_driver_hooks *hooks,
 	size_t *failed_at, mb_error *err);
 
+/* The reference worker (ref_cache.h): the host side of every group of
+ * `plan` that mb_ref_worker_wants, in plan order, each stored in `dir`.
+ * Returns 0, or a negative MB_E* code when a result could not be
+ * written. */
+int mb_driver_prepare_groups(const mb_backend *be, const mb_plan *plan, const mb_settings *settings,
+	const char *dir, mb_error *err);
+
 /* The seeds of the group a case belongs to (its row, dtype, family and
  * shape): the inputs' and the row sample's. Exposed for tests that
  * reproduce a receipt's sample. */

@@ -5,7 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <limits.h>
+#include <sched.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,6 +19,7 @@
 #include "harness/hostinfo.h"
 #include "harness/isolate.h"
 #include "harness/lane.h"
+#include "harness/ref_cache.h"
 #include "harness/repetitions.h"
 #include "receipts/provenance.h"
 #include "receipts/receipt_io.h"
@@ -205,6 +210,104 @@ static int64_t case_deadline(const mb_run_options *o, size_t index)
 	return mb_now_ns() + (int64_t)(case_budget_s(&o->plan->cases[index], &o->suite->settings) * NS_PER_S);
 }
 
+/* ---- the reference worker (ref_cache.h) ----------------------------------- */
+
+/* Below the row children and lanes, which launch and time kernels (an
+ * eager lane's step includes its launch gaps): the worker takes only the
+ * cores they leave idle (SCHED_IDLE), or else the lowest priority. */
+#define REF_WORKER_NICE 19
+
+typedef struct ref_worker_job {
+	const mb_run_options *opts;
+	const char *dir;
+} ref_worker_job;
+
+static int ref_worker_main(int fd, void *arg)
+{
+	const ref_worker_job *job = arg;
+	mb_error err;
+
+	(void)fd; /* never written: the row children read its end-of-file as the worker's exit */
+	mb_error_clear(&err);
+	if (sched_setscheduler(0, SCHED_IDLE, &(struct sched_param){0}) != 0
+		&& setpriority(PRIO_PROCESS, 0, REF_WORKER_NICE) != 0)
+		mb_trace("reference worker: cannot lower its priority");
+	if (mb_driver_prepare_groups(job->opts->backend, job->opts->plan, &job->opts->suite->settings, job->dir,
+		&err)) {
+		mb_trace("reference worker: %s: %s", err.where, err.text);
+		return CHILD_EXIT_HARNESS;
+	}
+	return 0;
+}
+
+typedef struct ref_worker {
+	char dir[PATH_MAX];
+	mb_child child;
+	bool running;
+	bool lanes_first; /* the run's lanes went before its rows */
+} ref_worker;
+
+/* Start the worker when the backend overlaps host work and the plan has a
+ * group for it; a worker that cannot start leaves the references to the
+ * row children, as before, and the run says so. */
+static void ref_worker_start(run_state *st, ref_worker *w)
+{
+	const mb_run_options *o = st->opts;
+	const char *tmp = getenv("TMPDIR");
+	ref_worker_job job = {o, w->dir};
+	bool wanted = false;
+	mb_error err;
+
+	w->running = false;
+	w->dir[0] = '\0';
+	if (!mb_ref_worker_enabled(o->backend->overlap_host_work))
+		return;
+	for (size_t i = 0; i < o->plan->n_cases && !wanted; i++)
+		wanted = mb_ref_worker_wants(&o->plan->cases[i]);
+	if (!wanted)
+		return;
+	snprintf(w->dir, sizeof(w->dir), "%s/megabench-ref-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(w->dir)) {
+		notice(st, "reference worker not started (cannot make a folder in %s): the row children compute every "
+			"reference", tmp && *tmp ? tmp : "/tmp");
+		w->dir[0] = '\0';
+		return;
+	}
+	mb_error_clear(&err);
+	if (mb_child_spawn(&w->child, ref_worker_main, &job, &err)) {
+		notice(st, "reference worker not started (%s): the row children compute every reference", err.text);
+		rmdir(w->dir);
+		w->dir[0] = '\0';
+		return;
+	}
+	w->running = true;
+	mb_ref_cache_attach(w->dir, w->child.fd);
+}
+
+/* Stop the worker (it may still be on groups a Ctrl-C left unrun) and
+ * remove its files. */
+static void ref_worker_stop(ref_worker *w)
+{
+	char how[128], path[PATH_MAX + 256];
+	DIR *d;
+	struct dirent *e;
+
+	if (!w->running)
+		return;
+	mb_ref_cache_attach(NULL, -1);
+	mb_child_finish(&w->child, true, how, sizeof(how));
+	w->running = false;
+	if ((d = opendir(w->dir))) {
+		while ((e = readdir(d)))
+			if (e->d_name[0] != '.') {
+				snprintf(path, sizeof(path), "%s/%s", w->dir, e->d_name);
+				unlink(path);
+			}
+		closedir(d);
+	}
+	rmdir(w->dir);
+}
+
 /* ---- lanes ------------------------------------------------------------- */
 
 /* A lane can run for minutes (every configuration, mode and round). */
@@ -229,6 +332,23 @@ static int lane_main(int fd, void *arg)
 	rc = mb_child_send(fd, msg);
 	json_decref(msg);
 	return rc ? CHILD_EXIT_HARNESS : 0;
+}
+
+/* A lane's timed kernel work: the GPU busy time (the sum of its kernels'
+ * durations) of every timed step of every configuration and mode, as the
+ * lane measured it. The lane's set-up, warm-up steps and graph captures
+ * stay outside it, so they count as idle host time. */
+static int64_t lane_busy_ns(const json_t *lane)
+{
+	const json_t *run, *v;
+	size_t i, k;
+	int64_t sum = 0;
+
+	json_array_foreach(json_object_get(lane, "runs"), i, run)
+		json_array_foreach(json_object_get(run, "busy_ns"), k, v)
+			if (json_is_number(v) && json_number_value(v) > 0)
+				sum += (int64_t)json_number_value(v);
+	return sum;
 }
 
 /* Every lane of the suite, each in a child of its own, after the rows. A
@@ -267,6 +387,7 @@ static int run_lanes(run_state *st, mb_error *err)
 		}
 		if (rc == MB_CHILD_MESSAGE && json_object_get(msg, "lane")) {
 			json_array_append(st->lanes, json_object_get(msg, "lane"));
+			st->phases.goodput += lane_busy_ns(json_object_get(msg, "lane"));
 		} else {
 			notice(st, "lane %s: %s", specs[i].name, rc == MB_CHILD_MESSAGE
 				? json_string_value(json_object_get(msg, "error"))
@@ -757,6 +878,28 @@ cleanup:
 	return rc;
 }
 
+/* The rows the reference worker serves (any of their cases) after the
+ * others, each set in the order it had: the worker computes their host
+ * side while the device samples the rest. */
+static void worker_rows_last(const mb_plan *plan, const size_t *begin, size_t *order, size_t n_rows)
+{
+	size_t *heavy = malloc((n_rows ? n_rows : 1) * sizeof(*heavy)), n_light = 0, n_heavy = 0;
+
+	if (!heavy)
+		return; /* plan order is as correct, only slower */
+	for (size_t r = 0; r < n_rows; r++) {
+		bool wanted = false;
+		for (size_t i = begin[order[r]]; i < begin[order[r] + 1] && !wanted; i++)
+			wanted = mb_ref_worker_wants(&plan->cases[i]);
+		if (wanted)
+			heavy[n_heavy++] = order[r];
+		else
+			order[n_light++] = order[r];
+	}
+	memcpy(order + n_light, heavy, n_heavy * sizeof(*heavy));
+	free(heavy);
+}
+
 /* One pass over the plan's rows: in plan order alone, or with
  * --repetitions in the shuffled order of this pass (repetitions.h). */
 static int run_pass(run_state *st, int pass, int repetitions, mb_error *err)
@@ -778,6 +921,8 @@ static int run_pass(run_state *st, int pass, int repetitions, mb_error *err)
 	else
 		for (size_t r = 0; order && r < n_rows; r++)
 			order[r] = r;
+	if (!rc && mb_ref_cache_attached())
+		worker_rows_last(plan, begin, order, n_rows);
 	for (size_t r = 0; !rc && r < n_rows && !st->interrupted; r++)
 		rc = run_row(st, begin[order[r]], begin[order[r] + 1], err);
 	free(begin);
@@ -788,15 +933,17 @@ static int run_pass(run_state *st, int pass, int repetitions, mb_error *err)
 int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 {
 	run_state st = {.opts = o};
+	ref_worker worker = {.running = false};
 	int64_t t0 = mb_now_ns();
 	char started[64], error_text[MB_ERROR_WHERE_MAX + MB_ERROR_TEXT_MAX], checkout_text[MB_RUN_NOTICE_MAX];
 	json_t *prov = NULL, *host = NULL, *settings = NULL;
 	mb_run_parts parts = {0};
-	mb_error run_err;
-	int rc = 0, repetitions = o->repetitions > 1 ? o->repetitions : 1;
+	mb_error run_err, lanes_err;
+	int rc = 0, lanes_rc = 0, repetitions = o->repetitions > 1 ? o->repetitions : 1;
 
 	*out = NULL;
 	mb_error_clear(&run_err);
+	mb_error_clear(&lanes_err);
 	mb_run_timestamp(started, sizeof(started));
 	st.cases = json_array();
 	st.lanes = json_array();
@@ -836,16 +983,31 @@ int mb_run(json_t **out, const mb_run_options *o, mb_error *err)
 	/* the probe failing means nothing can run: report it as the run's error;
 	 * with repetitions, pass k runs every row (each in fresh children)
 	 * before pass k + 1 starts, so a case's passes are minutes apart */
+	/* the worker starts before the probe, so that the heavy references
+	 * are under way while the device is measured */
+	ref_worker_start(&st, &worker);
 	rc = run_probe(&st, &run_err);
 	if (repetitions > 1)
 		notice(&st, "repetitions: each of the %d passes runs the rows in a shuffled order drawn from seed %llu",
 			repetitions, (unsigned long long)o->suite->settings.seed);
+	/* with a worker, the lanes (no host work to wait for) run first: the
+	 * worker has their time too before the rows it serves come up */
+	worker.lanes_first = worker.running;
+	if (worker.lanes_first && rc == 0 && !st.interrupted && !o->skip_lanes)
+		lanes_rc = run_lanes(&st, &lanes_err);
 	for (int pass = 0; rc == 0 && pass < repetitions && !st.interrupted; pass++)
 		rc = run_pass(&st, pass, repetitions, &run_err);
+	ref_worker_stop(&worker);
 	if (merge_passes(&st, rc ? NULL : &run_err) && !rc)
 		rc = run_err.code;
-	if (rc == 0 && !st.interrupted && !o->skip_lanes)
-		rc = run_lanes(&st, &run_err);
+	if (!worker.lanes_first && rc == 0 && !st.interrupted && !o->skip_lanes)
+		lanes_rc = run_lanes(&st, &lanes_err);
+	/* the rows ran whatever the lanes did; a lane's harness error is the
+	 * run's when the rows had none */
+	if (rc == 0 && lanes_rc) {
+		rc = lanes_rc;
+		run_err = lanes_err;
+	}
 	parts.status = "complete";
 	if (st.interrupted) {
 		parts.status = "interrupted";

@@ -24,7 +24,9 @@
 #             gate (a plant's embedded relu2 source differs from this
 #             binary's, so its rows get the statistics; the second run of
 #             this binary is identical code) and with --always-test.
-#   full      suites/nam56r.toml, every dtype, one pass (per-launch fractions).
+#   full      suites/nam56r.toml, every dtype, one pass (per-launch fractions);
+#             full-summary.txt: wall time, goodput and badput, walls by row
+#             and lane, cases wrong or not converged (issue 23's targets).
 #   accuracy  rope_qk fused at the largest nam56r shape and the copy probe,
 #             against ncu and CUDA events.
 #   memcheck, racecheck, initcheck
@@ -156,6 +158,33 @@ for phase in "${@:-checks}"; do
 		;;
 	full)
 		step full 400 "$mb" run suites/nam56r.toml --backend cuda -o "$out/full.json"
+		# issue 23's targets: wall time, goodput and its badput, walls by
+		# row and lane, and whether every case is correct and converged
+		python3 - "$out/full.json" <<'PY' | tee "$out/full-summary.txt"
+import collections, json, sys
+r = json.load(open(sys.argv[1]))
+g = r["goodput"]
+print("wall %.1f s, goodput %.1f s (%.3f); status %s" % (g["wall_ns"] / 1e9, g["goodput_ns"] / 1e9,
+      g["goodput_fraction"], r["status"]))
+print("badput: " + ", ".join("%s %.1f s" % (k, v / 1e9) for k, v in sorted(g["badput_ns"].items(), key=lambda kv: -kv[1])))
+print("overlapped host work %.1f s" % (g["overlapped_ns"]["host_work"] / 1e9))
+rows = collections.defaultdict(lambda: [0, 0.0, 0.0])
+for c in r["cases"]:
+    w = rows[c["row"]]
+    w[0] += 1
+    w[1] += c.get("wall_ns", 0) / 1e9
+    w[2] = max(w[2], c.get("wall_ns", 0) / 1e9)
+for k, w in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+    print("  %-22s %3d cases %6.1f s (longest case %.1f s)" % (k, w[0], w[1], w[2]))
+for lane in r.get("lanes", []):
+    print("  lane %-17s %6.1f s" % (lane["name"], lane["wall_ns"] / 1e9))
+bad = [c["id"] for c in r["cases"] if c["status"] != "ok" or not c["correctness"]["passed"]]
+slow = [c["id"] for c in r["cases"] if c["status"] == "ok" and not c["timing"]["converged"]]
+print("%d cases, %d not ok or wrong, %d not converged; worst rel_noise %.4f" % (len(r["cases"]), len(bad), len(slow),
+      max((c["timing"]["rel_noise"] for c in r["cases"] if c["status"] == "ok"), default=0)))
+for i in (bad + slow)[:10]:
+    print("  " + i)
+PY
 		;;
 	accuracy)
 		step accuracy 90 "$mb" run tests/gpu/accuracy.toml --backend cuda -o "$out/accuracy.json"

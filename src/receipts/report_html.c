@@ -26,6 +26,7 @@
 #include "receipts/printer.h"
 #include "receipts/receipt_group.h"
 #include "receipts/select.h"
+#include "receipts/stats.h"
 #include "receipts/text.h"
 
 /* ---- geometry (SVG user units; the SVG scales to its card) ---- */
@@ -889,21 +890,6 @@ static void time_chart(FILE *out, const row_view *v, const layout *l, const mb_r
 
 /* ---- box plots of the raw samples ---- */
 
-static int compare_doubles(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double quantile(const double *sorted, size_t n, double p)
-{
-	double pos = p * (double)(n - 1);
-	size_t i = (size_t)pos;
-
-	return i + 1 < n ? sorted[i] + (pos - (double)i) * (sorted[i + 1] - sorted[i]) : sorted[n - 1];
-}
-
 typedef struct box {
 	double *rel;      /* sorted samples relative to the median: x / median - 1 */
 	size_t n, excluded;
@@ -948,9 +934,9 @@ static int box_build(box *b, const json_t *k)
 	free(skip);
 	if (!b->n)
 		return 0;
-	qsort(b->rel, b->n, sizeof(double), compare_doubles);
-	b->q1 = quantile(b->rel, b->n, 0.25);
-	b->q3 = quantile(b->rel, b->n, 0.75);
+	qsort(b->rel, b->n, sizeof(double), mb_stats_cmp_double);
+	b->q1 = mb_stats_quantile_sorted(b->rel, b->n, 0.25);
+	b->q3 = mb_stats_quantile_sorted(b->rel, b->n, 0.75);
 	b->lo = b->q3;
 	b->hi = b->q1;
 	for (size_t j = 0; j < b->n; j++) {

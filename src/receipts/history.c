@@ -390,7 +390,7 @@ void mb_history_lane_text(char *buf, size_t len, const mb_row_verdict *v)
 		snprintf(buf, len, "lane: no win");
 		return;
 	}
-	mb_print_duration(saved, sizeof(saved), v->lane_saved_ns);
+	mb_text_duration(saved, sizeof(saved), v->lane_saved_ns);
 	snprintf(buf, len, "lane %s/step (%+.2f%%)%s", saved, PERCENT * v->lane_saved_fraction,
 		v->lane_win ? "" : ", not in every step");
 }

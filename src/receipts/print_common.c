@@ -5,9 +5,6 @@
 
 #include "receipts/printer.h"
 
-#define NS_PER_US 1e3
-#define NS_PER_MS 1e6
-#define NS_PER_S 1e9
 #define SHORT_COMMIT_LEN 12
 
 const mb_printer *mb_printer_find(const char *name)
@@ -19,20 +16,6 @@ const mb_printer *mb_printer_find(const char *name)
 		if (!strcmp(all[i]->name, name))
 			return all[i];
 	return NULL;
-}
-
-void mb_print_duration(char *buf, size_t len, double ns)
-{
-	if (isnan(ns))
-		snprintf(buf, len, "-");
-	else if (fabs(ns) >= NS_PER_S)
-		snprintf(buf, len, "%.3f s", ns / NS_PER_S);
-	else if (fabs(ns) >= NS_PER_MS)
-		snprintf(buf, len, "%.3f ms", ns / NS_PER_MS);
-	else if (fabs(ns) >= NS_PER_US)
-		snprintf(buf, len, "%.2f us", ns / NS_PER_US);
-	else
-		snprintf(buf, len, "%.0f ns", ns);
 }
 
 void mb_print_change(char *buf, size_t len, double ratio)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "receipts/printer.h"
+#include "receipts/text.h"
 
 #define CELL_LEN 256
 #define MAX_COLS 8
@@ -116,11 +117,11 @@ static void print_runs(FILE *out, const json_t *runs, mb_print_format fmt)
 
 		snprintf(cells[0], CELL_LEN, "%s", text(run, "config"));
 		snprintf(cells[1], CELL_LEN, "%s", text(run, "mode"));
-		mb_print_duration(cells[2], CELL_LEN, number(run, "median_step_ns"));
-		mb_print_duration(cells[3], CELL_LEN, number(run, "median_busy_ns"));
+		mb_text_duration(cells[2], CELL_LEN, number(run, "median_step_ns"));
+		mb_text_duration(cells[3], CELL_LEN, number(run, "median_busy_ns"));
 		snprintf(cells[4], CELL_LEN, "%.3f", number(run, "goodput"));
-		mb_print_duration(cells[5], CELL_LEN, number(run, "launch_gap_ns"));
-		mb_print_duration(cells[6], CELL_LEN, number(run, "first_step_ns"));
+		mb_text_duration(cells[5], CELL_LEN, number(run, "launch_gap_ns"));
+		mb_text_duration(cells[6], CELL_LEN, number(run, "first_step_ns"));
 		table_row(out, &t, cells, fmt);
 	}
 	table_end(out, fmt);
@@ -168,7 +169,7 @@ static void print_deltas(FILE *out, const json_t *deltas, mb_print_format fmt)
 		/* receipts before the lanes held every row: the fallback */
 		snprintf(cells[1], CELL_LEN, "%s", json_object_get(order[i], "variant") ? text(order[i], "variant") : "fallback");
 		snprintf(cells[2], CELL_LEN, "%s", text(order[i], "mode"));
-		mb_print_duration(cells[3], CELL_LEN, number(order[i], "delta_ns"));
+		mb_text_duration(cells[3], CELL_LEN, number(order[i], "delta_ns"));
 		snprintf(cells[4], CELL_LEN, "%+.2f%%", 100.0 * number(order[i], "delta_fraction"));
 		snprintf(cells[5], CELL_LEN, "%s (%s)", meaning(cls), cls);
 		table_row(out, &t, cells, fmt);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "receipts/printer.h"
+#include "receipts/text.h"
 
 #define POLICY_TEXT_MAX 2048
 /* Rank of the first unchanged case in mb_print_case_rank. */
@@ -69,8 +70,8 @@ static void case_line(FILE *out, const mb_case_diff *cd)
 {
 	char base[32], head[32], change[96], verdict[MB_PRINT_VERDICT_MAX];
 
-	mb_print_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
-	mb_print_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
+	mb_text_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
+	mb_text_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
 	if (!cd->compared)
 		snprintf(change, sizeof(change), "%s", cd->head ? "new" : "missing");
 	else if (cd->cmp.identical_code && !cd->cmp.machine_changed)

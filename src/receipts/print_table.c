@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "receipts/printer.h"
+#include "receipts/text.h"
 
 /* The widest table: the verdicts' (the diff has DIFF_COLS). */
 #define COLS 9
@@ -113,8 +114,8 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 		char verdict[MB_PRINT_VERDICT_MAX + 64];
 		const char *vals[DIFF_COLS];
 
-		mb_print_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
-		mb_print_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
+		mb_text_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
+		mb_text_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
 		if (cd->compared && cd->cmp.identical_code && !cd->cmp.machine_changed)
 			snprintf(change, sizeof(change), "identical code");
 		else if (cd->compared && cd->cmp.have_stats) {

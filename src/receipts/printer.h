@@ -84,8 +84,6 @@ void mb_print_alltoall(FILE *out, const json_t *receipt);
 
 /* ---- helpers shared by the printers (print_common.c) ---- */
 
-/* "12.34 us", "1.234 ms", "950 ns"; "-" for NaN. */
-void mb_print_duration(char *buf, size_t len, double ns);
 /* "+3.1%" from a ratio; "-" for NaN. */
 void mb_print_change(char *buf, size_t len, double ratio);
 /* A case's throughput over its ceiling with the ceiling named: "0.953 of

@@ -786,9 +786,9 @@ static void case_title(FILE *out, const json_t *k, const char *variant)
 	char ceiling[64];
 
 	mb_print_ceiling_text(ceiling, sizeof(ceiling), k);
-	mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
-	mb_print_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
-	mb_print_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
+	mb_text_duration(med, sizeof(med), timing_num(k, "median_ns"));
+	mb_text_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
+	mb_text_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
 	fputs("<title>", out);
 	esc(out, variant);
 	fputs(" ", out);
@@ -986,7 +986,7 @@ static void box_title(FILE *out, const box *b, const json_t *k, const char *vari
 {
 	char med[32];
 
-	mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
+	mb_text_duration(med, sizeof(med), timing_num(k, "median_ns"));
 	fputs("<title>", out);
 	esc(out, variant);
 	fputs(" ", out);
@@ -1078,9 +1078,9 @@ static void case_table(FILE *out, const row_view *v)
 
 			if (!k)
 				continue;
-			mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
-			mb_print_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
-			mb_print_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
+			mb_text_duration(med, sizeof(med), timing_num(k, "median_ns"));
+			mb_text_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
+			mb_text_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
 			mb_print_ceiling_text(ceiling, sizeof(ceiling), k);
 			fputs("<tr><td>", out);
 			esc(out, v->cats[c].dtype);

@@ -8,6 +8,7 @@
 #define NS_PER_US 1e3
 #define NS_PER_MS 1e6
 #define NS_PER_S 1e9
+#define SHORT_COMMIT_LEN 12
 
 const char *mb_text_get(const json_t *obj, const char *key)
 {
@@ -59,4 +60,30 @@ void mb_text_duration(char *buf, size_t len, double ns)
 		snprintf(buf, len, "%.2f us", ns / NS_PER_US);
 	else
 		snprintf(buf, len, "%.0f ns", ns);
+}
+
+double mb_text_median_ns(const json_t *kase)
+{
+	const json_t *t = json_object_get(kase, "timing");
+
+	return json_is_object(t) ? json_number_value(json_object_get(t, "median_ns")) : NAN;
+}
+
+const char *mb_text_revision(const json_t *receipt, const char *fallback)
+{
+	static char shortened[2][SHORT_COMMIT_LEN + 1];
+	static int slot;
+	const json_t *prov = json_object_get(receipt, "provenance");
+	const char *describe = json_string_value(json_object_get(prov, "describe"));
+	const char *commit = json_string_value(json_object_get(prov, "commit"));
+
+	if (describe && *describe)
+		return describe;
+	if (commit) {
+		/* two slots: a printer shows base and head in one call */
+		slot ^= 1;
+		snprintf(shortened[slot], sizeof(shortened[slot]), "%s", commit);
+		return shortened[slot];
+	}
+	return fallback ? fallback : "?";
 }

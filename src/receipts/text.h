@@ -26,4 +26,12 @@ void mb_text_bytes(char *buf, size_t len, double bytes);
  * "-" for NaN. The one duration formatter. */
 void mb_text_duration(char *buf, size_t len, double ns);
 
+/* Median of a case from the receipt (NaN without timing). */
+double mb_text_median_ns(const json_t *kase);
+
+/* Short name of a receipt's revision: describe, else commit[0..12], else
+ * `fallback`. The pointer is borrowed from the receipt, or from one of two
+ * static slots (a printer shows base and head in one call). */
+const char *mb_text_revision(const json_t *receipt, const char *fallback);
+
 #endif

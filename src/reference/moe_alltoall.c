@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/moe_alltoall.h"
+#include "reference/moe_alltoall.h"
 #include "reference/row_common.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
@@ -35,7 +35,7 @@ enum { AX_T = MB_A2A_AX_T, AX_H = MB_A2A_AX_H, AX_E = MB_A2A_AX_E, AX_K = MB_A2A
 enum { IN_X, IN_LOGITS };
 enum { OUT_Y };
 
-/* ---- routing, shared with the harness (kernels/moe_alltoall.h) ---- */
+/* ---- routing, shared with the harness (reference/moe_alltoall.h) ---- */
 
 float mb_moe_a2a_bias(int64_t expert)
 {
@@ -113,7 +113,7 @@ int64_t mb_a2a_vendor_rows_per_peer(const mb_a2a_dims *d)
 	return d->T * d->K / d->G;
 }
 
-/* ---- the exact-dispatch check (kernels/moe_alltoall.h) -------------- */
+/* ---- the exact-dispatch check (reference/moe_alltoall.h) ------------ */
 
 int mb_a2a_routing_make(mb_a2a_routing *out, const mb_a2a_dims *d, const float *logits)
 {

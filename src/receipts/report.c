@@ -154,7 +154,7 @@ bool mb_report_rows_mixed(const mb_report_group *g)
 
 /* Geometric mean over the variant's case ids of median(rev) / median(first);
  * NaN when no id is in both. */
-double mb_report_relative_time(const json_t *first, const json_t *rev, const char *row, const char *variant, size_t *n_out)
+static double relative_time(const json_t *first, const json_t *rev, const char *row, const char *variant, size_t *n_out)
 {
 	double sum = 0.0;
 	size_t n = 0, i, j;
@@ -184,7 +184,7 @@ double mb_report_relative_time(const json_t *first, const json_t *rev, const cha
 
 /* The oldest revision with cases of the row's variant: the base of its
  * line. */
-size_t mb_report_history_base(const mb_report_group *g, const char *row, const char *variant)
+static size_t history_base(const mb_report_group *g, const char *row, const char *variant)
 {
 	for (size_t k = 0; k < g->n; k++) {
 		size_t i;
@@ -194,6 +194,19 @@ size_t mb_report_history_base(const mb_report_group *g, const char *row, const c
 				return k;
 	}
 	return 0;
+}
+
+void mb_report_trend(double *out, size_t *n_cases, const mb_report_group *g, const char *row, const char *variant)
+{
+	const json_t *base = g->revs[history_base(g, row, variant)];
+
+	for (size_t k = 0; k < g->n; k++) {
+		size_t n = 0;
+
+		out[k] = relative_time(base, g->revs[k], row, variant, &n);
+		if (n_cases)
+			n_cases[k] = n;
+	}
 }
 
 /* How many revisions hold the row at all. */

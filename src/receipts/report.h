@@ -87,14 +87,12 @@ void mb_report_first_regression_text(char *buf, size_t len, const mb_report_grou
  * a copy that borrows every pointer (free only view->rows). MB_ENOMEM. */
 int mb_report_newest_view(mb_verdict_set *view, const mb_report_group *g);
 
-/* Geometric mean over the variant's case ids of median(rev) /
- * median(first); NaN when no id is in both (*n_out: how many are). */
-double mb_report_relative_time(const json_t *first, const json_t *rev, const char *row, const char *variant,
-	size_t *n_out);
-
-/* The oldest revision with cases of the row's variant: the base of its
- * line in the history chart. */
-size_t mb_report_history_base(const mb_report_group *g, const char *row, const char *variant);
+/* The row's `variant` across the group's revisions, for the history
+ * chart: out[k] is revision k's time relative to the oldest revision that
+ * has cases of the variant (the geometric mean over the case ids in both of
+ * median(k) / median(oldest); NaN where no id is in both), n_cases[k] how
+ * many ids that mean is over. Both g->n long. */
+void mb_report_trend(double *out, size_t *n_cases, const mb_report_group *g, const char *row, const char *variant);
 
 /* A case's kept samples (timing.excluded left out, as in the statistics)
  * relative to its median, sorted, with the box plot's figures. */

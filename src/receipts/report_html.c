@@ -1049,23 +1049,24 @@ static void history_chart(FILE *out, const mb_report_group *g, size_t r)
 {
 	const mb_row_verdict *rv = g->rows[r].v;
 	row_view v;
-	double lo = 1.0, hi = 1.0, ticks[2 * MAX_TICKS];
-	size_t nt;
+	double lo = 1.0, hi = 1.0, ticks[2 * MAX_TICKS], *rel = NULL;
+	size_t nt, *cases = NULL;
 
 	if (mb_report_revisions_with_row(g, rv->row) < 2)
 		return;
-	if (row_view_build(&v, g->revs[g->rows[r].rev], rv->row)) {
-		row_view_free(&v);
-		return;
-	}
+	if (row_view_build(&v, g->revs[g->rows[r].rev], rv->row))
+		goto cleanup;
+	/* each series' trend (rel[s * g->n + k]), from the report's model */
+	rel = calloc(v.n_series * g->n + 1, sizeof(*rel));
+	cases = calloc(v.n_series * g->n + 1, sizeof(*cases));
+	if (!rel || !cases)
+		goto cleanup;
 	for (size_t s = 0; s < v.n_series; s++)
-		for (size_t k = 0; k < g->n; k++) {
-			double x = mb_report_relative_time(g->revs[mb_report_history_base(g, rv->row, v.s[s].variant)], g->revs[k], rv->row,
-				v.s[s].variant, NULL);
-			if (!isnan(x)) {
-				lo = fmin(lo, x);
-				hi = fmax(hi, x);
-			}
+		mb_report_trend(rel + s * g->n, cases + s * g->n, g, rv->row, v.s[s].variant);
+	for (size_t i = 0; i < v.n_series * g->n; i++)
+		if (!isnan(rel[i])) {
+			lo = fmin(lo, rel[i]);
+			hi = fmax(hi, rel[i]);
 		}
 	{
 		double span = fmax(hi - lo, 0.02);
@@ -1131,36 +1132,34 @@ static void history_chart(FILE *out, const mb_report_group *g, size_t r)
 	 * series sits a few units to the side of the others */
 	for (size_t i = v.n_series; i-- > 0;) {
 		double dx = ((double)i - ((double)v.n_series - 1) / 2) * HIST_JITTER;
-
-		const json_t *base = g->revs[mb_report_history_base(g, rv->row, v.s[i].variant)];
+		const double *x = rel + i * g->n;
 
 		fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"%s\" points=\"",
 			v.s[i].color, styles[v.s[i].style].dash);
-		for (size_t k = 0; k < g->n; k++) {
-			double x = mb_report_relative_time(base, g->revs[k], rv->row, v.s[i].variant, NULL);
-			if (!isnan(x))
-				fprintf(out, "%.1f,%.1f ", hist_x(g, k) + dx, hist_y(x, lo, hi));
-		}
+		for (size_t k = 0; k < g->n; k++)
+			if (!isnan(x[k]))
+				fprintf(out, "%.1f,%.1f ", hist_x(g, k) + dx, hist_y(x[k], lo, hi));
 		fputs("\"/>\n", out);
 		for (size_t k = 0; k < g->n; k++) {
-			size_t shapes = 0;
-			double x = mb_report_relative_time(base, g->revs[k], rv->row, v.s[i].variant, &shapes);
 			char rev[MB_REPORT_LABEL_MAX];
 
-			if (isnan(x))
+			if (isnan(x[k]))
 				continue;
 			mb_report_revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
 			fputs("<g>", out);
-			marker(out, v.s[i].style, v.s[i].color, hist_x(g, k) + dx, hist_y(x, lo, hi), MARK_R + 0.6);
+			marker(out, v.s[i].style, v.s[i].color, hist_x(g, k) + dx, hist_y(x[k], lo, hi), MARK_R + 0.6);
 			fputs("<title>", out);
 			esc(out, v.s[i].variant);
 			fputs(" at ", out);
 			esc(out, rev);
 			fprintf(out, ": %+.2f%% against its oldest revision (geometric mean over %zu cases)</title></g>\n",
-				PERCENT * (x - 1.0), shapes);
+				PERCENT * (x[k] - 1.0), cases[i * g->n + k]);
 		}
 	}
 	fputs("</svg></div>\n", out);
+cleanup:
+	free(rel);
+	free(cases);
 	row_view_free(&v);
 }
 

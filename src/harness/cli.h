@@ -10,9 +10,6 @@
 #include "receipts/error.h"
 #include "receipts/policy.h"
 
-/* The largest policy file read: a policy is a few dozen lines of TOML. */
-#define MB_POLICY_MAX_BYTES ((size_t)16 << 20)
-
 /* Exit codes shared by every subcommand. */
 enum {
 	MB_EXIT_OK = 0,
@@ -38,10 +35,6 @@ void mb_cli_error(const mb_error *err);
  * MB_EXIT_USAGE. */
 int mb_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Read (at most `max_bytes`; `what` names the kind in the error) and parse
- * the TOML file at `path`; `*out` belongs to the caller. */
-int mb_cli_read_toml(json_t **out, const char *path, size_t max_bytes, const char *what, mb_error *err);
-
 /* The first row of a parsed policy (`doc`) that this megabench's catalog
  * does not know, as an error about "PATH: rows.NAME"; 0 when every row is
  * known. A policy row the catalog lacks is a typo whose thresholds would
@@ -56,8 +49,8 @@ int mb_cli_policy_rows_known(const json_t *doc, const char *path, mb_error *err)
  * that breaks its schema is written nowhere. */
 int mb_cli_save_receipt(const json_t *receipt, const char *path, bool force, bool existed, mb_error *err);
 
-/* Load the policy at `path` (read capped at MB_POLICY_MAX_BYTES) over the
- * defaults. An unknown row is an error when `strict`, else a warning on
+/* Load the policy at `path` over the defaults (mb_policy_load, the one
+ * loader). An unknown row is an error when `strict`, else a warning on
  * stderr. */
 int mb_cli_policy_load(mb_policy *out, const char *path, bool strict, mb_error *err);
 

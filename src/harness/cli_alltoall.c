@@ -25,7 +25,7 @@
 #include "mb_config.h"
 #include "harness/cli.h"
 #include "harness/suite.h"
-#include "kernels/moe_alltoall.h"
+#include "reference/moe_alltoall.h"
 
 #if MB_HAVE_CUDA && MB_HAVE_NCCL
 #define A2A_BUILT 1

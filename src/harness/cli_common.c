@@ -9,7 +9,6 @@
 #include "receipts/atomic_write.h"
 #include "receipts/printer.h"
 #include "receipts/receipt_io.h"
-#include "receipts/toml_json.h"
 
 /* Escaping can make a message up to four times longer. */
 #define ESCAPE_GROWTH 4
@@ -39,58 +38,48 @@ int mb_cli_usage_error(const char *cmd, const char *fmt, ...)
 	return MB_EXIT_USAGE;
 }
 
-int mb_cli_read_toml(json_t **out, const char *path, size_t max_bytes, const char *what, mb_error *err)
+/* 0 when the catalog knows the policy row `name`, else the error about
+ * "PATH: rows.NAME". */
+static int policy_row_known(const char *name, const char *path, mb_error *err)
 {
-	char *text = NULL;
-	size_t len = 0;
-	int rc;
+	char where[MB_ERROR_WHERE_MAX], known[MB_ERROR_TEXT_MAX / 2];
 
-	*out = NULL;
-	rc = mb_read_file(&text, &len, path, max_bytes, what, err);
-	if (!rc && strlen(text) != len)
-		rc = mb_error_set(err, MB_EINVAL, path, "contains a NUL byte at offset %zu; a TOML file is text",
-			strlen(text));
-	if (!rc)
-		rc = mb_toml_parse_string(out, text, path, err);
-	free(text);
-	return rc;
+	if (mb_catalog_find(name))
+		return 0;
+	mb_catalog_names(known, sizeof(known));
+	snprintf(where, sizeof(where), "%s: rows.%s", path, name);
+	return mb_error_set(err, MB_ENOTFOUND, where, "unknown row \"%s\" (its thresholds would apply to "
+		"nothing); known rows: %s", name, known);
 }
 
 int mb_cli_policy_rows_known(const json_t *doc, const char *path, mb_error *err)
 {
 	const char *name;
 	const json_t *row;
+	int rc = 0;
 
-	json_object_foreach((json_t *)json_object_get(doc, "rows"), name, row) {
-		char where[MB_ERROR_WHERE_MAX], known[MB_ERROR_TEXT_MAX / 2];
-		if (mb_catalog_find(name))
-			continue;
-		mb_catalog_names(known, sizeof(known));
-		snprintf(where, sizeof(where), "%s: rows.%s", path, name);
-		return mb_error_set(err, MB_ENOTFOUND, where, "unknown row \"%s\" (its thresholds would apply to "
-			"nothing); known rows: %s", name, known);
-	}
-	return 0;
+	json_object_foreach((json_t *)json_object_get(doc, "rows"), name, row)
+		if (!rc)
+			rc = policy_row_known(name, path, err);
+	return rc;
 }
 
 int mb_cli_policy_load(mb_policy *out, const char *path, bool strict, mb_error *err)
 {
-	json_t *doc = NULL;
 	mb_error warn;
-	int rc = mb_cli_read_toml(&doc, path, MB_POLICY_MAX_BYTES, "a policy", err);
+	int rc = mb_policy_load(out, path, err);
 
-	if (!rc)
-		rc = mb_policy_from_json(out, doc, path, err);
-	if (!rc) {
-		mb_error_clear(&warn);
-		if (mb_cli_policy_rows_known(doc, path, strict ? err : &warn)) {
-			if (strict)
-				rc = MB_ENOTFOUND;
-			else
-				mb_cli_error(&warn);
-		}
+	mb_error_clear(&warn);
+	/* the policy's rows are the document's, in its order */
+	for (size_t i = 0; !rc && i < out->n_rows; i++) {
+		if (!policy_row_known(out->rows[i].name, path, strict ? err : &warn))
+			continue;
+		if (strict)
+			rc = MB_ENOTFOUND;
+		else
+			mb_cli_error(&warn);
+		break;
 	}
-	json_decref(doc);
 	return rc;
 }
 

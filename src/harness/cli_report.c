@@ -18,6 +18,7 @@
 #include "receipts/noise_floor.h"
 #include "receipts/printer.h"
 #include "receipts/receipt_io.h"
+#include "receipts/report.h"
 #include "receipts/select.h"
 #include "receipts/text.h"
 #include "receipts/verdict.h"
@@ -591,7 +592,7 @@ static int pick_baseline(char **out, const char *dir, const char *head_path, int
 			rc = mb_error_set(err, MB_ENOMEM, dir, "no memory");
 		else
 			fprintf(stderr, "megabench: gate: baseline %s (the newest of %zu complete receipts in %s that cover "
-				"the head's plan: %s)\n", *out, n_ok, dir, mb_print_revision(best, *out));
+				"the head's plan: %s)\n", *out, n_ok, dir, mb_text_revision(best, *out));
 	}
 	for (size_t k = 0; k < n_rej; k++)
 		json_decref(rej[k].when);
@@ -845,14 +846,6 @@ static const struct option report_long[] = {
 
 static const command report_cmd = {"report", "o:p:ThI:X:R:CS:", report_long, report_usage};
 
-typedef struct report_ctx {
-	json_t *const *receipts;
-	const char *const *names;
-	size_t n;
-	const mb_policy *policy;
-	const mb_select *sel;
-} report_ctx;
-
 /* Keep the first receipt of each run (by run_id), naming the others:
  * `receipts` and `names` are compacted in place (a dropped receipt is
  * released) and *n becomes the count kept. */
@@ -883,18 +876,14 @@ static int drop_duplicate_runs(json_t **receipts, const char **names, size_t *n,
 	return rc;
 }
 
-static int render_html(FILE *out, const void *ctx, mb_error *err)
+static int render_html(FILE *out, const void *report, mb_error *err)
 {
-	const report_ctx *r = ctx;
-
-	return mb_print_report_html(out, r->receipts, r->names, r->n, r->policy, r->sel, err);
+	return mb_print_report_html(out, report, err);
 }
 
-static int render_md(FILE *out, const void *ctx, mb_error *err)
+static int render_md(FILE *out, const void *report, mb_error *err)
 {
-	const report_ctx *r = ctx;
-
-	return mb_print_report_markdown(out, r->receipts, r->names, r->n, r->policy, r->sel, err);
+	return mb_print_report_markdown(out, report, err);
 }
 
 /* Render one page (of the report, of the history) into DIR/NAME. */
@@ -915,7 +904,7 @@ int mb_cli_report(int argc, char **argv)
 	size_t n = 0, n_loaded = 0;
 	mb_policy policy;
 	mb_error err;
-	report_ctx ctx;
+	mb_report model = {0};
 	int rc, status;
 
 	if (parse_opts(&o, &status, &report_cmd, argc, argv))
@@ -943,17 +932,21 @@ int mb_cli_report(int argc, char **argv)
 	/* a run given twice (a copy, a symlink) is one revision */
 	if (!rc)
 		rc = drop_duplicate_runs(receipts, names, &n, "report", &err);
-	ctx = (report_ctx){receipts, names, n, &policy, &o.sel};
 	if (o.always_test)
 		policy.identical_code_shortcut = false;
 	if (!rc) {
 		status = MB_EXIT_INPUT;
 		rc = mb_make_dirs(o.outdir, &err);
 	}
+	/* the receipts grouped, judged and diffed once; both pages render it */
 	if (!rc) {
-		rc = write_page(o.outdir, "index.html", render_html, &ctx, &err);
+		status = MB_GATE_INCONCLUSIVE;
+		rc = mb_report_build(&model, receipts, names, n, &policy, &o.sel, &err);
+	}
+	if (!rc) {
+		rc = write_page(o.outdir, "index.html", render_html, &model, &err);
 		if (!rc)
-			rc = write_page(o.outdir, "summary.md", render_md, &ctx, &err);
+			rc = write_page(o.outdir, "summary.md", render_md, &model, &err);
 		/* a page that could not be written is bad output (2); one that
 		 * could not be made from the receipts is inconclusive input (3) */
 		status = rc == MB_EIO ? MB_EXIT_INPUT : MB_GATE_INCONCLUSIVE;
@@ -962,6 +955,7 @@ int mb_cli_report(int argc, char **argv)
 		mb_cli_error(&err);
 	else
 		printf("wrote %s/index.html and %s/summary.md\n", o.outdir, o.outdir);
+	mb_report_free(&model);
 	for (size_t i = 0; receipts && i < n_loaded; i++)
 		json_decref(receipts[i]);
 	free(receipts);

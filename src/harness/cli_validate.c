@@ -11,6 +11,7 @@
 #include "receipts/gzip.h"
 #include "receipts/receipt_io.h"
 #include "receipts/schema.h"
+#include "receipts/toml_json.h"
 
 #define KIND_PREFIX "megabench."
 
@@ -185,7 +186,7 @@ static int validate_toml(const char *path, const char *kind)
 	if (kind && strcmp(kind, "suite") == 0)
 		return validate_suite(path);
 	mb_error_clear(&err);
-	if (mb_cli_read_toml(&doc, path, MB_POLICY_MAX_BYTES > MB_SUITE_MAX_BYTES ? MB_POLICY_MAX_BYTES
+	if (mb_toml_parse_file(&doc, path, MB_POLICY_MAX_BYTES > MB_SUITE_MAX_BYTES ? MB_POLICY_MAX_BYTES
 		: MB_SUITE_MAX_BYTES, "a suite or a policy", &err)) {
 		mb_cli_error(&err);
 		return err.code == MB_EIO || err.code == MB_ENOTFOUND ? MB_EXIT_INPUT : MB_EXIT_FAILED;

@@ -6,26 +6,13 @@
 
 #include "harness/case_common.h"
 #include "receipts/printer.h"
+#include "receipts/text.h"
 #include "receipts/verdict.h"
 
 #define NS_PER_S 1e9
 #define ESCAPED_BYTES 512
 #define CELL_BYTES 256
 
-
-void mb_format_ns(char *buf, size_t len, double ns)
-{
-	if (!isfinite(ns))
-		snprintf(buf, len, "-");
-	else if (ns < 1e3)
-		snprintf(buf, len, "%.0f ns", ns);
-	else if (ns < 1e6)
-		snprintf(buf, len, "%.2f us", ns / 1e3);
-	else if (ns < 1e9)
-		snprintf(buf, len, "%.2f ms", ns / 1e6);
-	else
-		snprintf(buf, len, "%.2f s", ns / 1e9);
-}
 
 static void format_clock(char *buf, size_t len, double secs)
 {
@@ -109,7 +96,7 @@ static void on_case_done(void *ctx, size_t index, const mb_case_plan *plan, cons
 	if (con->quiet)
 		return;
 	if (json_is_object(timing))
-		mb_format_ns(med, sizeof(med), json_number_value(json_object_get(timing, "median_ns")));
+		mb_text_duration(med, sizeof(med), json_number_value(json_object_get(timing, "median_ns")));
 	if (con->tty)
 		fprintf(con->out, "\r\033[K");
 	con->line_open = false;

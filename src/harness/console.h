@@ -39,8 +39,5 @@ void mb_console_print_table(FILE *out, const json_t *receipt);
 /* The same as Markdown (findings a list) or CSV (the cases alone). */
 void mb_console_print_table_as(FILE *out, const json_t *receipt, mb_run_table_format fmt);
 
-/* "12.3 us", "4.56 ms": a duration in the unit that reads best. */
-void mb_format_ns(char *buf, size_t len, double ns);
-
 
 #endif

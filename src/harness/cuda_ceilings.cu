@@ -12,8 +12,8 @@
 #endif
 
 extern "C" {
-#include "harness/case_common.h"
 #include "receipts/error.h"
+#include "receipts/stats.h"
 }
 #include "harness/cuda_blocker.h"
 #include "harness/cuda_ceilings.h"
@@ -113,8 +113,8 @@ static int fail(mb_error *err, cudaError_t ce, const char *what)
 /* Sorts `v` in place. */
 static double median(double *v, int n)
 {
-	qsort(v, (size_t)n, sizeof *v, mb_cmp_double);
-	return mb_quantile_sorted(v, n, 0.5);
+	qsort(v, (size_t)n, sizeof *v, mb_stats_cmp_double);
+	return mb_stats_quantile_sorted(v, (size_t)n, 0.5);
 }
 
 /* One probe operation: enqueue one call on the stream. */

@@ -33,7 +33,7 @@
 #include "harness/cuda_inputs.h"
 #include "harness/host_inputs.h"
 #include "harness/nccl_world.h"
-#include "kernels/moe_alltoall.h"
+#include "reference/moe_alltoall.h"
 
 /* Rows read back per batch (fp32, H wide). */
 #define GATHER_BATCH 2048

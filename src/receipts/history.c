@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "receipts/printer.h"
 #include "receipts/promotion.h"
 #include "receipts/text.h"
 
@@ -134,8 +133,8 @@ static int cell_pair(mb_history_cell *c, const mb_verdict_pair *p)
 	if (!p)
 		return 0;
 	mb_verdict_shape_label(shape, sizeof(shape), p->fused);
-	c->fused_median_ns = mb_print_median_ns(p->fused);
-	c->alt_median_ns = mb_print_median_ns(p->alt);
+	c->fused_median_ns = mb_text_median_ns(p->fused);
+	c->alt_median_ns = mb_text_median_ns(p->alt);
 	c->alt = strdup(mb_text_get(p->alt, "variant"));
 	c->shape = strdup(shape);
 	snprintf(c->dtype, sizeof(c->dtype), "%s", mb_text_get(p->fused, "dtype"));
@@ -375,7 +374,7 @@ void mb_history_revision_label(char *buf, size_t len, const json_t *receipt, con
 		if (gmtime_r(&t, &tm))
 			strftime(date, sizeof(date), "%Y-%m-%d", &tm);
 	}
-	snprintf(buf, len, "%s%s%s", date, date[0] ? " " : "", mb_print_revision(receipt, name));
+	snprintf(buf, len, "%s%s%s", date, date[0] ? " " : "", mb_text_revision(receipt, name));
 }
 
 void mb_history_lane_text(char *buf, size_t len, const mb_row_verdict *v)
@@ -390,7 +389,7 @@ void mb_history_lane_text(char *buf, size_t len, const mb_row_verdict *v)
 		snprintf(buf, len, "lane: no win");
 		return;
 	}
-	mb_print_duration(saved, sizeof(saved), v->lane_saved_ns);
+	mb_text_duration(saved, sizeof(saved), v->lane_saved_ns);
 	snprintf(buf, len, "lane %s/step (%+.2f%%)%s", saved, PERCENT * v->lane_saved_fraction,
 		v->lane_win ? "" : ", not in every step");
 }

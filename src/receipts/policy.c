@@ -1,17 +1,12 @@
 #include "receipts/policy.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "receipts/toml_json.h"
 #include "receipts/schema.h"
 
-/* A policy is a few dozen lines (noise-floor writes one table per row):
- * 1 MiB is far beyond any, and bounds what parsing one may cost. */
-#define MB_POLICY_FILE_MAX_BYTES (1 << 20)
 /* Row overrides: the catalog has a dozen rows. mb_policy_for_row looks
  * them up in order, once per case, so their number must stay small. */
 #define MB_POLICY_MAX_ROWS 1024
@@ -193,72 +188,15 @@ cleanup:
 	return rc;
 }
 
-/* The text of the policy file, NUL-terminated, in a new buffer: at most
- * MB_POLICY_FILE_MAX_BYTES (one byte more is read to know it is too long,
- * whatever the file is). */
-static int read_policy_text(char **out, const char *path, mb_error *err)
-{
-	const size_t limit = MB_POLICY_FILE_MAX_BYTES + 1;
-	char *buf = NULL;
-	size_t len = 0, n;
-	struct stat st;
-	FILE *f = fopen(path, "rb");
-	int rc = 0;
-
-	*out = NULL;
-	if (!f)
-		return mb_error_set(err, MB_EIO, path, "cannot read: %s", strerror(errno));
-	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > (off_t)MB_POLICY_FILE_MAX_BYTES) {
-		rc = mb_error_set(err, MB_EINVAL, path, "refused: %lld bytes, more than the %d a policy may have",
-			(long long)st.st_size, MB_POLICY_FILE_MAX_BYTES);
-		goto cleanup;
-	}
-	buf = malloc(limit + 1);
-	if (!buf) {
-		rc = mb_error_set(err, MB_ENOMEM, path, "out of memory reading the file");
-		goto cleanup;
-	}
-	while (len < limit && (n = fread(buf + len, 1, limit - len, f)) > 0)
-		len += n;
-	if (ferror(f)) {
-		rc = mb_error_set(err, MB_EIO, path, "cannot read: %s", strerror(errno ? errno : EIO));
-		goto cleanup;
-	}
-	if (len > MB_POLICY_FILE_MAX_BYTES) {
-		rc = mb_error_set(err, MB_EINVAL, path, "refused: more than the %d bytes a policy may have",
-			MB_POLICY_FILE_MAX_BYTES);
-		goto cleanup;
-	}
-	buf[len] = '\0';
-	if (strlen(buf) != len) {
-		rc = mb_error_set(err, MB_EINVAL, path, "contains a NUL byte at offset %zu; a TOML file is text",
-			strlen(buf));
-		goto cleanup;
-	}
-	*out = buf;
-	buf = NULL;
-cleanup:
-	free(buf);
-	fclose(f);
-	return rc;
-}
-
 int mb_policy_load(mb_policy *out, const char *path, mb_error *err)
 {
 	json_t *doc = NULL;
-	char *text = NULL;
 	int rc;
 
 	mb_policy_defaults(out);
-	rc = read_policy_text(&text, path, err);
-	if (rc)
-		goto cleanup;
-	rc = mb_toml_parse_string(&doc, text, path, err);
-	if (rc)
-		goto cleanup;
-	rc = mb_policy_from_json(out, doc, path, err);
-cleanup:
-	free(text);
+	rc = mb_toml_parse_file(&doc, path, MB_POLICY_MAX_BYTES, "a policy", err);
+	if (!rc)
+		rc = mb_policy_from_json(out, doc, path, err);
 	json_decref(doc);
 	return rc;
 }

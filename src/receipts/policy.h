@@ -33,6 +33,11 @@
  * isolated cases' 2% would call every resolved 1% delta SAME. */
 #define MB_POLICY_DEFAULT_LANE_MIN_EFFECT 0.005
 #define MB_POLICY_SOURCE_MAX 512
+/* The largest policy file read (mb_policy_load, and validate): a policy is
+ * a few dozen lines (noise-floor writes one table per row), so this only
+ * stops a mistaken path before parsing it costs the memory. The same cap
+ * as a suite's. */
+#define MB_POLICY_MAX_BYTES ((size_t)16 << 20)
 
 /* Kinds of finding a diff can produce; the policy's [gate] fail_on names
  * them with mb_finding_kind_name. */
@@ -94,8 +99,10 @@ typedef struct mb_policy {
 /* The built-in policy (nothing to free, but mb_policy_free is harmless). */
 void mb_policy_defaults(mb_policy *out);
 
-/* Read policy.toml at `path`, validate it with mb_schema_builtin("policy")
- * and merge it over the defaults. Errors name the file and the key. */
+/* Read policy.toml at `path` (mb_toml_parse_file, at most
+ * MB_POLICY_MAX_BYTES), validate it with mb_schema_builtin("policy") and
+ * merge it over the defaults. Errors name the file and the key. The one
+ * policy loader: every command and the fuzzer come through it. */
 int mb_policy_load(mb_policy *out, const char *path, mb_error *err);
 
 /* The same from an already parsed document; `where` names it in errors. */

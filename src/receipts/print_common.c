@@ -5,10 +5,6 @@
 
 #include "receipts/printer.h"
 
-#define NS_PER_US 1e3
-#define NS_PER_MS 1e6
-#define NS_PER_S 1e9
-#define SHORT_COMMIT_LEN 12
 
 const mb_printer *mb_printer_find(const char *name)
 {
@@ -21,45 +17,12 @@ const mb_printer *mb_printer_find(const char *name)
 	return NULL;
 }
 
-void mb_print_duration(char *buf, size_t len, double ns)
-{
-	if (isnan(ns))
-		snprintf(buf, len, "-");
-	else if (fabs(ns) >= NS_PER_S)
-		snprintf(buf, len, "%.3f s", ns / NS_PER_S);
-	else if (fabs(ns) >= NS_PER_MS)
-		snprintf(buf, len, "%.3f ms", ns / NS_PER_MS);
-	else if (fabs(ns) >= NS_PER_US)
-		snprintf(buf, len, "%.2f us", ns / NS_PER_US);
-	else
-		snprintf(buf, len, "%.0f ns", ns);
-}
-
 void mb_print_change(char *buf, size_t len, double ratio)
 {
 	if (isnan(ratio))
 		snprintf(buf, len, "-");
 	else
 		snprintf(buf, len, "%+.1f%%", 100.0 * (ratio - 1.0));
-}
-
-const char *mb_print_revision(const json_t *receipt, const char *fallback)
-{
-	static char shortened[2][SHORT_COMMIT_LEN + 1];
-	static int slot;
-	const json_t *prov = json_object_get(receipt, "provenance");
-	const char *describe = json_string_value(json_object_get(prov, "describe"));
-	const char *commit = json_string_value(json_object_get(prov, "commit"));
-
-	if (describe && *describe)
-		return describe;
-	if (commit) {
-		/* two slots: a printer shows base and head in one call */
-		slot ^= 1;
-		snprintf(shortened[slot], sizeof(shortened[slot]), "%s", commit);
-		return shortened[slot];
-	}
-	return fallback ? fallback : "?";
 }
 
 const char mb_print_model_note[] = "model: the speedup the row's bytes model predicts at that shape, the "
@@ -81,13 +44,6 @@ void mb_print_ceiling_text(char *buf, size_t len, const json_t *kase)
 	}
 	snprintf(buf, len, "%.3f of %s", json_number_value(frac), !strcmp(ceiling, "gemm") ? "GEMM"
 		: !strcmp(ceiling, "memory") ? "read+write" : ceiling);
-}
-
-double mb_print_median_ns(const json_t *kase)
-{
-	const json_t *t = json_object_get(kase, "timing");
-
-	return json_is_object(t) ? json_number_value(json_object_get(t, "median_ns")) : NAN;
 }
 
 void mb_print_shape(char *buf, size_t len, const json_t *kase)

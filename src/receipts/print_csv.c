@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "receipts/printer.h"
+#include "receipts/text.h"
 
 void mb_print_csv_field(FILE *out, const char *s, bool last)
 {
@@ -55,8 +56,8 @@ static int csv_diff(FILE *out, const mb_diff *d, mb_error *err)
 		mb_print_csv_field(out, json_string_value(json_object_get(c, "dtype")), false);
 		mb_print_csv_field(out, json_string_value(json_object_get(c, "mode")), false);
 		mb_print_csv_field(out, shape, false);
-		number(out, cd->base ? mb_print_median_ns(cd->base) : NAN, false);
-		number(out, cd->head ? mb_print_median_ns(cd->head) : NAN, false);
+		number(out, cd->base ? mb_text_median_ns(cd->base) : NAN, false);
+		number(out, cd->head ? mb_text_median_ns(cd->head) : NAN, false);
 		number(out, stats ? cd->cmp.shift.ratio : NAN, false);
 		number(out, ci ? cd->cmp.shift.ratio_lo : NAN, false);
 		number(out, ci ? cd->cmp.shift.ratio_hi : NAN, false);

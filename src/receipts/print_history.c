@@ -343,8 +343,8 @@ static void points(FILE *out, const chart_scale *s, const mb_history_group *hg, 
 		medians(&v[0], &v[1], r, k);
 		if (!p || !(isfinite(v[0]) && v[0] > 0 && isfinite(v[1]) && v[1] > 0))
 			continue;
-		mb_print_duration(f, sizeof(f), v[0]);
-		mb_print_duration(a, sizeof(a), v[1]);
+		mb_text_duration(f, sizeof(f), v[0]);
+		mb_text_duration(a, sizeof(a), v[1]);
 		mb_history_revision_label(label, sizeof(label), hg->g->revs[k], hg->g->names[k]);
 		fprintf(out, "<g><circle cx=\"%.1f\" cy=\"%.1f\" r=\"%.1f\" fill=\"%s\"/><rect x=\"%.1f\" y=\"%.1f\" "
 			"width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/><title>#%zu ", chart_x(s, k), chart_y(s, v[0]), MARK_R,

@@ -206,8 +206,8 @@ static int json_diff(FILE *out, const mb_diff *d, mb_error *err)
 		json_object_set_new(o, "still_wrong", json_boolean(cd->still_wrong));
 		json_object_set_new(o, "status_changed", json_boolean(cd->status_changed));
 		json_object_set_new(o, "fields_missing", json_boolean(cd->fields_missing));
-		json_object_set_new(o, "base_median_ns", cd->base ? num(mb_print_median_ns(cd->base)) : json_null());
-		json_object_set_new(o, "head_median_ns", cd->head ? num(mb_print_median_ns(cd->head)) : json_null());
+		json_object_set_new(o, "base_median_ns", cd->base ? num(mb_text_median_ns(cd->base)) : json_null());
+		json_object_set_new(o, "head_median_ns", cd->head ? num(mb_text_median_ns(cd->head)) : json_null());
 		json_object_set_new(o, "comparison", cd->compared ? comparison_json(&cd->cmp) : json_null());
 		json_array_append_new(cases, o);
 	}

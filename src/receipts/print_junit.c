@@ -217,7 +217,7 @@ int mb_print_junit(FILE *out, const mb_diff *d, mb_error *err)
 		"time=\"%.6f\" timestamp=\"", c.tests, c.failures, c.skipped, c.seconds);
 	mb_print_xml_escaped(out, stamp);
 	fputs("\">\n  <testsuite name=\"", out);
-	mb_print_xml_escaped(out, mb_print_revision(d->head, d->head_name));
+	mb_print_xml_escaped(out, mb_text_revision(d->head, d->head_name));
 	fprintf(out, "\" id=\"0\" package=\"megabench\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"%zu\" "
 		"time=\"%.6f\" timestamp=\"", c.tests, c.failures, c.skipped, c.seconds);
 	mb_print_xml_escaped(out, stamp);
@@ -228,7 +228,7 @@ int mb_print_junit(FILE *out, const mb_diff *d, mb_error *err)
 	property(out, "headline", headline);
 	property(out, "gate_exit", exit_code);
 	property(out, "gate_reason", gate);
-	property(out, "base", mb_print_revision(d->base, d->base_name));
+	property(out, "base", mb_text_revision(d->base, d->base_name));
 	property(out, "forced", d->forced ? "FORCED" : "no");
 	fputs("    </properties>\n", out);
 	if (refused)

@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "receipts/printer.h"
+#include "receipts/report.h"
+#include "receipts/text.h"
 
 #define CELL_LEN 256
 #define MAX_COLS 8
@@ -116,11 +118,11 @@ static void print_runs(FILE *out, const json_t *runs, mb_print_format fmt)
 
 		snprintf(cells[0], CELL_LEN, "%s", text(run, "config"));
 		snprintf(cells[1], CELL_LEN, "%s", text(run, "mode"));
-		mb_print_duration(cells[2], CELL_LEN, number(run, "median_step_ns"));
-		mb_print_duration(cells[3], CELL_LEN, number(run, "median_busy_ns"));
+		mb_text_duration(cells[2], CELL_LEN, number(run, "median_step_ns"));
+		mb_text_duration(cells[3], CELL_LEN, number(run, "median_busy_ns"));
 		snprintf(cells[4], CELL_LEN, "%.3f", number(run, "goodput"));
-		mb_print_duration(cells[5], CELL_LEN, number(run, "launch_gap_ns"));
-		mb_print_duration(cells[6], CELL_LEN, number(run, "first_step_ns"));
+		mb_text_duration(cells[5], CELL_LEN, number(run, "launch_gap_ns"));
+		mb_text_duration(cells[6], CELL_LEN, number(run, "first_step_ns"));
 		table_row(out, &t, cells, fmt);
 	}
 	table_end(out, fmt);
@@ -168,7 +170,7 @@ static void print_deltas(FILE *out, const json_t *deltas, mb_print_format fmt)
 		/* receipts before the lanes held every row: the fallback */
 		snprintf(cells[1], CELL_LEN, "%s", json_object_get(order[i], "variant") ? text(order[i], "variant") : "fallback");
 		snprintf(cells[2], CELL_LEN, "%s", text(order[i], "mode"));
-		mb_print_duration(cells[3], CELL_LEN, number(order[i], "delta_ns"));
+		mb_text_duration(cells[3], CELL_LEN, number(order[i], "delta_ns"));
 		snprintf(cells[4], CELL_LEN, "%+.2f%%", 100.0 * number(order[i], "delta_fraction"));
 		snprintf(cells[5], CELL_LEN, "%s (%s)", meaning(cls), cls);
 		table_row(out, &t, cells, fmt);
@@ -251,5 +253,32 @@ void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt)
 		json_array_foreach(json_object_get(lane, "notes"), j, note)
 			line(out, fmt == MB_PRINT_MARKDOWN ? "- " : "note: ",
 				json_string_value(note) ? json_string_value(note) : "?", fmt);
+	}
+}
+
+void mb_print_report_lanes(FILE *out, const mb_report_group *g, mb_print_format fmt, bool skip_newest)
+{
+	bool html = fmt == MB_PRINT_HTML, any = false;
+
+	for (size_t k = g->n - (skip_newest ? 1 : 0); k-- > 0;) {
+		char rev[MB_REPORT_LABEL_MAX], head[2 * MB_REPORT_LABEL_MAX];
+
+		if (!json_array_size(json_object_get(g->revs[k], "lanes")))
+			continue;
+		if (!any && html)
+			fputs("<h3>Lanes: training-step slices</h3>\n<p class=\"meta\">Step time and goodput (busy / step) "
+				"per configuration and mode, then the rows ranked by what their fused kernel saves per step "
+				"(the step with that row on its fallback, every other row fused); the lanes of every receipt "
+				"that ran them, newest first.</p>\n", out);
+		any = true;
+		mb_report_revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
+		snprintf(head, sizeof(head), "Lanes of %s (%s)", rev, g->names[k]);
+		fputs(html ? "<h4 class=\"lanes\">" : "\n### ", out);
+		if (html)
+			mb_print_xml_escaped(out, head);
+		else
+			mb_print_md_cell(out, head);
+		fputs(html ? "</h4>\n" : "\n", out);
+		mb_print_lanes(out, g->revs[k], fmt);
 	}
 }

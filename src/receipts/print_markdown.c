@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "receipts/printer.h"
+#include "receipts/text.h"
 
 #define POLICY_TEXT_MAX 2048
 /* Rank of the first unchanged case in mb_print_case_rank. */
@@ -69,8 +70,8 @@ static void case_line(FILE *out, const mb_case_diff *cd)
 {
 	char base[32], head[32], change[96], verdict[MB_PRINT_VERDICT_MAX];
 
-	mb_print_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
-	mb_print_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
+	mb_text_duration(base, sizeof(base), cd->base ? mb_text_median_ns(cd->base) : NAN);
+	mb_text_duration(head, sizeof(head), cd->head ? mb_text_median_ns(cd->head) : NAN);
 	if (!cd->compared)
 		snprintf(change, sizeof(change), "%s", cd->head ? "new" : "missing");
 	else if (cd->cmp.identical_code && !cd->cmp.machine_changed)
@@ -220,9 +221,9 @@ static int md_diff(FILE *out, const mb_diff *d, mb_error *err)
 	bool any_finding = false;
 
 	fputs("## megabench diff: ", out);
-	mb_print_md_cell(out, mb_print_revision(d->base, d->base_name));
+	mb_print_md_cell(out, mb_text_revision(d->base, d->base_name));
 	fputs(" -> ", out);
-	mb_print_md_cell(out, mb_print_revision(d->head, d->head_name));
+	mb_print_md_cell(out, mb_text_revision(d->head, d->head_name));
 	fprintf(out, "%s\n\n", d->forced ? " (FORCED)" : "");
 	mb_diff_headline(d, headline, sizeof(headline));
 	fputs("**", out);
@@ -304,7 +305,7 @@ static int md_verdicts(FILE *out, const mb_verdict_set *set, const json_t *recei
 {
 	(void)err;
 	fputs("## megabench verdict: ", out);
-	mb_print_md_cell(out, mb_print_revision(receipt, name));
+	mb_print_md_cell(out, mb_text_revision(receipt, name));
 	fputs(" (", out);
 	mb_print_md_cell(out, json_string_value(json_object_get(json_object_get(receipt, "device"), "name")));
 	fputs(")\n\n", out);

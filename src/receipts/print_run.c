@@ -85,7 +85,7 @@ static void case_cells(char cells[RUN_COLS][CELL_MAX], const json_t *k, const mb
 	axes_text(cells[5], CELL_MAX, k);
 	snprintf(cells[6], CELL_MAX, "%s", mb_text_get(k, "status"));
 	if (json_is_object(t)) {
-		mb_print_duration(cells[7], CELL_MAX, num(t, "median_ns"));
+		mb_text_duration(cells[7], CELL_MAX, num(t, "median_ns"));
 		if (isfinite(num(t, "rel_noise")))
 			snprintf(cells[8], CELL_MAX, "%.2f%%", PERCENT * num(t, "rel_noise"));
 		if (json_array_size(json_object_get(t, "repetitions")) > 1 && isfinite(num(t, "between_run_noise")))

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "receipts/printer.h"
+#include "receipts/text.h"
 
 /* The widest table: the verdicts' (the diff has DIFF_COLS). */
 #define COLS 9
@@ -85,8 +86,8 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 
 	char e_base[ESCAPED_MAX], e_head[ESCAPED_MAX], e_gate[ESCAPED_MAX], e_text[ESCAPED_MAX];
 
-	fprintf(out, "base %s  head %s%s\n", mb_print_terminal_safe(e_base, sizeof(e_base), mb_print_revision(d->base, d->base_name)),
-		mb_print_terminal_safe(e_head, sizeof(e_head), mb_print_revision(d->head, d->head_name)), d->forced ? "  FORCED" : "");
+	fprintf(out, "base %s  head %s%s\n", mb_print_terminal_safe(e_base, sizeof(e_base), mb_text_revision(d->base, d->base_name)),
+		mb_print_terminal_safe(e_head, sizeof(e_head), mb_text_revision(d->head, d->head_name)), d->forced ? "  FORCED" : "");
 	mb_diff_headline(d, headline, sizeof(headline));
 	mb_diff_gate_reason(d, gate, sizeof(gate));
 	mb_print_terminal_safe(e_gate, sizeof(e_gate), gate);
@@ -113,8 +114,8 @@ static int table_diff(FILE *out, const mb_diff *d, mb_error *err)
 		char verdict[MB_PRINT_VERDICT_MAX + 64];
 		const char *vals[DIFF_COLS];
 
-		mb_print_duration(base, sizeof(base), cd->base ? mb_print_median_ns(cd->base) : NAN);
-		mb_print_duration(head, sizeof(head), cd->head ? mb_print_median_ns(cd->head) : NAN);
+		mb_text_duration(base, sizeof(base), cd->base ? mb_text_median_ns(cd->base) : NAN);
+		mb_text_duration(head, sizeof(head), cd->head ? mb_text_median_ns(cd->head) : NAN);
 		if (cd->compared && cd->cmp.identical_code && !cd->cmp.machine_changed)
 			snprintf(change, sizeof(change), "identical code");
 		else if (cd->compared && cd->cmp.have_stats) {
@@ -172,7 +173,7 @@ static int table_verdicts(FILE *out, const mb_verdict_set *set, const json_t *re
 	char e_rev[ESCAPED_MAX], e_dev[ESCAPED_MAX];
 
 	(void)policy;
-	fprintf(out, "%s on %s\n", mb_print_terminal_safe(e_rev, sizeof(e_rev), mb_print_revision(receipt, name)),
+	fprintf(out, "%s on %s\n", mb_print_terminal_safe(e_rev, sizeof(e_rev), mb_text_revision(receipt, name)),
 		mb_print_terminal_safe(e_dev, sizeof(e_dev), json_string_value(json_object_get(json_object_get(receipt, "device"), "name"))));
 	if (set->lanes_present)
 		fprintf(out, "note: %s\n", mb_print_terminal_safe(e_rev, sizeof(e_rev), set->lanes_note));

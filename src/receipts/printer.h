@@ -16,6 +16,9 @@
 #include "receipts/policy.h"
 #include "receipts/verdict.h"
 
+struct mb_report;        /* report.h */
+struct mb_report_group;
+
 typedef struct mb_printer {
 	const char *name;
 	/* A diff, comparable or refused (then only the refusal is shown). */
@@ -36,14 +39,11 @@ const mb_printer *mb_printer_find(const char *name);
 /* JUnit XML: one testcase per case id, a failure for each failing finding. */
 int mb_print_junit(FILE *out, const mb_diff *diff, mb_error *err);
 
-/* The report of `n` receipts (several of one suite: a history across
- * revisions, oldest first by provenance.commit_time); `sel` (NULL: none)
- * chooses and orders the rows shown (select.h: --only-changed, --sort). */
-struct mb_select;
-int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, const struct mb_select *sel, mb_error *err);
-int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, const struct mb_select *sel, mb_error *err);
+/* The maintainer's report (report.h: built once by mb_report_build, which
+ * groups, orders, judges and diffs the receipts) as an HTML page
+ * (report_html.c) and as Markdown (print_report_md.c). */
+int mb_print_report_html(FILE *out, const struct mb_report *report, mb_error *err);
+int mb_print_report_markdown(FILE *out, const struct mb_report *report, mb_error *err);
 
 /* The nightly history (history.h): Markdown and a self-contained HTML
  * page (print_history.c), and JSON of kind megabench.history
@@ -60,6 +60,11 @@ typedef enum mb_print_format { MB_PRINT_TEXT, MB_PRINT_MARKDOWN, MB_PRINT_HTML }
  * configuration and mode, then its rows ranked by what their fused kernel
  * saves per step (print_lanes.c). Nothing when the receipt has no lanes. */
 void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt);
+/* The lanes of every receipt of a report's group that ran them (or all but
+ * the newest, whose lanes its verdicts print), newest first, each under its
+ * revision: a lane run once is not hidden by a newer receipt without
+ * lanes. HTML or Markdown (print_lanes.c). */
+void mb_print_report_lanes(FILE *out, const struct mb_report_group *g, mb_print_format fmt, bool skip_newest);
 
 /* The run's table of cases (print_run.c): row, family, variant, dtype,
  * mode, shape, status, median, noise, spread between --repetitions passes,
@@ -84,8 +89,6 @@ void mb_print_alltoall(FILE *out, const json_t *receipt);
 
 /* ---- helpers shared by the printers (print_common.c) ---- */
 
-/* "12.34 us", "1.234 ms", "950 ns"; "-" for NaN. */
-void mb_print_duration(char *buf, size_t len, double ns);
 /* "+3.1%" from a ratio; "-" for NaN. */
 void mb_print_change(char *buf, size_t len, double ratio);
 /* A case's throughput over its ceiling with the ceiling named: "0.953 of
@@ -96,10 +99,6 @@ void mb_print_ceiling_text(char *buf, size_t len, const json_t *kase);
  * printer that shows them. */
 extern const char mb_print_model_note[];
 extern const char mb_print_ceiling_note[];
-/* Short name of a receipt's revision: describe, else commit[0..12], else name. */
-const char *mb_print_revision(const json_t *receipt, const char *fallback);
-/* Median of a case from the receipt (NaN without timing). */
-double mb_print_median_ns(const json_t *kase);
 /* The case's shape label with its mode: "family/A=1,B=2 (hot)". */
 void mb_print_shape(char *buf, size_t len, const json_t *kase);
 /* Word shown for a case of a diff: SLOWER, FASTER, SAME, AMBIGUOUS (with

@@ -24,8 +24,7 @@
 #include <time.h>
 
 #include "receipts/printer.h"
-#include "receipts/receipt_group.h"
-#include "receipts/select.h"
+#include "receipts/report.h"
 #include "receipts/text.h"
 
 /* ---- geometry (SVG user units; the SVG scales to its card) ---- */
@@ -55,20 +54,16 @@
 #define HIST_LABEL_CHARS 14    /* a revision label: "525539a-dirty", "2026-11-23", "run 21:59:11" */
 #define BOX_H 7.0
 #define MAX_DOTS 24            /* outliers drawn per case; the rest are counted */
-#define WHISKER_IQR 1.5
 #define MIN_REL_SPAN 0.01      /* box plots show at least +-1% */
 #define MAX_REL_SPAN 1.0       /* and at most +100% (further outliers are counted at the edge) */
 
 #define MAX_SERIES 8
 #define TEXT_MAX 256
-#define LABEL_MAX 256
 #define DATE_BYTES 32
 #define PERCENT 100.0
 #define NS_PER_US 1e3
 #define NS_PER_MS 1e6
 #define NS_PER_S 1e9
-/* git describe --dirty's mark, added where the describe lacks it */
-#define DIRTY_SUFFIX "-dirty"
 
 enum style { STYLE_FUSED, STYLE_FALLBACK, STYLE_VENDOR, STYLE_REFERENCE, STYLE_OTHER, STYLE_COUNT };
 
@@ -176,17 +171,6 @@ static const char *device_name(const json_t *r)
 	return mb_text_get(json_object_get(r, "device"), "name");
 }
 
-/* The revision as a person names it: describe or the short commit, and
- * "+dirty" when the tree had changes. */
-static void revision_text(char *buf, size_t len, const json_t *r, const char *name)
-{
-	const char *rev = mb_print_revision(r, name);
-	const char *tail = strlen(rev) >= strlen(DIRTY_SUFFIX) ? rev + strlen(rev) - strlen(DIRTY_SUFFIX) : "";
-	bool marked = !strcmp(tail, DIRTY_SUFFIX);
-
-	snprintf(buf, len, "%s%s", rev, json_is_true(json_object_get(prov(r), "dirty")) && !marked ? DIRTY_SUFFIX : "");
-}
-
 /* "T=8192,Hq=32" from a case's shape object. */
 static void shape_text(char *buf, size_t len, const json_t *kase)
 {
@@ -218,141 +202,6 @@ static enum style kind_style(const char *kind)
 	return STYLE_OTHER;
 }
 
-/* ---- receipts in order, and their groups ---- */
-
-/* Receipts that can be compared: one device model, backend and suite. */
-typedef struct group {
-	/* borrowed from the report's mb_receipt_groups */
-	const json_t *first;   /* its key: device, backend and suite of this receipt */
-	json_t **revs;         /* oldest first */
-	const char **names;
-	size_t n;
-	mb_verdict_set *sets;  /* per revision */
-	size_t n_sets;         /* computed so far (freed on failure too) */
-	mb_group_row *rows;    /* newest receipt's rows first (mb_receipt_group_verdicts) */
-	size_t n_rows;
-	/* history: per row and revision, a SLOWER case against the revision
-	 * before; the first such case per row */
-	bool *regressed;       /* n_rows x n */
-	int *first_regression;
-	char (*regression_case)[LABEL_MAX];
-	char notes[MB_DIFF_TEXT_MAX]; /* pairs of revisions that could not be compared */
-} group;
-
-typedef struct report {
-	json_t *const *receipts;
-	const char *const *names;
-	size_t n;
-	mb_receipt_groups rg;  /* the grouping and order (receipt_group.h) */
-	size_t *order;         /* borrowed from rg */
-	group *groups;
-	size_t n_groups;
-	int *group_of;         /* per receipt (input index), borrowed from rg */
-} report;
-
-static void group_free(group *g)
-{
-	for (size_t i = 0; i < g->n_sets; i++)
-		mb_verdict_set_free(&g->sets[i]);
-	free(g->sets);
-	free(g->rows);
-	free(g->regressed);
-	free(g->first_regression);
-	free(g->regression_case);
-}
-
-static void report_free(report *r)
-{
-	for (size_t i = 0; r->groups && i < r->n_groups; i++)
-		group_free(&r->groups[i]);
-	free(r->groups);
-	mb_receipt_groups_free(&r->rg);
-}
-
-/* Each revision against the one before it: the rows with a SLOWER case. */
-static int find_regressions(group *g, const mb_policy *policy, mb_error *err)
-{
-	size_t rows = g->n_rows;
-
-	g->regressed = calloc(rows * g->n + 1, sizeof(*g->regressed));
-	g->first_regression = calloc(rows + 1, sizeof(*g->first_regression));
-	g->regression_case = calloc(rows + 1, sizeof(*g->regression_case));
-	if (!g->regressed || !g->first_regression || !g->regression_case)
-		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
-	for (size_t r = 0; r < rows; r++)
-		g->first_regression[r] = -1;
-	for (size_t k = 1; k < g->n; k++) {
-		mb_diff d;
-		int rc = mb_diff_receipts(&d, g->revs[k - 1], g->revs[k], g->names[k - 1], g->names[k], policy, false, err);
-
-		if (rc)
-			return rc;
-		if (mb_diff_refused(&d)) {
-			char a[LABEL_MAX], b[LABEL_MAX];
-			revision_text(a, sizeof(a), g->revs[k - 1], g->names[k - 1]);
-			revision_text(b, sizeof(b), g->revs[k], g->names[k]);
-			mb_text_appendf(g->notes, sizeof(g->notes), "%s%s to %s not compared: %s", g->notes[0] ? "; " : "",
-				a, b, d.reasons);
-		}
-		for (size_t c = 0; !mb_diff_refused(&d) && c < d.n_cases; c++) {
-			const mb_case_diff *cd = &d.cases[c];
-
-			if (!cd->compared || cd->cmp.cls != MB_CMP_SLOWER)
-				continue;
-			for (size_t r = 0; r < rows; r++) {
-				if (strcmp(g->rows[r].v->row, mb_text_get(cd->head, "row")))
-					continue;
-				g->regressed[r * g->n + k] = true;
-				if (g->first_regression[r] < 0) {
-					g->first_regression[r] = (int)k;
-					snprintf(g->regression_case[r], LABEL_MAX, "%s", cd->id);
-				}
-			}
-		}
-		mb_diff_free(&d);
-	}
-	return 0;
-}
-
-static int report_prepare(report *r, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, const mb_select *sel, mb_error *err)
-{
-	memset(r, 0, sizeof(*r));
-	r->receipts = receipts;
-	r->names = names;
-	r->n = n;
-	int rc = mb_receipt_groups_build(&r->rg, receipts, names, n, err);
-
-	if (rc)
-		return rc;
-	r->order = r->rg.order;
-	r->group_of = r->rg.group_of;
-	r->groups = calloc(r->rg.n_groups + 1, sizeof(*r->groups));
-	if (!r->groups)
-		return mb_error_set(err, MB_ENOMEM, "report", "no memory");
-	r->n_groups = r->rg.n_groups;
-	for (size_t g = 0; g < r->n_groups; g++) {
-		const mb_receipt_group *rg = &r->rg.groups[g];
-		r->groups[g].first = rg->first;
-		r->groups[g].revs = rg->revs;
-		r->groups[g].names = rg->names;
-		r->groups[g].n = rg->n;
-	}
-	for (size_t g = 0; g < r->n_groups; g++) {
-		group *gr = &r->groups[g];
-
-		rc = mb_receipt_group_verdicts(&gr->sets, &gr->n_sets, &gr->rows, &gr->n_rows, &r->rg.groups[g], policy,
-			"report", err);
-		if (!rc && sel)
-			mb_select_group_rows(gr->rows, &gr->n_rows, gr->sets, gr->n_sets, sel);
-		if (!rc)
-			rc = find_regressions(gr, policy, err);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 /* ---- one row of one receipt, arranged for the charts ---- */
 
 typedef struct series {
@@ -363,7 +212,7 @@ typedef struct series {
 
 typedef struct category {
 	const char *dtype, *mode, *family;
-	char shape[LABEL_MAX];
+	char shape[MB_REPORT_LABEL_MAX];
 	int band;
 } category;
 
@@ -462,7 +311,7 @@ static int row_view_build(row_view *v, const json_t *receipt, const char *row)
 	if (!v->cats || !v->cells)
 		return MB_ENOMEM;
 	json_array_foreach(cases, i, c) {
-		char shape[LABEL_MAX];
+		char shape[MB_REPORT_LABEL_MAX];
 		size_t k;
 		int s;
 
@@ -575,7 +424,7 @@ static void chart_frame(FILE *out, const layout *l, const row_view *v)
 		fputs("</title>", out);
 		/* two lines, cut to the column: family, then the shape */
 		{
-			char cut[LABEL_MAX];
+			char cut[MB_REPORT_LABEL_MAX];
 			snprintf(cut, sizeof(cut), "%.*s", (int)max_chars, cat->family);
 			esc(out, cut);
 			fprintf(out, "<tspan x=\"4\" dy=\"12\">");
@@ -785,9 +634,9 @@ static void case_title(FILE *out, const json_t *k, const char *variant)
 	char ceiling[64];
 
 	mb_print_ceiling_text(ceiling, sizeof(ceiling), k);
-	mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
-	mb_print_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
-	mb_print_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
+	mb_text_duration(med, sizeof(med), timing_num(k, "median_ns"));
+	mb_text_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
+	mb_text_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
 	fputs("<title>", out);
 	esc(out, variant);
 	fputs(" ", out);
@@ -889,83 +738,9 @@ static void time_chart(FILE *out, const row_view *v, const layout *l, const mb_r
 
 /* ---- box plots of the raw samples ---- */
 
-static int compare_doubles(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-static double quantile(const double *sorted, size_t n, double p)
-{
-	double pos = p * (double)(n - 1);
-	size_t i = (size_t)pos;
-
-	return i + 1 < n ? sorted[i] + (pos - (double)i) * (sorted[i + 1] - sorted[i]) : sorted[n - 1];
-}
-
-typedef struct box {
-	double *rel;      /* sorted samples relative to the median: x / median - 1 */
-	size_t n, excluded;
-	double q1, q3, lo, hi;  /* whiskers: the most extreme samples within 1.5 IQR */
-} box;
-
-static void box_free(box *b)
-{
-	free(b->rel);
-	memset(b, 0, sizeof(*b));
-}
-
-/* The kept samples (timing.excluded left out, as in the statistics). */
-static int box_build(box *b, const json_t *k)
-{
-	const json_t *t = json_object_get(k, "timing");
-	const json_t *samples = json_object_get(t, "samples_ns"), *ex = json_object_get(t, "excluded");
-	size_t n = json_array_size(samples), i;
-	double median = timing_num(k, "median_ns");
-	bool *skip;
-	json_t *v;
-
-	memset(b, 0, sizeof(*b));
-	if (!n || !(median > 0))
-		return 0;
-	b->rel = calloc(n, sizeof(double));
-	skip = calloc(n, sizeof(bool));
-	if (!b->rel || !skip) {
-		free(skip);
-		return MB_ENOMEM;
-	}
-	json_array_foreach(ex, i, v)
-		if ((size_t)json_integer_value(v) < n)
-			skip[json_integer_value(v)] = true;
-	json_array_foreach(samples, i, v) {
-		if (skip[i]) {
-			b->excluded++;
-			continue;
-		}
-		b->rel[b->n++] = json_number_value(v) / median - 1.0;
-	}
-	free(skip);
-	if (!b->n)
-		return 0;
-	qsort(b->rel, b->n, sizeof(double), compare_doubles);
-	b->q1 = quantile(b->rel, b->n, 0.25);
-	b->q3 = quantile(b->rel, b->n, 0.75);
-	b->lo = b->q3;
-	b->hi = b->q1;
-	for (size_t j = 0; j < b->n; j++) {
-		double x = b->rel[j];
-		if (x >= b->q1 - WHISKER_IQR * (b->q3 - b->q1))
-			b->lo = fmin(b->lo, x);
-		if (x <= b->q3 + WHISKER_IQR * (b->q3 - b->q1))
-			b->hi = fmax(b->hi, x);
-	}
-	return 0;
-}
-
 /* Up to MAX_DOTS outliers within [lo, hi], spread over both tails; those
  * beyond the axis are counted at its edge. */
-static void outliers(FILE *out, const box *b, const xscale *sc, double y, const char *color)
+static void outliers(FILE *out, const mb_report_box *b, const xscale *sc, double y, const char *color)
 {
 	size_t n_out = 0, beyond_lo = 0, beyond_hi = 0, step;
 
@@ -996,11 +771,11 @@ static void outliers(FILE *out, const box *b, const xscale *sc, double y, const 
 			sc->x1 - 1, y + 3, beyond_hi);
 }
 
-static void box_title(FILE *out, const box *b, const json_t *k, const char *variant)
+static void box_title(FILE *out, const mb_report_box *b, const json_t *k, const char *variant)
 {
 	char med[32];
 
-	mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
+	mb_text_duration(med, sizeof(med), timing_num(k, "median_ns"));
 	fputs("<title>", out);
 	esc(out, variant);
 	fputs(" ", out);
@@ -1014,7 +789,7 @@ static void box_title(FILE *out, const box *b, const json_t *k, const char *vari
 
 static int box_chart(FILE *out, const row_view *v, const layout *l, const char *row)
 {
-	box *boxes = calloc(v->n_cats * MAX_SERIES + 1, sizeof(*boxes));
+	mb_report_box *boxes = calloc(v->n_cats * MAX_SERIES + 1, sizeof(*boxes));
 	xscale sc = {.x0 = l->x0, .x1 = l->x1 - 8, .log = false, .lo = 0, .hi = 0};
 	bool any = false;
 	int rc = 0;
@@ -1024,7 +799,7 @@ static int box_chart(FILE *out, const row_view *v, const layout *l, const char *
 	for (size_t i = 0; i < v->n_cats * MAX_SERIES && !rc; i++) {
 		if (!v->cells[i] || !case_ok(v->cells[i]))
 			continue;
-		rc = box_build(&boxes[i], v->cells[i]);
+		rc = mb_report_box_build(&boxes[i], v->cells[i]);
 		if (boxes[i].n) {
 			sc.lo = fmin(sc.lo, boxes[i].lo);
 			sc.hi = fmax(sc.hi, boxes[i].hi);
@@ -1051,7 +826,7 @@ static int box_chart(FILE *out, const row_view *v, const layout *l, const char *
 	x_axis(out, &sc, MARGIN_T, l->height - AXIS_H, "per-call time relative to the case's median", true);
 	for (size_t c = 0; c < v->n_cats; c++)
 		for (size_t s = 0; s < v->n_series; s++) {
-			const box *b = &boxes[c * MAX_SERIES + s];
+			const mb_report_box *b = &boxes[c * MAX_SERIES + s];
 			double y = series_y(l, v, c, s);
 			const char *color = v->s[s].color;
 
@@ -1072,7 +847,7 @@ static int box_chart(FILE *out, const row_view *v, const layout *l, const char *
 	fputs("</svg>\n", out);
 cleanup:
 	for (size_t i = 0; i < v->n_cats * MAX_SERIES; i++)
-		box_free(&boxes[i]);
+		mb_report_box_free(&boxes[i]);
 	free(boxes);
 	return rc;
 }
@@ -1092,9 +867,9 @@ static void case_table(FILE *out, const row_view *v)
 
 			if (!k)
 				continue;
-			mb_print_duration(med, sizeof(med), timing_num(k, "median_ns"));
-			mb_print_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
-			mb_print_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
+			mb_text_duration(med, sizeof(med), timing_num(k, "median_ns"));
+			mb_text_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
+			mb_text_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
 			mb_print_ceiling_text(ceiling, sizeof(ceiling), k);
 			fputs("<tr><td>", out);
 			esc(out, v->cats[c].dtype);
@@ -1131,7 +906,7 @@ static const char *verdict_class(mb_verdict_kind k)
 }
 
 /* One card per row: the chart, then the distributions and numbers folded. */
-static int row_card(FILE *out, const group *g, size_t r)
+static int row_card(FILE *out, const mb_report_group *g, size_t r)
 {
 	const mb_row_verdict *rv = g->rows[r].v;
 	const json_t *receipt = g->revs[g->rows[r].rev];
@@ -1153,8 +928,8 @@ static int row_card(FILE *out, const group *g, size_t r)
 	esc(out, label);
 	fputs("</span></h4>\n", out);
 	if (g->rows[r].rev != g->n - 1) {
-		char rev[LABEL_MAX];
-		revision_text(rev, sizeof(rev), receipt, g->names[g->rows[r].rev]);
+		char rev[MB_REPORT_LABEL_MAX];
+		mb_report_revision_text(rev, sizeof(rev), receipt, g->names[g->rows[r].rev]);
 		fputs("<p class=\"meta\">from revision ", out);
 		esc(out, rev);
 		fputs(" (", out);
@@ -1179,17 +954,9 @@ cleanup:
 
 /* ---- verdicts ---- */
 
-static bool rows_mixed(const group *g)
+static void verdict_table(FILE *out, const mb_report_group *g)
 {
-	for (size_t i = 0; i < g->n_rows; i++)
-		if (g->rows[i].rev != g->n - 1)
-			return true;
-	return false;
-}
-
-static void verdict_table(FILE *out, const group *g)
-{
-	bool mixed = rows_mixed(g);
+	bool mixed = mb_report_rows_mixed(g);
 
 	fputs("<div class=\"wrap\"><table class=\"verdicts\" id=\"verdicts\"><tr><th>row</th><th>block</th>"
 		"<th>status</th><th>verdict</th><th>families won</th><th>saved</th><th>speedup at the largest shape</th>"
@@ -1230,8 +997,8 @@ static void verdict_table(FILE *out, const group *g)
 		fputs("</td><td data-label=\"why\">", out);
 		esc_wrap(out, v->reason);
 		if (mixed) {
-			char rev[LABEL_MAX];
-			revision_text(rev, sizeof(rev), g->revs[g->rows[i].rev], g->names[g->rows[i].rev]);
+			char rev[MB_REPORT_LABEL_MAX];
+			mb_report_revision_text(rev, sizeof(rev), g->revs[g->rows[i].rev], g->names[g->rows[i].rev]);
 			fputs("</td><td data-label=\"from\">", out);
 			esc(out, rev);
 		}
@@ -1242,45 +1009,15 @@ static void verdict_table(FILE *out, const group *g)
 
 /* ---- history ---- */
 
-/* Geometric mean over the variant's case ids of median(rev) / median(first);
- * NaN when no id is in both. */
-static double relative_time(const json_t *first, const json_t *rev, const char *row, const char *variant, size_t *n_out)
-{
-	double sum = 0.0;
-	size_t n = 0, i, j;
-	json_t *a, *b;
-
-	json_array_foreach(json_object_get(first, "cases"), i, a) {
-		if (strcmp(mb_text_get(a, "row"), row) || strcmp(mb_text_get(a, "variant"), variant))
-			continue;
-		json_array_foreach(json_object_get(rev, "cases"), j, b) {
-			double ma, mbv;
-
-			if (strcmp(mb_text_get(a, "id"), mb_text_get(b, "id")))
-				continue;
-			ma = mb_print_median_ns(a);
-			mbv = mb_print_median_ns(b);
-			if (ma > 0.0 && mbv > 0.0) {
-				sum += log(mbv / ma);
-				n++;
-			}
-			break;
-		}
-	}
-	if (n_out)
-		*n_out = n;
-	return n ? exp(sum / (double)n) : NAN;
-}
-
 /* Whether two revisions of the group share their label: then the run time
  * tells them apart. */
-static bool label_repeats(const group *g, size_t k)
+static bool label_repeats(const mb_report_group *g, size_t k)
 {
-	char a[LABEL_MAX], b[LABEL_MAX];
+	char a[MB_REPORT_LABEL_MAX], b[MB_REPORT_LABEL_MAX];
 
-	revision_text(a, sizeof(a), g->revs[k], g->names[k]);
+	mb_report_revision_text(a, sizeof(a), g->revs[k], g->names[k]);
 	for (size_t j = 0; j < g->n; j++) {
-		revision_text(b, sizeof(b), g->revs[j], g->names[j]);
+		mb_report_revision_text(b, sizeof(b), g->revs[j], g->names[j]);
 		if (j != k && !strcmp(a, b))
 			return true;
 	}
@@ -1288,7 +1025,7 @@ static bool label_repeats(const group *g, size_t k)
 }
 
 /* Show every k-th revision label so that labels never overlap. */
-static size_t history_label_step(const group *g)
+static size_t history_label_step(const mb_report_group *g)
 {
 	double slot = (double)(CHART_W - HIST_L - HIST_R) / (double)(g->n ? g->n : 1);
 	double need = HIST_LABEL_CHARS * CHAR_PX + LABEL_PAD;
@@ -1296,7 +1033,7 @@ static size_t history_label_step(const group *g)
 	return slot >= need ? 1 : (size_t)ceil(need / slot);
 }
 
-static double hist_x(const group *g, size_t k)
+static double hist_x(const mb_report_group *g, size_t k)
 {
 	double w = CHART_W - HIST_L - HIST_R;
 
@@ -1308,66 +1045,28 @@ static double hist_y(double v, double lo, double hi)
 	return HIST_T + (HIST_H - HIST_T - HIST_B) * (1.0 - (v - lo) / (hi - lo));
 }
 
-/* The oldest revision with cases of the row's variant: the base of its
- * line. */
-static size_t history_base(const group *g, const char *row, const char *variant)
-{
-	for (size_t k = 0; k < g->n; k++) {
-		size_t i;
-		json_t *c;
-		json_array_foreach(json_object_get(g->revs[k], "cases"), i, c)
-			if (!strcmp(mb_text_get(c, "row"), row) && !strcmp(mb_text_get(c, "variant"), variant))
-				return k;
-	}
-	return 0;
-}
-
-/* How many revisions hold the row at all. */
-static size_t revisions_with_row(const group *g, const char *row)
-{
-	size_t n = 0;
-
-	for (size_t k = 0; k < g->n; k++)
-		n += mb_verdict_find(&g->sets[k], row) != NULL;
-	return n;
-}
-
-/* The history table's words for row i, the same on the page and in
- * summary.md: its first regression's revision, "none", or "in one
- * revision only" (nothing to compare). */
-static void first_regression_text(char *buf, size_t len, const group *g, size_t i)
-{
-	int k = g->first_regression[i];
-
-	if (revisions_with_row(g, g->rows[i].v->row) < 2)
-		snprintf(buf, len, "in one revision only");
-	else if (k >= 0)
-		revision_text(buf, len, g->revs[k], g->names[k]);
-	else
-		snprintf(buf, len, "none");
-}
-
-static void history_chart(FILE *out, const group *g, size_t r)
+static void history_chart(FILE *out, const mb_report_group *g, size_t r)
 {
 	const mb_row_verdict *rv = g->rows[r].v;
 	row_view v;
-	double lo = 1.0, hi = 1.0, ticks[2 * MAX_TICKS];
-	size_t nt;
+	double lo = 1.0, hi = 1.0, ticks[2 * MAX_TICKS], *rel = NULL;
+	size_t nt, *cases = NULL;
 
-	if (revisions_with_row(g, rv->row) < 2)
+	if (mb_report_revisions_with_row(g, rv->row) < 2)
 		return;
-	if (row_view_build(&v, g->revs[g->rows[r].rev], rv->row)) {
-		row_view_free(&v);
-		return;
-	}
+	if (row_view_build(&v, g->revs[g->rows[r].rev], rv->row))
+		goto cleanup;
+	/* each series' trend (rel[s * g->n + k]), from the report's model */
+	rel = calloc(v.n_series * g->n + 1, sizeof(*rel));
+	cases = calloc(v.n_series * g->n + 1, sizeof(*cases));
+	if (!rel || !cases)
+		goto cleanup;
 	for (size_t s = 0; s < v.n_series; s++)
-		for (size_t k = 0; k < g->n; k++) {
-			double x = relative_time(g->revs[history_base(g, rv->row, v.s[s].variant)], g->revs[k], rv->row,
-				v.s[s].variant, NULL);
-			if (!isnan(x)) {
-				lo = fmin(lo, x);
-				hi = fmax(hi, x);
-			}
+		mb_report_trend(rel + s * g->n, cases + s * g->n, g, rv->row, v.s[s].variant);
+	for (size_t i = 0; i < v.n_series * g->n; i++)
+		if (!isnan(rel[i])) {
+			lo = fmin(lo, rel[i]);
+			hi = fmax(hi, rel[i]);
 		}
 	{
 		double span = fmax(hi - lo, 0.02);
@@ -1397,11 +1096,11 @@ static void history_chart(FILE *out, const group *g, size_t r)
 	 * where one revision was run more than once; every k-th label when
 	 * there are too many to fit (each point's tooltip names its own) */
 	for (size_t k = 0; k < g->n; k++) {
-		char rev[LABEL_MAX], date[DATE_BYTES], cut[LABEL_MAX];
+		char rev[MB_REPORT_LABEL_MAX], date[DATE_BYTES], cut[MB_REPORT_LABEL_MAX];
 		const char *run = mb_text_get(g->revs[k], "started_at");
 		enum { TIME_AT = 11, TIME_CHARS = 8 };
 
-		revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
+		mb_report_revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
 		date_text(date, sizeof(date), commit_time(g->revs[k]), false);
 		if (k % history_label_step(g) == 0 || k == g->n - 1) {
 			snprintf(cut, sizeof(cut), "%.*s", HIST_LABEL_CHARS, rev);
@@ -1433,40 +1132,38 @@ static void history_chart(FILE *out, const group *g, size_t r)
 	 * series sits a few units to the side of the others */
 	for (size_t i = v.n_series; i-- > 0;) {
 		double dx = ((double)i - ((double)v.n_series - 1) / 2) * HIST_JITTER;
-
-		const json_t *base = g->revs[history_base(g, rv->row, v.s[i].variant)];
+		const double *x = rel + i * g->n;
 
 		fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" stroke-dasharray=\"%s\" points=\"",
 			v.s[i].color, styles[v.s[i].style].dash);
-		for (size_t k = 0; k < g->n; k++) {
-			double x = relative_time(base, g->revs[k], rv->row, v.s[i].variant, NULL);
-			if (!isnan(x))
-				fprintf(out, "%.1f,%.1f ", hist_x(g, k) + dx, hist_y(x, lo, hi));
-		}
+		for (size_t k = 0; k < g->n; k++)
+			if (!isnan(x[k]))
+				fprintf(out, "%.1f,%.1f ", hist_x(g, k) + dx, hist_y(x[k], lo, hi));
 		fputs("\"/>\n", out);
 		for (size_t k = 0; k < g->n; k++) {
-			size_t shapes = 0;
-			double x = relative_time(base, g->revs[k], rv->row, v.s[i].variant, &shapes);
-			char rev[LABEL_MAX];
+			char rev[MB_REPORT_LABEL_MAX];
 
-			if (isnan(x))
+			if (isnan(x[k]))
 				continue;
-			revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
+			mb_report_revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
 			fputs("<g>", out);
-			marker(out, v.s[i].style, v.s[i].color, hist_x(g, k) + dx, hist_y(x, lo, hi), MARK_R + 0.6);
+			marker(out, v.s[i].style, v.s[i].color, hist_x(g, k) + dx, hist_y(x[k], lo, hi), MARK_R + 0.6);
 			fputs("<title>", out);
 			esc(out, v.s[i].variant);
 			fputs(" at ", out);
 			esc(out, rev);
 			fprintf(out, ": %+.2f%% against its oldest revision (geometric mean over %zu cases)</title></g>\n",
-				PERCENT * (x - 1.0), shapes);
+				PERCENT * (x[k] - 1.0), cases[i * g->n + k]);
 		}
 	}
 	fputs("</svg></div>\n", out);
+cleanup:
+	free(rel);
+	free(cases);
 	row_view_free(&v);
 }
 
-static void history_section(FILE *out, const group *g, size_t index)
+static void history_section(FILE *out, const mb_report_group *g, size_t index)
 {
 	fprintf(out, "<h3 id=\"history-g%zu\">History across %zu revisions</h3>\n<p class=\"meta\">Median time per call of each variant "
 		"relative to the oldest revision that has it (geometric mean over the cases both share); a red line "
@@ -1481,9 +1178,9 @@ static void history_section(FILE *out, const group *g, size_t index)
 		"<th>committed</th><th>run started</th><th>case</th></tr>\n", out);
 	for (size_t i = 0; i < g->n_rows; i++) {
 		int k = g->first_regression[i];
-		char rev[LABEL_MAX], date[DATE_BYTES] = "", run[DATE_BYTES] = "";
+		char rev[MB_REPORT_LABEL_MAX], date[DATE_BYTES] = "", run[DATE_BYTES] = "";
 
-		first_regression_text(rev, sizeof(rev), g, i);
+		mb_report_first_regression_text(rev, sizeof(rev), g, i);
 		if (k >= 0) {
 			date_text(date, sizeof(date), commit_time(g->revs[k]), true);
 			stamp_text(run, sizeof(run), mb_text_get(g->revs[k], "started_at"));
@@ -1549,16 +1246,16 @@ static void css(FILE *out)
 		"</style>\n", out);
 }
 
-static void receipts_table(FILE *out, const report *r)
+static void receipts_table(FILE *out, const mb_report *r)
 {
 	fputs("<div class=\"wrap\"><table id=\"receipts\"><tr><th>receipt</th><th>revision</th><th>committed</th>"
 		"<th>run started</th><th>device</th><th>backend</th><th>suite</th><th>cases</th><th>status</th>"
 		"<th>section</th></tr>\n", out);
 	for (size_t i = 0; i < r->n; i++) {
 		const json_t *rc = r->receipts[r->order[i]];
-		char rev[LABEL_MAX], date[DATE_BYTES], run[DATE_BYTES];
+		char rev[MB_REPORT_LABEL_MAX], date[DATE_BYTES], run[DATE_BYTES];
 
-		revision_text(rev, sizeof(rev), rc, r->names[r->order[i]]);
+		mb_report_revision_text(rev, sizeof(rev), rc, r->names[r->order[i]]);
 		date_text(date, sizeof(date), commit_time(rc), true);
 		stamp_text(run, sizeof(run), mb_text_get(rc, "started_at"));
 		fputs("<tr><td>", out);
@@ -1583,12 +1280,12 @@ static void receipts_table(FILE *out, const report *r)
 	fputs("</table></div>\n", out);
 }
 
-static void group_heading(FILE *out, const group *g, size_t index)
+static void group_heading(FILE *out, const mb_report_group *g, size_t index)
 {
 	const json_t *newest = g->revs[g->n - 1];
-	char rev[LABEL_MAX], date[DATE_BYTES];
+	char rev[MB_REPORT_LABEL_MAX], date[DATE_BYTES];
 
-	revision_text(rev, sizeof(rev), newest, g->names[g->n - 1]);
+	mb_report_revision_text(rev, sizeof(rev), newest, g->names[g->n - 1]);
 	date_text(date, sizeof(date), commit_time(newest), true);
 	fprintf(out, "<section id=\"g%zu\"><h2>%zu. ", index + 1, index + 1);
 	esc(out, device_name(newest));
@@ -1605,38 +1302,7 @@ static void group_heading(FILE *out, const group *g, size_t index)
 	fputs(")</p>\n", out);
 }
 
-/* The lanes of every receipt of the group that ran them (or all but the
- * newest, whose lanes its verdicts print), newest first, each under its
- * revision: a lane run once is not hidden by a newer receipt without
- * lanes. */
-static void receipts_lanes(FILE *out, const group *g, bool html, bool skip_newest)
-{
-	bool any = false;
-
-	for (size_t k = g->n - (skip_newest ? 1 : 0); k-- > 0;) {
-		char rev[LABEL_MAX], head[2 * LABEL_MAX];
-
-		if (!json_array_size(json_object_get(g->revs[k], "lanes")))
-			continue;
-		if (!any && html)
-			fputs("<h3>Lanes: training-step slices</h3>\n<p class=\"meta\">Step time and goodput (busy / step) "
-				"per configuration and mode, then the rows ranked by what their fused kernel saves per step "
-				"(the step with that row on its fallback, every other row fused); the lanes of every receipt "
-				"that ran them, newest first.</p>\n", out);
-		any = true;
-		revision_text(rev, sizeof(rev), g->revs[k], g->names[k]);
-		snprintf(head, sizeof(head), "Lanes of %s (%s)", rev, g->names[k]);
-		fputs(html ? "<h4 class=\"lanes\">" : "\n### ", out);
-		if (html)
-			esc(out, head);
-		else
-			mb_print_md_cell(out, head);
-		fputs(html ? "</h4>\n" : "\n", out);
-		mb_print_lanes(out, g->revs[k], html ? MB_PRINT_HTML : MB_PRINT_MARKDOWN);
-	}
-}
-
-static int group_section(FILE *out, const group *g, size_t index)
+static int group_section(FILE *out, const mb_report_group *g, size_t index)
 {
 	int rc = 0;
 
@@ -1647,14 +1313,14 @@ static int group_section(FILE *out, const group *g, size_t index)
 		fputs("</p>\n", out);
 	}
 	fputs("<h3>Catalog verdicts</h3>\n", out);
-	if (rows_mixed(g))
+	if (mb_report_rows_mixed(g))
 		fputs("<p class=\"meta\">Each row from the newest receipt that has it (the last column names it).</p>\n",
 			out);
 	verdict_table(out, g);
 	fputs("<p class=\"meta\">", out);
 	esc(out, mb_print_model_note);
 	fputs("</p>\n", out);
-	receipts_lanes(out, g, true, false);
+	mb_print_report_lanes(out, g, MB_PRINT_HTML, false);
 	fprintf(out, "<h3 id=\"time-g%zu\">Time per call by shape</h3>\n", index + 1);
 	fputs("<p class=\"meta\">Median per-call time of every case on a log axis; "
 		"the bar spans the 10th to 90th percentile of its samples. The right column is the verdict's speedup "
@@ -1674,146 +1340,41 @@ static int group_section(FILE *out, const group *g, size_t index)
 	return rc;
 }
 
-int mb_print_report_html(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, const mb_select *sel, mb_error *err)
+int mb_print_report_html(FILE *out, const mb_report *report, mb_error *err)
 {
-	report r;
-	int rc;
+	const mb_report *r = report;
+	size_t n = r->n;
+	int rc = 0;
 
-	if ((rc = report_prepare(&r, receipts, names, n, policy, sel, err)))
-		goto cleanup;
 	fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
 		"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>megabench report</title>\n",
 		out);
 	css(out);
 	fputs("</head><body>\n<h1>megabench report: ", out);
-	for (size_t g = 0; g < r.n_groups; g++) {
+	for (size_t g = 0; g < r->n_groups; g++) {
 		bool seen = false;
 		for (size_t h = 0; h < g; h++)
-			seen |= !strcmp(suite_name(r.groups[h].first), suite_name(r.groups[g].first));
+			seen |= !strcmp(suite_name(r->groups[h].first), suite_name(r->groups[g].first));
 		if (seen)
 			continue;
 		if (g)
 			fputs(", ", out);
-		esc(out, suite_name(r.groups[g].first));
+		esc(out, suite_name(r->groups[g].first));
 	}
 	fprintf(out, "</h1>\n<p class=\"meta\">%zu receipt%s in %zu group%s (device, backend and suite); policy: ", n,
-		n == 1 ? "" : "s", r.n_groups, r.n_groups == 1 ? "" : "s");
-	esc(out, policy->source);
+		n == 1 ? "" : "s", r->n_groups, r->n_groups == 1 ? "" : "s");
+	esc(out, r->policy->source);
 	fputs("</p>\n", out);
-	if (r.n_groups > 1)
+	if (r->n_groups > 1)
 		fprintf(out, "<p class=\"note\">These receipts come from %zu different devices, backends or suites. "
 			"Receipts of different groups are not comparable, so none is compared with another group's; each "
-			"group has a section of its own below.</p>\n", r.n_groups);
-	receipts_table(out, &r);
-	for (size_t g = 0; g < r.n_groups && !rc; g++)
-		rc = group_section(out, &r.groups[g], g);
-	if (rc) {
-		mb_error_set(err, rc, "report", "no memory");
-		goto cleanup;
-	}
+			"group has a section of its own below.</p>\n", r->n_groups);
+	receipts_table(out, r);
+	for (size_t g = 0; g < r->n_groups && !rc; g++)
+		rc = group_section(out, &r->groups[g], g);
+	if (rc)
+		return mb_error_set(err, rc, "report", "no memory");
 	fputs("</body></html>\n", out);
-cleanup:
-	report_free(&r);
-	return rc;
-}
-
-/* A Markdown table row of three cells of receipt text. */
-static void md_row3(FILE *out, const char *a, const char *b, const char *c)
-{
-	fputs("| ", out);
-	mb_print_md_cell(out, a);
-	fputs(" | ", out);
-	mb_print_md_cell(out, b);
-	fputs(" | ", out);
-	mb_print_md_cell(out, c);
-	fputs(" |\n", out);
-}
-
-/* The newest receipt's verdicts of the rows the group shows, in its order:
- * copies that borrow every pointer (free only view->rows). */
-static int newest_view(mb_verdict_set *view, const group *g)
-{
-	const mb_verdict_set *newest = &g->sets[g->n - 1];
-
-	*view = *newest;
-	view->n_rows = 0;
-	view->rows = malloc((g->n_rows + 1) * sizeof(*view->rows));
-	if (!view->rows)
-		return MB_ENOMEM;
-	for (size_t i = 0; i < g->n_rows; i++)
-		if (g->rows[i].rev == g->n - 1)
-			view->rows[view->n_rows++] = *g->rows[i].v;
 	return 0;
 }
 
-int mb_print_report_markdown(FILE *out, json_t *const *receipts, const char *const *names, size_t n,
-	const mb_policy *policy, const mb_select *sel, mb_error *err)
-{
-	report r;
-	mb_verdict_set view = {0};
-	int rc;
-
-	if ((rc = report_prepare(&r, receipts, names, n, policy, sel, err)))
-		goto cleanup;
-	if (r.n_groups > 1)
-		fprintf(out, "%zu receipts in %zu groups (device, backend, suite); receipts of different groups are not "
-			"compared.\n\n", n, r.n_groups);
-	for (size_t gi = 0; gi < r.n_groups; gi++) {
-		const group *g = &r.groups[gi];
-
-		if (r.n_groups > 1) {
-			fprintf(out, "## %zu. ", gi + 1);
-			mb_print_md_cell(out, device_name(g->first));
-			fputs(", ", out);
-			mb_print_md_cell(out, mb_text_get(g->first, "backend"));
-			fputs(" backend, suite ", out);
-			mb_print_md_cell(out, suite_name(g->first));
-			fprintf(out, " (%zu receipt%s)\n\n", g->n, g->n == 1 ? "" : "s");
-		}
-		if ((rc = newest_view(&view, g))) {
-			mb_error_set(err, rc, "report", "no memory");
-			goto cleanup;
-		}
-		rc = mb_printer_markdown.verdicts(out, &view, g->revs[g->n - 1], g->names[g->n - 1], policy, err);
-		free(view.rows);
-		view.rows = NULL;
-		if (rc)
-			goto cleanup;
-		fputs("\n", out);
-		mb_print_md_cell(out, mb_print_model_note);
-		fputs("\n", out);
-		receipts_lanes(out, g, false, true);
-		if (rows_mixed(g)) {
-			fputs("\nRows the newest receipt does not have, from the newest receipt that does:\n\n"
-				"| row | verdict | revision |\n|---|---|---|\n", out);
-			for (size_t i = 0; i < g->n_rows; i++) {
-				char label[MB_VERDICT_TEXT_MAX + 32], rev[LABEL_MAX];
-				if (g->rows[i].rev == g->n - 1)
-					continue;
-				mb_verdict_label(label, sizeof(label), g->rows[i].v);
-				revision_text(rev, sizeof(rev), g->revs[g->rows[i].rev], g->names[g->rows[i].rev]);
-				md_row3(out, g->rows[i].v->row, label, rev);
-			}
-		}
-		if (g->n > 1) {
-			fprintf(out, "\n### History across %zu revisions\n\n", g->n);
-			if (g->notes[0]) {
-				mb_print_md_cell(out, g->notes);
-				fputs("\n\n", out);
-			}
-			fputs("| row | first regression | case |\n|---|---|---|\n", out);
-			for (size_t i = 0; i < g->n_rows; i++) {
-				char rev[LABEL_MAX];
-
-				first_regression_text(rev, sizeof(rev), g, i);
-				md_row3(out, g->rows[i].v->row, rev, g->first_regression[i] >= 0 ? g->regression_case[i] : "");
-			}
-		}
-		if (gi + 1 < r.n_groups)
-			fputs("\n", out);
-	}
-cleanup:
-	report_free(&r);
-	return rc;
-}

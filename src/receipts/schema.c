@@ -22,7 +22,6 @@
 #include "receipts/schema.h"
 
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -31,7 +30,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/stat.h>
+
+#include "receipts/receipt_io.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define STRINGIFY_(x) #x
@@ -3674,74 +3674,16 @@ int mb_schema_load_buffer(json_t **out, const char *text, size_t len, const char
 	return 0;
 }
 
-/* At most MB_SCHEMA_FILE_MAX_BYTES + 1 bytes of `f`: one more than allowed
- * is enough to refuse the file, whatever it is (a pipe has no size). */
-static int read_capped(char **out, size_t *out_len, FILE *f, const char *path, mb_error *err)
-{
-	const size_t limit = (size_t)MB_SCHEMA_FILE_MAX_BYTES + 1;
-	size_t len = 0, cap = 0, n;
-	char *buf = NULL, *grown;
-	int rc = 0;
-
-	*out = NULL;
-	*out_len = 0;
-	do {
-		if (len == cap) {
-			cap = cap ? cap * 2 : 1u << 16;
-			cap = cap > limit ? limit : cap;
-			grown = realloc(buf, cap);
-			if (!grown) {
-				rc = mb_error_set(err, MB_ENOMEM, path, "out of memory reading the file");
-				goto cleanup;
-			}
-			buf = grown;
-		}
-		n = fread(buf + len, 1, cap - len, f);
-		len += n;
-	} while (n > 0 && len < limit);
-	if (ferror(f)) {
-		rc = mb_error_set(err, MB_EIO, path, "cannot read: %s", strerror(errno ? errno : EIO));
-		goto cleanup;
-	}
-	if (len >= limit) {
-		rc = mb_error_set(err, MB_EINVAL, path, "refused: more than the %u bytes a JSON document may have",
-			MB_SCHEMA_FILE_MAX_BYTES);
-		goto cleanup;
-	}
-	*out = buf;
-	*out_len = len;
-	buf = NULL;
-cleanup:
-	free(buf);
-	return rc;
-}
-
 int mb_schema_load_file(json_t **out, const char *path, mb_error *err)
 {
-	struct stat st;
-	FILE *f = NULL;
 	char *text = NULL;
 	size_t len = 0;
 	int rc;
 
 	*out = NULL;
-	f = fopen(path, "rb");
-	if (!f) {
-		rc = mb_error_set(err, errno == ENOENT ? MB_ENOTFOUND : MB_EIO, path, "cannot read: %s", strerror(errno));
-		goto cleanup;
-	}
-	/* a regular file too large is refused before a byte of it is read */
-	if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > (off_t)MB_SCHEMA_FILE_MAX_BYTES) {
-		rc = mb_error_set(err, MB_EINVAL, path, "refused: %lld bytes, more than the %u a JSON document may have",
-			(long long)st.st_size, MB_SCHEMA_FILE_MAX_BYTES);
-		goto cleanup;
-	}
-	rc = read_capped(&text, &len, f, path, err);
+	rc = mb_read_file(&text, &len, path, MB_SCHEMA_FILE_MAX_BYTES, "a JSON document", err);
 	if (!rc)
 		rc = mb_schema_load_buffer(out, text, len, path, err);
-cleanup:
 	free(text);
-	if (f)
-		fclose(f);
 	return rc;
 }

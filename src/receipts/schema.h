@@ -81,10 +81,11 @@ int mb_schema_validate(const json_t *schema, const json_t *instance,
 /* Read any JSON document (object, array, string, number, boolean or null,
  * as draft-07 allows for schemas and instances) from `path`: `*out` is a
  * new value the caller owns, NULL on failure. Duplicate keys are refused.
- * Errors: MB_ENOTFOUND or MB_EIO, where = path, "cannot read: ...";
- * MB_EINVAL, where = "PATH:LINE:COLUMN", "not valid JSON: ...", or
- * where = path, "refused: ..." for a file over MB_SCHEMA_FILE_MAX_BYTES
- * (a regular file is refused before it is read). */
+ * The file is read by mb_read_file (receipts/receipt_io.h): a regular
+ * file of at most MB_SCHEMA_FILE_MAX_BYTES, refused unread otherwise.
+ * Errors: MB_ENOTFOUND, or MB_EIO (cannot open or read, not a regular
+ * file, too large), where = path; MB_EINVAL, where = "PATH:LINE:COLUMN",
+ * "not valid JSON: ...". */
 int mb_schema_load_file(json_t **out, const char *path, mb_error *err);
 
 /* The same from `len` bytes at `text`; `name` labels errors (the path). */

@@ -20,11 +20,25 @@
 #define T_BOUND_START 16.0
 #define T_BOUND_MAX 1e12
 
-static int cmp_double(const void *a, const void *b)
+int mb_stats_cmp_double(const void *a, const void *b)
 {
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return (x > y) - (x < y);
+}
+
+double mb_stats_quantile_sorted(const double *sorted, size_t n, double q)
+{
+	double pos;
+	size_t lo;
+
+	if (!n)
+		return NAN;
+	pos = q * (double)(n - 1);
+	lo = (size_t)floor(pos);
+	if (lo + 1 >= n)
+		return sorted[n - 1];
+	return sorted[lo] + (pos - (double)lo) * (sorted[lo + 1] - sorted[lo]);
 }
 
 static double *sorted_copy(const double *x, size_t n)
@@ -35,7 +49,7 @@ static double *sorted_copy(const double *x, size_t n)
 		return NULL;
 	if (n)
 		memcpy(c, x, n * sizeof(*c));
-	qsort(c, n, sizeof(*c), cmp_double);
+	qsort(c, n, sizeof(*c), mb_stats_cmp_double);
 	return c;
 }
 
@@ -105,7 +119,7 @@ int mb_stats_summarize(mb_summary *out, const double *x, size_t n, mb_error *err
 		dev[i] = fabs(s[i] - out->median);
 		sum += s[i];
 	}
-	qsort(dev, n, sizeof(*dev), cmp_double);
+	qsort(dev, n, sizeof(*dev), mb_stats_cmp_double);
 	out->mad = median_sorted(dev, n);
 	out->mean = sum / (double)n;
 	for (size_t i = 0; i < n; i++)
@@ -136,7 +150,7 @@ typedef struct tagged {
 
 static int cmp_tagged(const void *a, const void *b)
 {
-	return cmp_double(&((const tagged *)a)->v, &((const tagged *)b)->v);
+	return mb_stats_cmp_double(&((const tagged *)a)->v, &((const tagged *)b)->v);
 }
 
 static int rank_sum(rank_info *out, const double *x, size_t n1, const double *y,
@@ -402,8 +416,8 @@ int mb_stats_hodges_lehmann(mb_shift *out, const double *x, size_t n1,
 		}
 		ly[j] = log(y[j]);
 	}
-	qsort(lx, n1, sizeof(*lx), cmp_double);
-	qsort(ly, n2, sizeof(*ly), cmp_double);
+	qsort(lx, n1, sizeof(*lx), mb_stats_cmp_double);
+	qsort(ly, n2, sizeof(*ly), mb_stats_cmp_double);
 	total = n1 * n2;
 	if (total % 2)
 		med = kth_difference(lx, n1, ly, n2, total / 2 + 1);

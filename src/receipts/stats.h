@@ -68,6 +68,16 @@ int mb_stats_summarize(mb_summary *out, const double *x, size_t n, mb_error *err
 /* The median of `x` (copied and sorted; x is untouched). 0 for n == 0. */
 double mb_stats_median(const double *x, size_t n);
 
+/* The q-quantile (q in [0, 1]) of `sorted` (ascending), interpolated
+ * linearly between the order statistics around (n - 1) q; NAN for n == 0.
+ * The one quantile the harness's sampler, the ceilings and the report's
+ * box plots take. */
+double mb_stats_quantile_sorted(const double *sorted, size_t n, double q);
+
+/* qsort's order for doubles, ascending: every caller that sorts samples
+ * before taking quantiles sorts with it. */
+int mb_stats_cmp_double(const void *a, const void *b);
+
 typedef struct mb_quantile {
 	double p;          /* which quantile: 0.9 is p90 */
 	double value;      /* linear interpolation between order statistics (x[(n-1)p]) */

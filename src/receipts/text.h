@@ -1,6 +1,7 @@
 /* Small text helpers that the receipts code shares (diff reasons, verdict
- * reasons, report labels). Internal to src/receipts: nothing outside it
- * includes this header. */
+ * reasons, report labels, every printed duration). The harness's console
+ * formats its durations here too, so that a time reads the same on the
+ * live line and in every report. */
 #ifndef MB_RECEIPTS_TEXT_H
 #define MB_RECEIPTS_TEXT_H
 
@@ -20,5 +21,17 @@ void mb_text_appendf(char *buf, size_t len, const char *fmt, ...) __attribute__(
 /* "3.94 GiB", "101 MiB", "512 B" of |bytes| (the caller says which way);
  * "-" for NaN. */
 void mb_text_bytes(char *buf, size_t len, double bytes);
+
+/* "950 ns", "12.34 us", "1.234 ms", "2.500 s" (of |ns|, the sign kept);
+ * "-" for NaN. The one duration formatter. */
+void mb_text_duration(char *buf, size_t len, double ns);
+
+/* Median of a case from the receipt (NaN without timing). */
+double mb_text_median_ns(const json_t *kase);
+
+/* Short name of a receipt's revision: describe, else commit[0..12], else
+ * `fallback`. The pointer is borrowed from the receipt, or from one of two
+ * static slots (a printer shows base and head in one call). */
+const char *mb_text_revision(const json_t *receipt, const char *fallback);
 
 #endif

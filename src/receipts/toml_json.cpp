@@ -4,9 +4,11 @@
 // toml++ keeps a table's keys in a sorted std::map; we restore file order by
 // sorting on each key's source position, so that objects list keys the way
 // the author wrote them and messages walk a file top to bottom.
-// error.h has no C++ guards of its own; its functions have C linkage.
+// error.h and receipt_io.h have no C++ guards of their own; their functions
+// have C linkage.
 extern "C" {
 #include "receipts/error.h"
+#include "receipts/receipt_io.h"
 }
 #include "receipts/toml_json.h"
 
@@ -16,6 +18,7 @@ extern "C" {
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -243,44 +246,24 @@ int parse_text(json_t **out, std::string_view text, const char *name, mb_error *
 	}
 }
 
-// Read a whole file. 0, or an errno value.
-int read_file(std::string &out, const char *path)
-{
-	constexpr size_t chunk_bytes = 1 << 16;
-	int rc = 0;
-	FILE *f = std::fopen(path, "rb");
-	if (!f)
-		return errno;
-	char buf[chunk_bytes];
-	for (;;) {
-		const size_t n = std::fread(buf, 1, sizeof(buf), f);
-		out.append(buf, n);
-		if (n < sizeof(buf)) {
-			if (std::ferror(f))
-				rc = errno ? errno : EIO;
-			break;
-		}
-	}
-	std::fclose(f);
-	return rc;
-}
-
 } // namespace
 
-extern "C" int mb_toml_parse_file(json_t **out, const char *path, mb_error *err)
+extern "C" int mb_toml_parse_file(json_t **out, const char *path, size_t max_bytes, const char *what,
+	mb_error *err)
 {
+	char *text = nullptr;
+	size_t len = 0;
+	int rc;
+
 	*out = nullptr;
-	try {
-		std::string text;
-		const int e = read_file(text, path);
-		if (e)
-			return mb_error_set(err, MB_EIO, path, "cannot read: %s", std::strerror(e));
-		return parse_text(out, text, path, err);
-	} catch (const std::bad_alloc &) {
-		return mb_error_set(err, MB_ENOMEM, path, "out of memory while reading");
-	} catch (...) {
-		return mb_error_set(err, MB_EIO, path, "cannot read: unexpected failure");
-	}
+	rc = mb_read_file(&text, &len, path, max_bytes, what, err);
+	if (!rc && std::strlen(text) != len)
+		rc = mb_error_set(err, MB_EINVAL, path, "contains a NUL byte at offset %zu; a TOML file is text",
+			std::strlen(text));
+	if (!rc)
+		rc = parse_text(out, std::string_view(text, len), path, err);
+	std::free(text);
+	return rc;
 }
 
 extern "C" int mb_toml_parse_string(json_t **out, const char *text, const char *name,

@@ -9,6 +9,7 @@
 #define MB_RECEIPTS_TOML_JSON_H
 
 #include <jansson.h>
+#include <stddef.h>
 
 #include "receipts/error.h"
 
@@ -16,7 +17,11 @@
 extern "C" {
 #endif
 
-int mb_toml_parse_file(json_t **out, const char *path, mb_error *err);
+/* Read the TOML file at `path` through mb_read_file (receipts/receipt_io.h:
+ * a regular file of at most `max_bytes`, `what` naming its kind in the
+ * refusal: "a suite"), refuse a NUL byte (TOML is text), and parse it;
+ * `*out` belongs to the caller (NULL on failure). */
+int mb_toml_parse_file(json_t **out, const char *path, size_t max_bytes, const char *what, mb_error *err);
 int mb_toml_parse_string(json_t **out, const char *text, const char *name, mb_error *err);
 
 #ifdef __cplusplus

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "receipts/printer.h"
 #include "receipts/text.h"
 
 #define MAX_VALUES 64
@@ -1508,7 +1507,7 @@ void mb_verdict_saved_text(char *buf, size_t len, const mb_row_verdict *v)
 		snprintf(buf, len, "-");
 		return;
 	}
-	mb_print_duration(duration, sizeof(duration), v->saved_ns);
+	mb_text_duration(duration, sizeof(duration), v->saved_ns);
 	if (v->saved_basis == MB_SAVED_PER_STEP) {
 		snprintf(buf, len, "%s per step (%s, %s)", duration, v->saved_dtype, v->saved_mode);
 		if (v->saved_unweighted)

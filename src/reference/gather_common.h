@@ -11,7 +11,7 @@
 
 #include <stdlib.h>
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/traffic.h"
 
 enum { AX_B, AX_S, AX_N, AX_D };

@@ -77,7 +77,7 @@
 #define LCE_X86_AVX2 0
 #endif
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/parallel.h"
 #include "reference/reference.h"
 
@@ -839,7 +839,9 @@ static uint64_t lce_flops(const int64_t *a)
 }
 
 const mb_row mb_row_linear_cross_entropy = {
-	.name = "linear_cross_entropy",
+	MB_ROW_NAME(linear_cross_entropy,
+		"fp32 packed GEMMs on every core: z whole a panel at a time, dh and dW at the sampled rows; "
+		"sums over V in double; "),
 	.block = 'X',
 	.status = MB_ROW_EXPERIMENTAL,
 	.condition = NULL,
@@ -858,16 +860,12 @@ const mb_row mb_row_linear_cross_entropy = {
 	 * counts grow with the shape: no launch-by-launch model */
 	.traffic = NULL,
 	.flops = lce_flops,
-	.reference = mb_ref_linear_cross_entropy,
-	.oracle = mb_oracle_linear_cross_entropy,
 	/* every row of dW sums over all tokens, with every token's lse: all of
 	 * h, W and the labels, whatever rows are sampled; dW's sampled rows
 	 * are what keeps the reference at one full GEMM */
 	.reads = {[IN_H] = MB_READS_ALL, [IN_W] = MB_READS_ALL, [IN_LABELS] = MB_READS_ALL},
 	.tensor_flags = {[TENSOR_DW] = MB_TENSOR_FP32 | MB_TENSOR_SAMPLED},
-	.reference_name = "mb_ref_linear_cross_entropy (fp32 packed GEMMs on every core: z whole a panel at a time, "
-		"dh and dW at the sampled rows; sums over V in double; src/reference/linear_cross_entropy.c)",
-	.source_files = {"src/kernels/linear_cross_entropy.cu", "src/reference/linear_cross_entropy.c"},
+	.source_files = {MB_ROW_FILES(linear_cross_entropy)},
 	.tolerance = {
 		[MB_FP32] = {LCE_F32_ABS, LCE_F32_REL,
 			"fp32 sums of <= 256 + K/256 adds (over V in double): random walks under 1e-5 in z at 6 std, "
@@ -882,28 +880,33 @@ const mb_row mb_row_linear_cross_entropy = {
 	},
 	.n_variants = 4,
 	.variants = {
-		{"vocab_chunked", MB_VARIANT_FUSED, "cuda",
-			"4 GEMMs, never a [T,V] buffer, slots sized to 1/32 of materialized's with 1 MiB of cuBLAS "
-			"workspace: pass 1 over token blocks and vocab chunks of 8192 (cuBLAS logits chunk in bf16, "
-			"an online max/sum kernel writing exp(z - max) in place and rescaling the block's fp32 dh "
-			"accumulator, cuBLAS acc += E W_c), then a kernel for loss, lse and dh = acc/sum - W[y]; pass 2 "
-			"over vocab chunks (cuBLAS logits again, a kernel writing G in place, cuBLAS dW_c = G^T h "
-			"straight into the fp32 dW)",
-			3, {"lce_online", "lce_finish", "lce_grad"},
-			GPU_LAUNCH(mb_linear_cross_entropy_vocab_chunked_launch), 1u << MB_BF16, .library_kernels = true},
-		{"token_chunked", MB_VARIANT_FUSED, "cuda",
-			"3 GEMMs over chunks of tokens, slots sized to 1/32 of materialized's with 1 MiB of cuBLAS "
-			"workspace: per chunk cuBLAS logits [c,V] in bf16, materialized's lse and grad kernels, cuBLAS "
-			"dh = G W (split over vocab slices into fp32 partials, summed by a kernel, when c x H has too "
-			"few tiles), cuBLAS dW += G^T h_c into the fp32 dW (beta 0 on the first chunk)",
-			2, {"lce_lse", "lce_grad"},
-			GPU_LAUNCH(mb_linear_cross_entropy_token_chunked_launch), 1u << MB_BF16, .library_kernels = true},
-		{"materialized", MB_VARIANT_FALLBACK, "cuda",
-			"what a framework runs: cuBLAS logits into a bf16 [T,V] buffer, a per-row kernel for lse and loss "
-			"(fp32 math, 16-byte loads), a kernel writing softmax - onehot into the buffer in place (bf16), "
-			"then cuBLAS dh = G W (bf16) and dW = G^T h into the fp32 main grad (bf16 in, fp32 accumulate)",
-			2, {"lce_lse", "lce_grad"},
-			GPU_LAUNCH(mb_linear_cross_entropy_materialized_launch), 1u << MB_BF16, .library_kernels = true},
+		{.name = "vocab_chunked", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "4 GEMMs, never a [T,V] buffer, slots sized to 1/32 of materialized's "
+			"with 1 MiB of cuBLAS workspace: pass 1 over token blocks and vocab chunks of 8192 "
+			"(cuBLAS logits chunk in bf16, an online max/sum kernel writing exp(z - max) in place "
+			"and rescaling the block's fp32 dh accumulator, cuBLAS acc += E W_c), then a kernel "
+			"for loss, lse and dh = acc/sum - W[y]; pass 2 over vocab chunks (cuBLAS logits again, "
+			"a kernel writing G in place, cuBLAS dW_c = G^T h straight into the fp32 dW)",
+			.launches_per_call = 3, .kernel_patterns = {"lce_online", "lce_finish", "lce_grad"},
+			.launch = GPU_LAUNCH(mb_linear_cross_entropy_vocab_chunked_launch),
+			.dtype_mask = 1u << MB_BF16, .library_kernels = true},
+		{.name = "token_chunked", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "3 GEMMs over chunks of tokens, slots sized to 1/32 of materialized's "
+			"with 1 MiB of cuBLAS workspace: per chunk cuBLAS logits [c,V] in bf16, materialized's "
+			"lse and grad kernels, cuBLAS dh = G W (split over vocab slices into fp32 partials, "
+			"summed by a kernel, when c x H has too few tiles), cuBLAS dW += G^T h_c into the fp32 "
+			"dW (beta 0 on the first chunk)",
+			.launches_per_call = 2, .kernel_patterns = {"lce_lse", "lce_grad"},
+			.launch = GPU_LAUNCH(mb_linear_cross_entropy_token_chunked_launch),
+			.dtype_mask = 1u << MB_BF16, .library_kernels = true},
+		{.name = "materialized", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "what a framework runs: cuBLAS logits into a bf16 [T,V] buffer, a "
+			"per-row kernel for lse and loss (fp32 math, 16-byte loads), a kernel writing softmax "
+			"- onehot into the buffer in place (bf16), then cuBLAS dh = G W (bf16) and dW = G^T h "
+			"into the fp32 main grad (bf16 in, fp32 accumulate)",
+			.launches_per_call = 2, .kernel_patterns = {"lce_lse", "lce_grad"},
+			.launch = GPU_LAUNCH(mb_linear_cross_entropy_materialized_launch),
+			.dtype_mask = 1u << MB_BF16, .library_kernels = true},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -19,7 +19,7 @@
  * host's cores (4096 sampled tokens of 16 dot products of 4096). */
 #include <math.h>
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/parallel.h"
 #include "reference/pairwise.h"
 #include "reference/reference.h"
@@ -254,7 +254,7 @@ static uint64_t mhc_flops(const int64_t *a)
 }
 
 const mb_row mb_row_mhc_sinkhorn = {
-	.name = "mhc_sinkhorn",
+	MB_ROW_NAME(mhc_sinkhorn, "fp32, pairwise dot products, "),
 	.block = 'X',
 	.status = MB_ROW_EXPERIMENTAL,
 	.condition = NULL,
@@ -267,13 +267,10 @@ const mb_row mb_row_mhc_sinkhorn = {
 	.bytes = mhc_bytes,
 	.traffic = mhc_traffic,
 	.flops = mhc_flops,
-	.reference = mb_ref_mhc_sinkhorn,
-	.oracle = mb_oracle_mhc_sinkhorn,
 	/* P is read whole for every token, whatever T is (T = N*N would
 	 * otherwise make it look like a per-token input) */
 	.reads = {[IN_X] = MB_READS_AUTO, [IN_P] = MB_READS_ALL},
-	.reference_name = "mb_ref_mhc_sinkhorn (fp32, pairwise dot products, src/reference/mhc_sinkhorn.c)",
-	.source_files = {"src/kernels/mhc_sinkhorn.cu", "src/reference/mhc_sinkhorn.c"},
+	.source_files = {MB_ROW_FILES(mhc_sinkhorn)},
 	.tolerance = {
 		[MB_FP32] = {MHC_ABS, MHC_REL_F32,
 			"log S off by <= C(14u phi at 6 sigma + 6u exp + 40 half-steps x 10u), C = 4 the measured "
@@ -285,21 +282,22 @@ const mb_row mb_row_mhc_sinkhorn = {
 	},
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"a persistent grid of blocks, two an SM, each a token at a time: x loaded once (16-byte "
-			"cp.async into shared memory while the previous token is worked on, then registers), the "
-			"stream mean and the N*N dot products with P (from L1), a shuffle-and-shared-memory "
-			"reduction, exp and the Sinkhorn iterations in one warp's registers, then the mix from the "
-			"same registers and y written once",
-			1, {"mhc_sinkhorn_fused"}, GPU_LAUNCH(mb_mhc_sinkhorn_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"as a framework runs it: a projection reduction kernel (one block per token) writing exp(phi) to "
-			"an fp32 [T,N,N] buffer, a row-normalise and a column-normalise launch per iteration over it "
-			"(2I = 40), then the mixing launch reading x again",
-			2 + 2 * MHC_ITERATIONS,
-			{"mhc_sinkhorn_fb_project", "mhc_sinkhorn_fb_norm_rows", "mhc_sinkhorn_fb_norm_cols",
-				"mhc_sinkhorn_fb_mix"},
-			GPU_LAUNCH(mb_mhc_sinkhorn_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "a persistent grid of blocks, two an SM, each a token at a time: x "
+			"loaded once (16-byte cp.async into shared memory while the previous token is worked "
+			"on, then registers), the stream mean and the N*N dot products with P (from L1), a "
+			"shuffle-and-shared-memory reduction, exp and the Sinkhorn iterations in one warp's "
+			"registers, then the mix from the same registers and y written once",
+			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused"},
+			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "as a framework runs it: a projection reduction kernel (one block per "
+			"token) writing exp(phi) to an fp32 [T,N,N] buffer, a row-normalise and a "
+			"column-normalise launch per iteration over it (2I = 40), then the mixing launch "
+			"reading x again",
+			.launches_per_call = 2 + 2 * MHC_ITERATIONS,
+			.kernel_patterns = {"mhc_sinkhorn_fb_project", "mhc_sinkhorn_fb_norm_rows", "mhc_sinkhorn_fb_norm_cols", "mhc_sinkhorn_fb_mix"},
+			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -10,7 +10,7 @@
  * x1 = x[i] and x2 = x[i + Dr/2],
  *   out[i] = x1 * cos[i] - x2 * sin[i],  out[i + Dr/2] = x2 * cos[i] + x1 * sin[i].
  * One body serves both precisions; REAL is the arithmetic type. */
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -140,7 +140,7 @@ static uint64_t mla_flops(const int64_t *a)
 }
 
 const mb_row mb_row_mla_partial_rope = {
-	.name = "mla_partial_rope",
+	MB_ROW_NAME(mla_partial_rope, "fp32, "),
 	.block = 'A',
 	.status = MB_ROW_EXPERIMENTAL,
 	.summary = "MLA partial RoPE: q [T,H,Dn+Dr] and k_nope [T,H,Dn] + shared k_pe [T,Dr] to "
@@ -152,10 +152,7 @@ const mb_row mb_row_mla_partial_rope = {
 	.bytes = mla_bytes,
 	.traffic = mla_traffic,
 	.flops = mla_flops,
-	.reference = mb_ref_mla_partial_rope,
-	.oracle = mb_oracle_mla_partial_rope,
-	.reference_name = "mb_ref_mla_partial_rope (fp32, src/reference/mla_partial_rope.c)",
-	.source_files = {"src/kernels/mla_partial_rope.cu", "src/reference/mla_partial_rope.c"},
+	.source_files = {MB_ROW_FILES(mla_partial_rope)},
 	/* The Dn pass-through columns are copies (exact); the Dr columns are
 	 * rope_qk's math, so they carry its bound. */
 	.tolerance = {
@@ -168,16 +165,18 @@ const mb_row mb_row_mla_partial_rope = {
 	},
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one launch: split, rotate and concatenate q and k into q_out and k_out, k_pe broadcast from cache",
-			1, {"mla_partial_rope_fused"}, GPU_LAUNCH(mb_mla_partial_rope_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path: copy q_pe out, rotate q_pe and k_pe (a launch each), concatenate q_out and k_out (a "
-			"launch each); each a vectorized elementwise or copy kernel (16-byte accesses, 4 per thread, a grid "
-			"that covers its output once)",
-			5, {"mla_partial_rope_fallback_split", "mla_partial_rope_fallback_rotate",
-				"mla_partial_rope_fallback_concat"},
-			GPU_LAUNCH(mb_mla_partial_rope_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one launch: split, rotate and concatenate q and k into q_out and "
+			"k_out, k_pe broadcast from cache",
+			.launches_per_call = 1, .kernel_patterns = {"mla_partial_rope_fused"},
+			.launch = GPU_LAUNCH(mb_mla_partial_rope_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "plain path: copy q_pe out, rotate q_pe and k_pe (a launch each), "
+			"concatenate q_out and k_out (a launch each); each a vectorized elementwise or copy "
+			"kernel (16-byte accesses, 4 per thread, a grid that covers its output once)",
+			.launches_per_call = 5,
+			.kernel_patterns = {"mla_partial_rope_fallback_split", "mla_partial_rope_fallback_rotate", "mla_partial_rope_fallback_concat"},
+			.launch = GPU_LAUNCH(mb_mla_partial_rope_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/moe_alltoall.h"
-#include "kernels/row_common.h"
+#include "reference/moe_alltoall.h"
+#include "reference/row_common.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -35,7 +35,7 @@ enum { AX_T = MB_A2A_AX_T, AX_H = MB_A2A_AX_H, AX_E = MB_A2A_AX_E, AX_K = MB_A2A
 enum { IN_X, IN_LOGITS };
 enum { OUT_Y };
 
-/* ---- routing, shared with the harness (kernels/moe_alltoall.h) ---- */
+/* ---- routing, shared with the harness (reference/moe_alltoall.h) ---- */
 
 float mb_moe_a2a_bias(int64_t expert)
 {
@@ -113,7 +113,7 @@ int64_t mb_a2a_vendor_rows_per_peer(const mb_a2a_dims *d)
 	return d->T * d->K / d->G;
 }
 
-/* ---- the exact-dispatch check (kernels/moe_alltoall.h) -------------- */
+/* ---- the exact-dispatch check (reference/moe_alltoall.h) ------------ */
 
 int mb_a2a_routing_make(mb_a2a_routing *out, const mb_a2a_dims *d, const float *logits)
 {
@@ -610,7 +610,7 @@ static uint64_t a2a_flops(const int64_t *a)
 #define F32_NORMAL_MIN 0x1p-126
 
 const mb_row mb_row_moe_alltoall = {
-	.name = "moe_alltoall",
+	MB_ROW_NAME(moe_alltoall, "fp32, "),
 	.block = 'E',
 	.status = MB_ROW_EXPERIMENTAL,
 	.summary = "expert-parallel dispatch and combine over NCCL: x [T,H] per GPU to its top-K of E experts "
@@ -623,11 +623,8 @@ const mb_row mb_row_moe_alltoall = {
 	.bytes = a2a_bytes,
 	.traffic = a2a_traffic,
 	.flops = a2a_flops,
-	.reference = mb_ref_moe_alltoall,
-	.oracle = mb_oracle_moe_alltoall,
-	.reference_name = "mb_ref_moe_alltoall (fp32, src/reference/moe_alltoall.c)",
-	.source_files = {"src/kernels/moe_alltoall.cu", "src/reference/moe_alltoall.c",
-		"src/kernels/moe_alltoall.h", "src/harness/nccl_backend.c"},
+	.source_files = {MB_ROW_FILES(moe_alltoall), "src/kernels/moe_alltoall.h",
+		"src/harness/nccl_backend.c"},
 	/* Every term of y has the sign of x (w > 0, s >= 1): no cancellation,
 	 * so relative bounds hold element by element. The GPU variants use the
 	 * host's routing weights bit for bit. u = 2^-24 below; K <= 8. */
@@ -648,26 +645,32 @@ const mb_row mb_row_moe_alltoall = {
 	},
 	.n_variants = 5,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one kernel packs each token once per destination GPU with its local experts and weights "
-			"(block-reserved slots), counts exchanged and read by the host, one grouped ncclSend/ncclRecv "
-			"for the rows and metadata, the destination pre-sums its experts, one row per (token, GPU) "
-			"back, one kernel sums them into y",
-			6, {"moe_a2a_fused", "SendRecv"}, NULL, MB_DTYPE_ALL, .syncs_host = true},
-		{"grouped_sendrecv", MB_VARIANT_FALLBACK, "cuda",
-			"grouped ncclSend/ncclRecv as a framework's MoE layer: per-block expert counts and their scan, "
-			"per-(peer, expert) counts exchanged and read by the host, then one copy per (token, k) sorted "
-			"by expert (duplicates to one GPU included), grouped send/recv per peer for dispatch, the "
-			"expert scales each copy, grouped send/recv back, unpermute and weighted sum",
-			8, {"moe_a2a_fallback", "SendRecv"}, NULL, MB_DTYPE_ALL, .syncs_host = true},
-		{"nccl_alltoall", MB_VARIANT_VENDOR, "cuda",
-			"NCCL's own all-to-all on the fallback's bytes with equal counts per peer (ncclAlltoAll, NCCL "
-			">= 2.28), there and back: what NCCL reaches on this machine, no packing or expert",
-			2, {"nccl"}, NULL, MB_DTYPE_ALL, .library_kernels = true},
-		{"nccl_sendrecv", MB_VARIANT_VENDOR, "cuda",
-			"the same bytes with grouped ncclSend/ncclRecv of equal counts to every peer, as nccl-tests' "
-			"alltoall_perf, there and back",
-			2, {"SendRecv"}, NULL, MB_DTYPE_ALL, .library_kernels = true},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one kernel packs each token once per destination GPU with its local "
+			"experts and weights (block-reserved slots), counts exchanged and read by the host, "
+			"one grouped ncclSend/ncclRecv for the rows and metadata, the destination pre-sums its "
+			"experts, one row per (token, GPU) back, one kernel sums them into y",
+			.launches_per_call = 6, .kernel_patterns = {"moe_a2a_fused", "SendRecv"},
+			.dtype_mask = MB_DTYPE_ALL, .syncs_host = true},
+		{.name = "grouped_sendrecv", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "grouped ncclSend/ncclRecv as a framework's MoE layer: per-block expert "
+			"counts and their scan, per-(peer, expert) counts exchanged and read by the host, then "
+			"one copy per (token, k) sorted by expert (duplicates to one GPU included), grouped "
+			"send/recv per peer for dispatch, the expert scales each copy, grouped send/recv back, "
+			"unpermute and weighted sum",
+			.launches_per_call = 8, .kernel_patterns = {"moe_a2a_fallback", "SendRecv"},
+			.dtype_mask = MB_DTYPE_ALL, .syncs_host = true},
+		{.name = "nccl_alltoall", .kind = MB_VARIANT_VENDOR, .backend = "cuda",
+			.description = "NCCL's own all-to-all on the fallback's bytes with equal counts per "
+			"peer (ncclAlltoAll, NCCL >= 2.28), there and back: what NCCL reaches on this machine, "
+			"no packing or expert",
+			.launches_per_call = 2, .kernel_patterns = {"nccl"}, .dtype_mask = MB_DTYPE_ALL,
+			.library_kernels = true},
+		{.name = "nccl_sendrecv", .kind = MB_VARIANT_VENDOR, .backend = "cuda",
+			.description = "the same bytes with grouped ncclSend/ncclRecv of equal counts to every "
+			"peer, as nccl-tests' alltoall_perf, there and back",
+			.launches_per_call = 2, .kernel_patterns = {"SendRecv"}, .dtype_mask = MB_DTYPE_ALL,
+			.library_kernels = true},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -53,7 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/parallel.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
@@ -539,6 +539,7 @@ DEFINE_MOE_ROW_MODELS(moe_glu, MOE_SWIGLU)
  * could have the token count of rows at some shape, so say it); one set of
  * sources. */
 #define MOE_ROW_SHARED(models, row) \
+	MB_ROW_NAME_IN(row, moe_ffn, "fp32, sampled tokens grouped by expert, threaded, "), \
 	.block = 'E', \
 	.n_axes = 5, \
 	.axes = {"T", "H", "E", "K", "F"}, \
@@ -547,11 +548,8 @@ DEFINE_MOE_ROW_MODELS(moe_glu, MOE_SWIGLU)
 	.bytes = models##_bytes, \
 	.traffic = NULL, \
 	.flops = models##_flops, \
-	.reference = mb_ref_##row, \
-	.oracle = mb_oracle_##row, \
 	.reads = {[IN_W1] = MB_READS_ALL, [IN_W2] = MB_READS_ALL}, \
-	.source_files = {"src/kernels/moe_ffn.cu", "src/kernels/grouped_gemm_sm90.cuh", "src/kernels/grouped_gemm.cuh", \
-		"src/reference/moe_ffn.c"}
+	.source_files = {MB_ROW_FILES(moe_ffn), "src/kernels/grouped_gemm_sm90.cuh", "src/kernels/grouped_gemm.cuh"}
 
 /* Both rows' tolerances: fp32 the same, fp16 and bf16 MOE_SIGMAS of the
  * row's sigma bound in units of the storage rounding, plus y's rounding. */
@@ -565,26 +563,32 @@ DEFINE_MOE_ROW_MODELS(moe_glu, MOE_SWIGLU)
 /* The GPU variants' launches and kernels, one host path each in
  * src/kernels/moe_ffn.cu for both rows: only the activation pass's kernel
  * (standard) and the launch function differ. */
-#define MOE_FUSED_VARIANT(description, launch) \
-	{"fused", MB_VARIANT_FUSED, "cuda", description, \
-		6, {"moe_ffn_route", "moe_ffn_sort", "moe_ffn_grouped_gemm", "moe_ffn_combine"}, \
-		GPU_LAUNCH(launch), MOE_GPU_DTYPES, false, false}
-#define MOE_STANDARD_VARIANT(description, act_kernel, launch) \
-	{"standard", MB_VARIANT_FALLBACK, "cuda", description, \
-		5, {"moe_ffn_route", "moe_ffn_std_", act_kernel, "moe_ffn_lib_combine"}, \
-		GPU_LAUNCH(launch), MOE_GPU_DTYPES, true, true}
-#define MOE_CUBLAS_GROUPED_VARIANT(description, launch) \
-	{"cublas_grouped", MB_VARIANT_VENDOR, "cuda", description, \
-		6, {"moe_ffn_route", "moe_ffn_sort", "moe_ffn_cublas_gather", "moe_ffn_lib_"}, \
-		GPU_LAUNCH(launch), MOE_GPU_DTYPES, true, true}
+#define MOE_FUSED_VARIANT(what, launch_fn) \
+	{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda", \
+		.description = what, \
+		.launches_per_call = 6, \
+		.kernel_patterns = {"moe_ffn_route", "moe_ffn_sort", "moe_ffn_grouped_gemm", "moe_ffn_combine"}, \
+		.launch = GPU_LAUNCH(launch_fn), .dtype_mask = MOE_GPU_DTYPES}
+#define MOE_STANDARD_VARIANT(what, act_kernel, launch_fn) \
+	{.name = "standard", .kind = MB_VARIANT_FALLBACK, .backend = "cuda", \
+		.description = what, \
+		.launches_per_call = 5, \
+		.kernel_patterns = {"moe_ffn_route", "moe_ffn_std_", act_kernel, "moe_ffn_lib_combine"}, \
+		.launch = GPU_LAUNCH(launch_fn), .dtype_mask = MOE_GPU_DTYPES, .library_kernels = true, \
+		.syncs_host = true}
+#define MOE_CUBLAS_GROUPED_VARIANT(what, launch_fn) \
+	{.name = "cublas_grouped", .kind = MB_VARIANT_VENDOR, .backend = "cuda", \
+		.description = what, \
+		.launches_per_call = 6, \
+		.kernel_patterns = {"moe_ffn_route", "moe_ffn_sort", "moe_ffn_cublas_gather", "moe_ffn_lib_"}, \
+		.launch = GPU_LAUNCH(launch_fn), .dtype_mask = MOE_GPU_DTYPES, .library_kernels = true, \
+		.syncs_host = true}
 
 const mb_row mb_row_moe_ffn = {
-	.name = "moe_ffn",
 	.status = MB_ROW_KEEP,
 	.summary = "MoE expert FFN: biased top-K routing of x [T,H] by logits [T,E] (softmax over the K chosen), "
 		"y = sum_k w_k relu(x W1_e)^2 W2_e with W1 [E*H,F], W2 [E*F,H]; y [T,H]",
 	MOE_ROW_SHARED(moe, moe_ffn),
-	.reference_name = "mb_ref_moe_ffn (fp32, sampled tokens grouped by expert, threaded, src/reference/moe_ffn.c)",
 	.tolerance = MOE_TOLERANCES(MOE_SIGMA_BOUND,
 		"fp32 reference vs fp64 oracle, same routing: accumulation walks over H and F under 70u sigma "
 		"for H, F <= 8192, 10 sigma plus the weights' and the combine's roundings: 2^-14 abs",
@@ -618,14 +622,11 @@ const mb_row mb_row_moe_ffn = {
 };
 
 const mb_row mb_row_moe_ffn_swiglu = {
-	.name = "moe_ffn_swiglu",
 	.status = MB_ROW_KEEP,
 	.summary = "MoE expert FFN with SwiGLU experts: moe_ffn's routing of x [T,H] by logits [T,E], "
 		"y = sum_k w_k (silu(x W1g_e) * (x W1u_e)) W2_e with W1 [E*H,2F] (gate and up columns alternating "
 		"in blocks of 8), W2 [E*F,H]; y [T,H]",
 	MOE_ROW_SHARED(moe_glu, moe_ffn_swiglu),
-	.reference_name = "mb_ref_moe_ffn_swiglu (fp32, sampled tokens grouped by expert, threaded, "
-		"src/reference/moe_ffn.c)",
 	.tolerance = MOE_TOLERANCES(MOE_GLU_SIGMA_BOUND,
 		"fp32 reference vs fp64 oracle, same routing: moe_ffn's walks, reaching a through silu (Lipschitz "
 		"1.1) and u no more than through relu^2, plus the host silu's 5u: 2^-14 abs",

@@ -31,7 +31,7 @@
  * with four exponentials and a square root). */
 #include <math.h>
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/parallel.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
@@ -277,7 +277,7 @@ static uint64_t rs_flops(const int64_t *a)
 }
 
 const mb_row mb_row_recurrent_scan = {
-	.name = "recurrent_scan",
+	MB_ROW_NAME(recurrent_scan, "fp32, one sequential pass per sampled sequence, "),
 	.block = 'R',
 	.status = MB_ROW_EXPERIMENTAL,
 	.condition = NULL,
@@ -291,15 +291,11 @@ const mb_row mb_row_recurrent_scan = {
 	.bytes = rs_bytes,
 	.traffic = rs_traffic,
 	.flops = rs_flops,
-	.reference = mb_ref_recurrent_scan,
-	.oracle = mb_oracle_recurrent_scan,
 	/* a row of y reads its own row of x; the [1, D] parameters are read
 	 * whole (B*D = 1 would otherwise make them look like per-row inputs) */
 	.reads = {[IN_X] = MB_READS_AUTO, [IN_WA] = MB_READS_ALL, [IN_BA] = MB_READS_ALL, [IN_WI] = MB_READS_ALL,
 		[IN_BI] = MB_READS_ALL, [IN_LAMBDA] = MB_READS_ALL},
-	.reference_name = "mb_ref_recurrent_scan (fp32, one sequential pass per sampled sequence, "
-		"src/reference/recurrent_scan.c)",
-	.source_files = {"src/kernels/recurrent_scan.cu", "src/reference/recurrent_scan.c"},
+	.source_files = {MB_ROW_FILES(recurrent_scan)},
 	.tolerance = {
 		[MB_FP32] = {RS_F32_ABS, RS_REL_F32,
 			"6 sigma of the rounding walk: decay errors <= 12u amplified by 1/sqrt(1-a_max^2) = 212 "
@@ -316,19 +312,23 @@ const mb_row mb_row_recurrent_scan = {
 	},
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one pass: a persistent grid of warps, each taking whole sequences in chunks of 16 steps a lane "
-			"(16-byte loads, the next chunk's in flight); gates, decay and increment in registers with "
-			"three MUFU operations a step, a lane-local scan and a warp-shuffle scan of the affine "
-			"(decay product, state) pairs carried from chunk to chunk, then y written once",
-			1, {"recurrent_scan_fused"}, GPU_LAUNCH(mb_recurrent_scan_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"the RG-LRU as a compiled framework runs it with an associative scan: one elementwise launch "
-			"(both gates, softplus, log a, a and the multiplier in fp32; a stored in fp32, the gated, "
-			"normalised input in the dtype; vectorized, 16-byte accesses) and one scan launch over "
-			"(a, input) with fp32 state, the fused kernel's warp scan",
-			2, {"recurrent_scan_fb_gate", "recurrent_scan_fb_scan"},
-			GPU_LAUNCH(mb_recurrent_scan_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one pass: a persistent grid of warps, each taking whole sequences in "
+			"chunks of 16 steps a lane (16-byte loads, the next chunk's in flight); gates, decay "
+			"and increment in registers with three MUFU operations a step, a lane-local scan and a "
+			"warp-shuffle scan of the affine (decay product, state) pairs carried from chunk to "
+			"chunk, then y written once",
+			.launches_per_call = 1, .kernel_patterns = {"recurrent_scan_fused"},
+			.launch = GPU_LAUNCH(mb_recurrent_scan_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "the RG-LRU as a compiled framework runs it with an associative scan: "
+			"one elementwise launch (both gates, softplus, log a, a and the multiplier in fp32; a "
+			"stored in fp32, the gated, normalised input in the dtype; vectorized, 16-byte "
+			"accesses) and one scan launch over (a, input) with fp32 state, the fused kernel's "
+			"warp scan",
+			.launches_per_call = 2,
+			.kernel_patterns = {"recurrent_scan_fb_gate", "recurrent_scan_fb_scan"},
+			.launch = GPU_LAUNCH(mb_recurrent_scan_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

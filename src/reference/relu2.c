@@ -1,7 +1,7 @@
 /* Squared ReLU on x [R, C]: y = relu(x)^2 = (x > 0 ? x : 0)^2.
  * One body serves both precisions; REAL is the arithmetic type.
  * Worked by hand: x = (-2, 0.5, 3) gives y = (0, 0.25, 9). */
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -86,7 +86,7 @@ static uint64_t relu2_flops(const int64_t *a)
 }
 
 const mb_row mb_row_relu2 = {
-	.name = "relu2",
+	MB_ROW_NAME(relu2, "fp32, "),
 	.block = 'E',
 	.status = MB_ROW_EXPERIMENTAL,
 	.summary = "squared ReLU y = relu(x)^2 on x [R,C] (expert MLP activation)",
@@ -97,10 +97,7 @@ const mb_row mb_row_relu2 = {
 	.bytes = relu2_bytes,
 	.traffic = relu2_traffic,
 	.flops = relu2_flops,
-	.reference = mb_ref_relu2,
-	.oracle = mb_oracle_relu2,
-	.reference_name = "mb_ref_relu2 (fp32, src/reference/relu2.c)",
-	.source_files = {"src/kernels/relu2.cu", "src/reference/relu2.c"},
+	.source_files = {MB_ROW_FILES(relu2)},
 	/* relu of a stored value is that value or 0, both representable, so
 	 * the fallback's rounded temporary is exact and both paths round once:
 	 * the fp32 product x*x, then the store to the case dtype. */
@@ -114,13 +111,18 @@ const mb_row mb_row_relu2 = {
 	},
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda", "one launch: 16-byte loads of x, relu and square in fp32, 16-byte stores of y",
-			1, {"relu2_fused"}, GPU_LAUNCH(mb_relu2_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path (torch.relu, then .square()): a relu launch writes relu(x) (case dtype) into y, a square "
-			"launch squares it in place; each a vectorized elementwise kernel (16-byte accesses, 4 per thread, "
-			"a grid that covers the data once)",
-			2, {"relu2_fallback_relu", "relu2_fallback_square"}, GPU_LAUNCH(mb_relu2_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one launch: 16-byte loads of x, relu and square in fp32, 16-byte "
+			"stores of y",
+			.launches_per_call = 1, .kernel_patterns = {"relu2_fused"},
+			.launch = GPU_LAUNCH(mb_relu2_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "plain path (torch.relu, then .square()): a relu launch writes relu(x) "
+			"(case dtype) into y, a square launch squares it in place; each a vectorized "
+			"elementwise kernel (16-byte accesses, 4 per thread, a grid that covers the data once)",
+			.launches_per_call = 2,
+			.kernel_patterns = {"relu2_fallback_relu", "relu2_fallback_square"},
+			.launch = GPU_LAUNCH(mb_relu2_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -115,7 +115,7 @@ static uint64_t rms_flops(const int64_t *a)
 }
 
 const mb_row mb_row_residual_rmsnorm = {
-	.name = "residual_rmsnorm",
+	MB_ROW_NAME(residual_rmsnorm, "fp32, pairwise sum, "),
 	.block = 'X',
 	.status = MB_ROW_EXPERIMENTAL,
 	.summary = "h = x + r; y = h / sqrt(mean(h^2) + 1e-6) * w over the hidden axis; outputs y and h",
@@ -126,10 +126,7 @@ const mb_row mb_row_residual_rmsnorm = {
 	.bytes = rms_bytes,
 	.traffic = rms_traffic,
 	.flops = rms_flops,
-	.reference = mb_ref_residual_rmsnorm,
-	.oracle = mb_oracle_residual_rmsnorm,
-	.reference_name = "mb_ref_residual_rmsnorm (fp32, pairwise sum, src/reference/residual_rmsnorm.c)",
-	.source_files = {"src/kernels/residual_rmsnorm.cu", "src/reference/residual_rmsnorm.c"},
+	.source_files = {MB_ROW_FILES(residual_rmsnorm)},
 	.tolerance = {
 		[MB_FP32] = {16 * F32_EPS, 64 * F32_EPS,
 			"sum of squares with <= 64 sequential adds per partial (2^-24*64 relative), halved by the rsqrt, plus ~4 roundings for h, scale and weight"},
@@ -140,11 +137,16 @@ const mb_row mb_row_residual_rmsnorm = {
 	},
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda", "one launch: add, reduce, normalise, store y and h",
-			1, {"residual_rmsnorm_fused"}, GPU_LAUNCH(mb_residual_rmsnorm_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda", "plain path: an add launch writes h (a vectorized elementwise kernel), "
-			"an RMSNorm launch reads it back (one block per token, the row in registers, a warp-shuffle sum)",
-			2, {"residual_add", "rmsnorm"}, GPU_LAUNCH(mb_residual_rmsnorm_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one launch: add, reduce, normalise, store y and h",
+			.launches_per_call = 1, .kernel_patterns = {"residual_rmsnorm_fused"},
+			.launch = GPU_LAUNCH(mb_residual_rmsnorm_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "plain path: an add launch writes h (a vectorized elementwise kernel), "
+			"an RMSNorm launch reads it back (one block per token, the row in registers, a "
+			"warp-shuffle sum)",
+			.launches_per_call = 2, .kernel_patterns = {"residual_add", "rmsnorm"},
+			.launch = GPU_LAUNCH(mb_residual_rmsnorm_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/pairwise.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
@@ -193,7 +193,7 @@ static uint64_t bwd_flops(const int64_t *a)
 }
 
 const mb_row mb_row_residual_rmsnorm_bwd = {
-	.name = "residual_rmsnorm_bwd",
+	MB_ROW_NAME(residual_rmsnorm_bwd, "fp32, pairwise over H and over tokens, "),
 	.block = 'X',
 	.status = MB_ROW_EXPERIMENTAL,
 	.summary = "backward of h = x + r; y = h * rstd * w: dx (= dr, one tensor) = dh_in + rstd*(g - h*rstd^2*mean(g*h)) "
@@ -205,13 +205,10 @@ const mb_row mb_row_residual_rmsnorm_bwd = {
 	.bytes = bwd_bytes,
 	.traffic = bwd_traffic,
 	.flops = bwd_flops,
-	.reference = mb_ref_residual_rmsnorm_bwd,
-	.oracle = mb_oracle_residual_rmsnorm_bwd,
 	/* dw sums dy * h * rstd over every token, and rstd needs all of h: the
 	 * reference reads every row of dy and h whatever rows of dx it checks */
 	.reads = {[IN_DY] = MB_READS_ALL, [IN_H] = MB_READS_ALL},
-	.reference_name = "mb_ref_residual_rmsnorm_bwd (fp32, pairwise over H and over tokens, src/reference/residual_rmsnorm_bwd.c)",
-	.source_files = {"src/kernels/residual_rmsnorm_bwd.cu", "src/reference/residual_rmsnorm_bwd.c"},
+	.source_files = {MB_ROW_FILES(residual_rmsnorm_bwd)},
 	.tolerance = {
 		[MB_FP32] = {DW_ABS, 64 * F32_EPS,
 			"dx: terms under ~20, rstd and mean(g*h) each off by log2(H)/2+2 roundings: < 400u abs, inside; "
@@ -223,16 +220,21 @@ const mb_row mb_row_residual_rmsnorm_bwd = {
 	},
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one pass per token for dx with fp32 dw partials per block in registers, then a launch summing the partials",
-			2, {"residual_rmsnorm_bwd_fused", "residual_rmsnorm_bwd_dw_finalize"},
-			GPU_LAUNCH(mb_residual_rmsnorm_bwd_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path: an rstd launch, a dx launch reading rstd back (each one block per token, the row in "
-			"registers, warp-shuffle sums), a dw column-sum launch reading dy and h again (a grid that fills the "
-			"device, fp32 partials summed by the last block of each column strip)",
-			3, {"rmsnorm_bwd_rstd", "rmsnorm_bwd_dx", "rmsnorm_bwd_dw_colsum"},
-			GPU_LAUNCH(mb_residual_rmsnorm_bwd_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one pass per token for dx with fp32 dw partials per block in "
+			"registers, then a launch summing the partials",
+			.launches_per_call = 2,
+			.kernel_patterns = {"residual_rmsnorm_bwd_fused", "residual_rmsnorm_bwd_dw_finalize"},
+			.launch = GPU_LAUNCH(mb_residual_rmsnorm_bwd_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "plain path: an rstd launch, a dx launch reading rstd back (each one "
+			"block per token, the row in registers, warp-shuffle sums), a dw column-sum launch "
+			"reading dy and h again (a grid that fills the device, fp32 partials summed by the "
+			"last block of each column strip)",
+			.launches_per_call = 3,
+			.kernel_patterns = {"rmsnorm_bwd_rstd", "rmsnorm_bwd_dx", "rmsnorm_bwd_dw_colsum"},
+			.launch = GPU_LAUNCH(mb_residual_rmsnorm_bwd_fallback_launch),
+			.dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

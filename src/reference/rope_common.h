@@ -7,7 +7,7 @@
 #ifndef MB_REFERENCE_ROPE_COMMON_H
 #define MB_REFERENCE_ROPE_COMMON_H
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/traffic.h"
 
 /* sin_sign: the forward rotation, or its transpose (the gradient). */

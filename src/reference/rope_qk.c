@@ -137,7 +137,7 @@ uint64_t mb_rope_flops(const int64_t *a)
 }
 
 const mb_row mb_row_rope_qk = {
-	.name = "rope_qk",
+	MB_ROW_NAME(rope_qk, "fp32, "),
 	.block = 'A',
 	.status = MB_ROW_EXPERIMENTAL,
 	.summary = "rotate-half RoPE on Q [T,Hq,D] and K [T,Hk,D] with per-token cos/sin [T,D/2]",
@@ -148,24 +148,23 @@ const mb_row mb_row_rope_qk = {
 	.bytes = mb_rope_bytes,
 	.traffic = mb_rope_traffic,
 	.flops = mb_rope_flops,
-	.reference = mb_ref_rope_qk,
-	.oracle = mb_oracle_rope_qk,
-	.reference_name = "mb_ref_rope_qk (fp32, src/reference/rope_qk.c)",
-	.source_files = {"src/kernels/rope_qk.cu", "src/reference/rope_qk.c", "src/kernels/rope.cuh",
-		"src/reference/rope_common.h"},
+	.source_files = {MB_ROW_FILES(rope_qk), "src/kernels/rope.cuh", "src/reference/rope_common.h"},
 	.tolerance = MB_ROPE_TOLERANCE(
 		"x1*c - x2*s: two products and a sum of terms under 8, at most 3 roundings of 2^-24*8 each (FMA contraction moves them, not the bound)",
 		"the fp32 result rounded once to fp16: half an ulp is 2^-11 relative, plus the fp32 bound",
 		"the fp32 result rounded once to bf16: half an ulp is 2^-8 relative, plus the fp32 bound"),
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda", "one launch rotates Q and K, sharing the cos/sin loads",
-			1, {"rope_qk_fused"}, GPU_LAUNCH(mb_rope_qk_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path: Q then K, each rotate-half into the output, then a multiply-add over it (x*cos + "
-			"rotate_half(x)*sin); each a vectorized elementwise kernel (16-byte accesses, 4 per thread, a grid "
-			"that covers the tensor once)",
-			4, {"rope_rotate_half", "rope_mul_add"}, GPU_LAUNCH(mb_rope_qk_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one launch rotates Q and K, sharing the cos/sin loads",
+			.launches_per_call = 1, .kernel_patterns = {"rope_qk_fused"},
+			.launch = GPU_LAUNCH(mb_rope_qk_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "plain path: Q then K, each rotate-half into the output, then a "
+			"multiply-add over it (x*cos + rotate_half(x)*sin); each a vectorized elementwise "
+			"kernel (16-byte accesses, 4 per thread, a grid that covers the tensor once)",
+			.launches_per_call = 4, .kernel_patterns = {"rope_rotate_half", "rope_mul_add"},
+			.launch = GPU_LAUNCH(mb_rope_qk_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

@@ -38,7 +38,7 @@ static int rope_bwd_tensors(const int64_t *axis, mb_tensor_spec *t)
 }
 
 const mb_row mb_row_rope_qk_bwd = {
-	.name = "rope_qk_bwd",
+	MB_ROW_NAME(rope_qk_bwd, "fp32, "),
 	.block = 'A',
 	.status = MB_ROW_EXPERIMENTAL,
 	.summary = "backward of rotate-half RoPE: dQ [T,Hq,D] and dK [T,Hk,D] through the transposed rotation",
@@ -49,29 +49,28 @@ const mb_row mb_row_rope_qk_bwd = {
 	.bytes = mb_rope_bytes,
 	.traffic = mb_rope_traffic,
 	.flops = mb_rope_flops,
-	.reference = mb_ref_rope_qk_bwd,
-	.oracle = mb_oracle_rope_qk_bwd,
-	.reference_name = "mb_ref_rope_qk_bwd (fp32, src/reference/rope_qk_bwd.c)",
 	/* rope_common.h, the shared declarations and tolerance numbers, is
 	 * listed by rope_qk's row (four entries at most; provenance takes the
 	 * union of every row's). */
-	.source_files = {"src/kernels/rope_qk_bwd.cu", "src/reference/rope_qk_bwd.c", "src/kernels/rope.cuh",
-		"src/reference/rope_qk.c"},
+	.source_files = {MB_ROW_FILES(rope_qk_bwd), "src/kernels/rope.cuh", "src/reference/rope_qk.c"},
 	.tolerance = MB_ROPE_TOLERANCE(
 		"g1*c + g2*s: two products under 8 (|g| < 8, |c|, |s| <= 1) and their sum, each rounded once at 2^-24: <= 2^-24*(8+8) absolute plus 2^-24 relative; FMA contraction drops a rounding, never adds one",
 		"fp16 inputs multiply exactly in fp32 (11+11 bits), so the fp32 bound holds, then one rounding of the result to fp16: 2^-11 relative",
 		"bf16 inputs multiply exactly in fp32 (8+8 bits), so the fp32 bound holds, then one rounding of the result to bf16: 2^-8 relative"),
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one launch applies the transposed rotation to dQ and dK, sharing the cos/sin loads",
-			1, {"rope_qk_bwd_fused"}, GPU_LAUNCH(mb_rope_qk_bwd_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path: dQ then dK, each the transposed rotate-half into the output, then a multiply-add over "
-			"it; each a vectorized elementwise kernel (16-byte accesses, 4 per thread, a grid that covers the "
-			"tensor once)",
-			4, {"rope_qk_bwd_fallback_rotate_half_t", "rope_qk_bwd_fallback_mul_add"},
-			GPU_LAUNCH(mb_rope_qk_bwd_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one launch applies the transposed rotation to dQ and dK, sharing the "
+			"cos/sin loads",
+			.launches_per_call = 1, .kernel_patterns = {"rope_qk_bwd_fused"},
+			.launch = GPU_LAUNCH(mb_rope_qk_bwd_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "plain path: dQ then dK, each the transposed rotate-half into the "
+			"output, then a multiply-add over it; each a vectorized elementwise kernel (16-byte "
+			"accesses, 4 per thread, a grid that covers the tensor once)",
+			.launches_per_call = 4,
+			.kernel_patterns = {"rope_qk_bwd_fallback_rotate_half_t", "rope_qk_bwd_fallback_mul_add"},
+			.launch = GPU_LAUNCH(mb_rope_qk_bwd_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

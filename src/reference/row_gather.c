@@ -34,7 +34,7 @@ static int gather_row_traffic(const int64_t *a, mb_dtype dtype, const mb_variant
 }
 
 const mb_row mb_row_row_gather = {
-	.name = "row_gather",
+	MB_ROW_NAME(row_gather, "fp32, "),
 	.block = 'A',
 	/* drop: against a fallback written as a framework writes it, the fused
 	 * gather is slower at the largest nam56r shape (0.91x, bf16) and in fp32
@@ -49,25 +49,25 @@ const mb_row mb_row_row_gather = {
 	.bytes = gather_bytes,
 	.traffic = gather_row_traffic,
 	.flops = gather_flops,
-	.reference = mb_ref_row_gather,
-	.oracle = mb_oracle_row_gather,
 	/* an output row reads the source row its index names */
 	.reads = {MB_READS_INDEXED},
 	.index_input = 1,
-	.reference_name = "mb_ref_row_gather (fp32, src/reference/row_gather.c)",
-	.source_files = {"src/kernels/row_gather.cu", "src/reference/row_gather.c", "src/kernels/gather.cuh",
-		"src/reference/gather_common.h"},
+	.source_files = {MB_ROW_FILES(row_gather), "src/kernels/gather.cuh", "src/reference/gather_common.h"},
 	.tolerance = GATHER_TOLERANCE,
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one launch: a warp per output row reads its index once and copies the row with 16-byte accesses",
-			1, {"row_gather_fused"}, GPU_LAUNCH(mb_row_gather_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path: an element-wise gather, each output element reading its own index (torch.gather "
-			"with the index expanded to [B,N,D]), as a vectorized gather: a thread per 16-byte word of a row "
-			"where the row and addresses allow, 4 per thread, a grid that covers the output once",
-			1, {"row_gather_fallback"}, GPU_LAUNCH(mb_row_gather_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one launch: a warp per output row reads its index once and copies the "
+			"row with 16-byte accesses",
+			.launches_per_call = 1, .kernel_patterns = {"row_gather_fused"},
+			.launch = GPU_LAUNCH(mb_row_gather_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "plain path: an element-wise gather, each output element reading its "
+			"own index (torch.gather with the index expanded to [B,N,D]), as a vectorized gather: "
+			"a thread per 16-byte word of a row where the row and addresses allow, 4 per thread, a "
+			"grid that covers the output once",
+			.launches_per_call = 1, .kernel_patterns = {"row_gather_fallback"},
+			.launch = GPU_LAUNCH(mb_row_gather_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

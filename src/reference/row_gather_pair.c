@@ -38,7 +38,7 @@ static int pair_traffic(const int64_t *a, mb_dtype dtype, const mb_variant *v, m
 }
 
 const mb_row mb_row_row_gather_pair = {
-	.name = "row_gather_pair",
+	MB_ROW_NAME(row_gather_pair, "fp32, "),
 	.block = 'A',
 	/* drop: against a fallback written as a framework writes it, the fused
 	 * gather is slower at the largest nam56r shape (0.91x, bf16) and in fp32
@@ -53,27 +53,25 @@ const mb_row mb_row_row_gather_pair = {
 	.bytes = pair_bytes,
 	.traffic = pair_traffic,
 	.flops = gather_flops,
-	.reference = mb_ref_row_gather_pair,
-	.oracle = mb_oracle_row_gather_pair,
 	/* an output row reads the k and v rows its index names */
 	.reads = {MB_READS_INDEXED, MB_READS_INDEXED},
 	.index_input = 2,
-	.reference_name = "mb_ref_row_gather_pair (fp32, src/reference/row_gather_pair.c)",
 	/* the fallback launches row_gather's plain kernel; the four slots are
 	 * full, and row_gather's row lists src/reference/gather_common.h */
-	.source_files = {"src/kernels/row_gather_pair.cu", "src/reference/row_gather_pair.c", "src/kernels/row_gather.cu",
-		"src/kernels/gather.cuh"},
+	.source_files = {MB_ROW_FILES(row_gather_pair), "src/kernels/row_gather.cu", "src/kernels/gather.cuh"},
 	.tolerance = GATHER_TOLERANCE,
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one launch: a warp per output row reads its index once and copies the K row and the V row "
-			"with 16-byte accesses",
-			1, {"row_gather_pair_fused"}, GPU_LAUNCH(mb_row_gather_pair_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path: row_gather's element-wise gather launched once for K and once for V, "
-			"each output word reading its own index",
-			2, {"row_gather_fallback"}, GPU_LAUNCH(mb_row_gather_pair_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one launch: a warp per output row reads its index once and copies the "
+			"K row and the V row with 16-byte accesses",
+			.launches_per_call = 1, .kernel_patterns = {"row_gather_pair_fused"},
+			.launch = GPU_LAUNCH(mb_row_gather_pair_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "plain path: row_gather's element-wise gather launched once for K and "
+			"once for V, each output word reading its own index",
+			.launches_per_call = 2, .kernel_patterns = {"row_gather_fallback"},
+			.launch = GPU_LAUNCH(mb_row_gather_pair_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

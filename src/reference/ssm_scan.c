@@ -43,7 +43,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/parallel.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
@@ -405,7 +405,7 @@ static uint64_t ssm_flops(const int64_t *a)
 #define SSM_F32_REL (16 * F32_EPS)
 
 const mb_row mb_row_ssm_scan = {
-	.name = "ssm_scan",
+	MB_ROW_NAME(ssm_scan, "fp32, the recurrence step by step, "),
 	.block = 'M',
 	.status = MB_ROW_KEEP,
 	.condition = NULL,
@@ -420,14 +420,11 @@ const mb_row mb_row_ssm_scan = {
 	.bytes = ssm_bytes,
 	.traffic = ssm_traffic,
 	.flops = ssm_flops,
-	.reference = mb_ref_ssm_scan,
-	.oracle = mb_oracle_ssm_scan,
 	/* B, C, A and dt_bias are read whole whatever rows are sampled (their
 	 * rows are batches or nothing, not (b, head) sequences) */
 	.reads = {[IN_B] = MB_READS_ALL, [IN_C] = MB_READS_ALL, [IN_A] = MB_READS_ALL,
 		[IN_DT_BIAS] = MB_READS_ALL},
-	.reference_name = "mb_ref_ssm_scan (fp32, the recurrence step by step, src/reference/ssm_scan.c)",
-	.source_files = {"src/kernels/ssm_scan.cu", "src/reference/ssm_scan.c"},
+	.source_files = {MB_ROW_FILES(ssm_scan)},
 	.tolerance = {
 		[MB_FP32] = {SSM_F32_ABS, SSM_F32_REL,
 			"reference vs oracle only: coefficient errors <= 8u a step random-walk over decay products of mean lag "
@@ -442,24 +439,24 @@ const mb_row mb_row_ssm_scan = {
 	},
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one launch over chunks and (b, head): each sequence cut into segments of 64-step chunks that fill "
-			"the device (two CTAs an SM), a CTA each; a segment's CTA first runs a state-only pass over the "
-			"segment before it (the entering state, handed on between CTAs past two segments), then its chunks: "
-			"C B^T, the masked intra-chunk product, C times the entering state and the state update on tensor "
-			"cores (fp16 operands, fp32 accumulation), the [P, N] state in registers, the discretisation a chunk "
-			"ahead",
-			1, {"ssm_scan_fused"}, GPU_LAUNCH(mb_ssm_scan_fused_launch), 1u << MB_BF16, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"Mamba-2's chunked path (mamba_chunk_scan_combined, chunk 256), five launches through fp32 "
-			"workspace: discretize (cumulative log-decay, kappa, gamma), chunk_state, state_pass (sequential "
-			"over chunks), bmm (C B^T, lower-triangular tiles) and chunk_output; tensor cores with fp16 operands "
-			"where it multiplies matrices",
-			/* "ssm_scan_fb_chunk" names both chunk_state (launch 2) and
-			 * chunk_output (launch 5): a variant declares at most four */
-			5,
-			{"ssm_scan_fb_discretize", "ssm_scan_fb_chunk", "ssm_scan_fb_state_pass", "ssm_scan_fb_bmm"},
-			GPU_LAUNCH(mb_ssm_scan_fallback_launch), 1u << MB_BF16, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one launch over chunks and (b, head): each sequence cut into segments "
+			"of 64-step chunks that fill the device (two CTAs an SM), a CTA each; a segment's CTA "
+			"first runs a state-only pass over the segment before it (the entering state, handed "
+			"on between CTAs past two segments), then its chunks: C B^T, the masked intra-chunk "
+			"product, C times the entering state and the state update on tensor cores (fp16 "
+			"operands, fp32 accumulation), the [P, N] state in registers, the discretisation a "
+			"chunk ahead",
+			.launches_per_call = 1, .kernel_patterns = {"ssm_scan_fused"},
+			.launch = GPU_LAUNCH(mb_ssm_scan_fused_launch), .dtype_mask = 1u << MB_BF16},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "Mamba-2's chunked path (mamba_chunk_scan_combined, chunk 256), five "
+			"launches through fp32 workspace: discretize (cumulative log-decay, kappa, gamma), "
+			"chunk_state, state_pass (sequential over chunks), bmm (C B^T, lower-triangular tiles) "
+			"and chunk_output; tensor cores with fp16 operands where it multiplies matrices",
+			.launches_per_call = /* "ssm_scan_fb_chunk" names both chunk_state (launch 2) and * chunk_output (launch 5): a variant declares at most four */ 5,
+			.kernel_patterns = {"ssm_scan_fb_discretize", "ssm_scan_fb_chunk", "ssm_scan_fb_state_pass", "ssm_scan_fb_bmm"},
+			.launch = GPU_LAUNCH(mb_ssm_scan_fallback_launch), .dtype_mask = 1u << MB_BF16},
 		MB_REFERENCE_VARIANT,
 	},
 };

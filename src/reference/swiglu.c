@@ -6,7 +6,7 @@
  * ln 3 / (1 + 1/3) = 0.75 ln 3, so with u = 2 y = 1.5 ln 3. */
 #include <math.h>
 
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/reference.h"
 #include "reference/traffic.h"
 
@@ -118,7 +118,7 @@ static uint64_t swiglu_flops(const int64_t *a)
 }
 
 const mb_row mb_row_swiglu = {
-	.name = "swiglu",
+	MB_ROW_NAME(swiglu, "fp32, expf, "),
 	.block = 'E',
 	.status = MB_ROW_EXPERIMENTAL,
 	.summary = "y = silu(g) * u with g, u the two halves of each row of gu [T,2F]; y [T,F]",
@@ -129,10 +129,7 @@ const mb_row mb_row_swiglu = {
 	.bytes = swiglu_bytes,
 	.traffic = swiglu_traffic,
 	.flops = swiglu_flops,
-	.reference = mb_ref_swiglu,
-	.oracle = mb_oracle_swiglu,
-	.reference_name = "mb_ref_swiglu (fp32, expf, src/reference/swiglu.c)",
-	.source_files = {"src/kernels/swiglu.cu", "src/reference/swiglu.c"},
+	.source_files = {MB_ROW_FILES(swiglu)},
 	.tolerance = {
 		[MB_FP32] = {F32_NORMAL_MIN, SWIGLU_F32_REL,
 			"GPU expf <= 2 ulp + add, IEEE div, mul (7u) against glibc expf <= 1 ulp + the same (5u), no cancellation since 1+exp(-g) > 1: 13u with second-order terms"},
@@ -143,14 +140,20 @@ const mb_row mb_row_swiglu = {
 	},
 	.n_variants = 3,
 	.variants = {
-		{"fused", MB_VARIANT_FUSED, "cuda",
-			"one launch: 16-byte loads of both halves, silu and product in fp32 (accurate expf and IEEE division for fp32, __expf and __fdividef for fp16/bf16), 16-byte stores",
-			1, {"swiglu_fused"}, GPU_LAUNCH(mb_swiglu_fused_launch), MB_DTYPE_ALL, false, false},
-		{"fallback", MB_VARIANT_FALLBACK, "cuda",
-			"plain path (F.silu on the g view, then the multiply by u): a silu launch writes silu(g) (case dtype) "
-			"into y, a multiply launch scales it by u in place; each a vectorized elementwise kernel (16-byte "
-			"accesses, 4 per thread, a grid that covers the data once)",
-			2, {"swiglu_fallback_silu", "swiglu_fallback_mul"}, GPU_LAUNCH(mb_swiglu_fallback_launch), MB_DTYPE_ALL, false, false},
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one launch: 16-byte loads of both halves, silu and product in fp32 "
+			"(accurate expf and IEEE division for fp32, __expf and __fdividef for fp16/bf16), "
+			"16-byte stores",
+			.launches_per_call = 1, .kernel_patterns = {"swiglu_fused"},
+			.launch = GPU_LAUNCH(mb_swiglu_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
+			.description = "plain path (F.silu on the g view, then the multiply by u): a silu "
+			"launch writes silu(g) (case dtype) into y, a multiply launch scales it by u in place; "
+			"each a vectorized elementwise kernel (16-byte accesses, 4 per thread, a grid that "
+			"covers the data once)",
+			.launches_per_call = 2,
+			.kernel_patterns = {"swiglu_fallback_silu", "swiglu_fallback_mul"},
+			.launch = GPU_LAUNCH(mb_swiglu_fallback_launch), .dtype_mask = MB_DTYPE_ALL},
 		MB_REFERENCE_VARIANT,
 	},
 };

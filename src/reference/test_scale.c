@@ -1,7 +1,7 @@
 /* y = 2x: the math of the test-only rows that check the harness catches
  * wrong answers, zeros, faults and hangs. Doubling is exact in binary
  * floating point, so any difference at all is a wrong answer. */
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "kernels/test_rows_host.h"
 #include "reference/reference.h"
 
@@ -63,9 +63,13 @@ static uint64_t scale_flops(const int64_t *a)
 	.tolerance = {SCALE_EXACT, SCALE_EXACT, SCALE_EXACT}, \
 	.n_variants = 3, \
 	.variants = { \
-		{"fused", MB_VARIANT_FUSED, "cuda", what, 1, {kernel}, GPU_LAUNCH(fn), MB_DTYPE_ALL, false, false}, \
-		{"host", MB_VARIANT_FUSED, "cpu", what " (on the host, for tests without a GPU)", 0, {NULL}, \
-			host_fn, MB_DTYPE_ALL, false, false}, \
+		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda", \
+			.description = what, \
+			.launches_per_call = 1, .kernel_patterns = {kernel}, .launch = GPU_LAUNCH(fn), \
+			.dtype_mask = MB_DTYPE_ALL}, \
+		{.name = "host", .kind = MB_VARIANT_FUSED, .backend = "cpu", \
+			.description = what " (on the host, for tests without a GPU)", \
+			.launches_per_call = 0, .launch = host_fn, .dtype_mask = MB_DTYPE_ALL}, \
 		MB_REFERENCE_VARIANT, \
 	}, \
 }

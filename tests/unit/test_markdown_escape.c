@@ -7,6 +7,7 @@
 #include "receipts/diff.h"
 #include "receipts/policy.h"
 #include "receipts/printer.h"
+#include "receipts/report.h"
 #include "receipts/verdict.h"
 #include "mdcheck.h"
 #include "testutil.h"
@@ -162,6 +163,7 @@ static void test_report(void)
 		load("tests/golden/gate/wrong_answer/head.json")};
 	const char *names[3] = {"base.json", "head.json", "other.json"};
 	mb_policy policy;
+	mb_report model;
 	mb_error err;
 	char *text = NULL;
 	size_t len = 0;
@@ -177,7 +179,9 @@ static void test_report(void)
 		out = open_memstream(&text, &len);
 		CHECK(out != NULL);
 		if (out) {
-			CHECK_MSG(mb_print_report_markdown(out, r, names, 3, &policy, NULL, &err) == 0, "%s", err.text);
+			CHECK_MSG(mb_report_build(&model, r, names, 3, &policy, NULL, &err) == 0, "%s", err.text);
+			CHECK_MSG(mb_print_report_markdown(out, &model, &err) == 0, "%s", err.text);
+			mb_report_free(&model);
 			fclose(out);
 			CHECK_MSG(strstr(text, "## 2. other x\\|y"), "no second group's heading:\n%s", text);
 			CHECK_MSG(strstr(text, "### History across 2 revisions"), "no history:\n%s", text);

@@ -40,7 +40,7 @@ static float perturb(float v, float in, unsigned salt)
 
 #include "harness/input_rng.h"
 #include "kernels/catalog.h"
-#include "kernels/row_common.h"
+#include "reference/row_common.h"
 #include "reference/reference.h"
 #include "testutil.h"
 

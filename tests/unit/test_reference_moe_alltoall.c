@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/moe_alltoall.h"
+#include "reference/moe_alltoall.h"
 #include "harness/host_inputs.h"
 #include "reference/reference.h"
 #include "refcheck.h"

@@ -589,6 +589,32 @@ static bool better(const selector *a, const selector *b)
 	return a->named < b->named;
 }
 
+/* The selector at the odometer's position `idx` (one option per
+ * dimension), with its count of terms and of values named. */
+static void selector_at(selector *sel, const space *s, const size_t *idx)
+{
+	memset(sel, 0, sizeof(*sel));
+	for (int d = 0; d <= N_CAT; d++) {
+		sel->t[d] = s->options[d][idx[d]];
+		if (!sel->t[d].any) {
+			sel->terms++;
+			sel->named += d < N_CAT ? popcount64(sel->t[d].mask) : 1;
+		}
+	}
+}
+
+/* The odometer's next position over every dimension's options; false after
+ * the last. */
+static bool odometer_next(size_t *idx, const space *s)
+{
+	for (int d = 0; d <= N_CAT; d++) {
+		if (++idx[d] < s->n_options[d])
+			return true;
+		idx[d] = 0;
+	}
+	return false;
+}
+
 /* Every selector of at most `max_terms` terms; the best pure one in *best.
  * Stops at the first number of terms that covers every win. */
 static void search(const space *s, selector *best)
@@ -598,31 +624,17 @@ static void search(const space *s, selector *best)
 	memset(best, 0, sizeof(*best));
 	for (size_t want = 1; want <= N_CAT + 1; want++) {
 		memset(idx, 0, sizeof(idx));
-		for (;;) {
-			selector sel = {0};
-			size_t covered, d;
+		do {
+			selector sel;
+			size_t covered;
 
-			for (d = 0; d <= N_CAT; d++) {
-				sel.t[d] = s->options[d][idx[d]];
-				if (!sel.t[d].any) {
-					sel.terms++;
-					sel.named += d < N_CAT ? popcount64(sel.t[d].mask) : 1;
-				}
-			}
+			selector_at(&sel, s, idx);
 			if (sel.terms == want && pure(s, &sel, &covered)) {
 				sel.covered = covered;
 				if (!best->covered || better(&sel, best))
 					*best = sel;
 			}
-			/* the next combination, like an odometer */
-			for (d = 0; d <= N_CAT; d++) {
-				if (++idx[d] < s->n_options[d])
-					break;
-				idx[d] = 0;
-			}
-			if (d > N_CAT)
-				break;
-		}
+		} while (odometer_next(idx, s));
 		if (best->covered == s->n_win)
 			return;
 	}
@@ -738,31 +750,18 @@ static bool union_search(const space *s, selector *out_a, selector *out_b)
 
 	if (!pure_sel || !bits)
 		goto cleanup;
-	for (;;) {
-		selector sel = {0};
-		size_t covered, d;
+	do {
+		selector sel;
+		size_t covered;
 
-		for (d = 0; d <= N_CAT; d++) {
-			sel.t[d] = s->options[d][idx[d]];
-			if (!sel.t[d].any) {
-				sel.terms++;
-				sel.named += d < N_CAT ? popcount64(sel.t[d].mask) : 1;
-			}
-		}
+		selector_at(&sel, s, idx);
 		if (sel.terms >= 1 && sel.terms <= 2 && n_pure < UNION_CANDIDATES_MAX && pure(s, &sel, &covered)
 			&& covered) {
 			sel.covered = covered;
 			coverage(bits + n_pure * words, words, s, &sel);
 			pure_sel[n_pure++] = sel;
 		}
-		for (d = 0; d <= N_CAT; d++) {
-			if (++idx[d] < s->n_options[d])
-				break;
-			idx[d] = 0;
-		}
-		if (d > N_CAT)
-			break;
-	}
+	} while (odometer_next(idx, s));
 	for (size_t i = 0; i < n_pure; i++)
 		for (size_t j = i + 1; j < n_pure; j++) {
 			size_t covered = 0, cost = 16 * (pure_sel[i].terms + pure_sel[j].terms) + pure_sel[i].named

@@ -580,7 +580,7 @@ DEFINE_MOE_ROW_MODELS(moe_glu, MOE_SWIGLU)
 
 const mb_row mb_row_moe_ffn = {
 	.name = "moe_ffn",
-	.status = MB_ROW_EXPERIMENTAL,
+	.status = MB_ROW_KEEP,
 	.summary = "MoE expert FFN: biased top-K routing of x [T,H] by logits [T,E] (softmax over the K chosen), "
 		"y = sum_k w_k relu(x W1_e)^2 W2_e with W1 [E*H,F], W2 [E*F,H]; y [T,H]",
 	MOE_ROW_SHARED(moe, moe_ffn),
@@ -619,7 +619,7 @@ const mb_row mb_row_moe_ffn = {
 
 const mb_row mb_row_moe_ffn_swiglu = {
 	.name = "moe_ffn_swiglu",
-	.status = MB_ROW_EXPERIMENTAL,
+	.status = MB_ROW_KEEP,
 	.summary = "MoE expert FFN with SwiGLU experts: moe_ffn's routing of x [T,H] by logits [T,E], "
 		"y = sum_k w_k (silu(x W1g_e) * (x W1u_e)) W2_e with W1 [E*H,2F] (gate and up columns alternating "
 		"in blocks of 8), W2 [E*F,H]; y [T,H]",

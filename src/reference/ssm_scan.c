@@ -407,7 +407,7 @@ static uint64_t ssm_flops(const int64_t *a)
 const mb_row mb_row_ssm_scan = {
 	.name = "ssm_scan",
 	.block = 'M',
-	.status = MB_ROW_EXPERIMENTAL,
+	.status = MB_ROW_KEEP,
 	.condition = NULL,
 	.summary = "Mamba-3 trapezoidal selective scan: h_t = a_t h_{t-1} + b_t x_{t-1} B_{t-1}^T + c_t x_t B_t^T, "
 		"y_t = C_t h_t, a = exp(dt A), b = (1-lambda) dt a, c = lambda dt, dt = softplus(dt_raw + dt_bias), "

@@ -45,8 +45,8 @@
 #   heavy-ncu ncu's speed of light, occupancy, launch statistics, compute
 #             workload and warp states of each heavy row's fused kernel at
 #             its largest shape (two launches), with the instructions
-#             executed in all and on the XU (MUFU) pipe and the pipes'
-#             use; HEAVY_ROWS narrows the rows here too, NCU_ROWS further;
+#             executed in all and on the XU (MUFU) pipe, the pipes' use
+#             and the warp stall reasons per issue; HEAVY_ROWS narrows the rows here too, NCU_ROWS further;
 #             the MoE rows' grouped GEMM kernels' rates against the heavy
 #             phase's GEMM ceiling (moe_gemm_rate.py; run heavy first in
 #             the same call); for linear_cross_entropy, whose fused variants
@@ -193,6 +193,10 @@ for phase in "${@:-checks}"; do
 		ncu_metrics=smsp__inst_executed.sum,sm__inst_executed_pipe_xu.sum,smsp__issue_active.avg.pct_of_peak_sustained_active
 		ncu_metrics+=,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active
 		ncu_metrics+=,sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active
+		# where the warp cycles between issues go (WarpStateStats' own metrics, printed)
+		for r in barrier long_scoreboard short_scoreboard mio_throttle math_pipe_throttle wait not_selected lg_throttle; do
+			ncu_metrics+=,smsp__average_warps_issue_stalled_${r}_per_issue_active.ratio
+		done
 		for k in moe_ffn:moe_ffn_grouped_gemm moe_ffn_swiglu:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused \
 			recurrent_scan:recurrent_scan_fused mhc_sinkhorn:mhc_sinkhorn_fused; do
 			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",${k%%:*},"* ]] || continue
@@ -210,7 +214,7 @@ for phase in "${@:-checks}"; do
 					--set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0 -o "$out/$name.json"
 				pat="^  void|Duration|Throughput|Registers Per|Achieved Occupancy|inst_executed|issue_active|Stall"
 				pat+="|Warp Cycles|Spilling Requests|L1/TEX Hit|Shared Memory Configuration"
-				grep -E "$pat" "$out/$name.txt" | tail -n 30
+				grep -E "$pat" "$out/$name.txt" | tail -n 40
 			done
 		done
 		k=linear_cross_entropy

@@ -7,20 +7,23 @@
  * dtype. Axes, in catalog order: T, N, W, I. n = 2 or 4 here (other n:
  * cudaErrorInvalidValue, the case skipped); the reference takes up to 8.
  *
- * The fused kernel is a persistent grid of blocks of MHC_FUSED_THREADS
- * threads, two an SM, each taking tokens blockIdx.x, blockIdx.x +
- * gridDim.x, ...; thread k owns the 16-byte column vectors k,
- * k + MHC_FUSED_THREADS, ... (VPT of them) of every stream of a token. A
- * block loads the next token's x while it works on the current one, so
- * the token's serial phases (the reduction's barrier, the Sinkhorn warp)
- * overlap the stream loads and the other block's work. The stream mean
- * is a thread's own sum, each thread's partial dot products reduce over
- * the block (warp shuffles, then the warps in order through shared
- * memory), and one warp runs the Sinkhorn iterations on the n x n matrix
- * in its registers. P (128 KiB in bf16) is read by every token and stays
- * in L1: the fused kernel's x comes through L2 only (cp.async.cg), the
- * fallback's is loaded evict-first, y is stored so, and the kernels keep
- * as much L1 as their shared memory leaves.
+ * The fused kernel: a token is one block of MHC_FUSED_THREADS threads,
+ * thread k owning the 16-byte column vectors k, k + MHC_FUSED_THREADS, ...
+ * (VPT of them) of every stream: the stream mean is then a thread's own
+ * sum, each thread's partial dot products reduce over the block (warp
+ * shuffles, then the warps in order through shared memory), and one warp
+ * runs the Sinkhorn iterations on the n x n matrix; four blocks an SM hide
+ * one token's serial phases (the reduction's barrier, the Sinkhorn warp)
+ * behind the others' loads. P (128 KiB in bf16) is read by every token and
+ * stays in L1: x is loaded evict-first and y stored so, and the kernels
+ * keep as much L1 as their shared memory leaves.
+ *
+ * The fused_v2 variant (a candidate, to be measured against fused and then
+ * one of them removed) is the same kernel with the last vector of streams
+ * 1 .. n-1 of each thread waiting in shared memory instead of registers
+ * (token_x): at 64 registers (four blocks an SM) fused spills 40 bytes a
+ * thread at W = 4096 in bf16, local traffic through the L1 that holds P;
+ * fused_v2 spills 12 and gives 64 KiB of the SM's 256 to shared memory.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -34,13 +37,7 @@ enum { AX_T, AX_N, AX_W, AX_I };
 enum { IN_X, IN_P };
 enum { OUT_Y };
 
-/* The fused kernel's blocks: 8 warps, two blocks an SM (up to 128
- * registers: the token's x, 16 partial dot products and the P vectors in
- * flight; the next token's x waits in shared memory). Before, one block
- * a token (no prefetch: the next token's loads waited for a block to
- * end), 4 an SM at 64 registers: 0.346 ms at T = 16384 on the H200,
- * 0.727 of the memory ceiling. 16 warps a block at 64 registers spilled
- * 48 bytes, and x of two tokens in registers spilled at 128. */
+/* The fused kernel's blocks: 8 warps, one token each. */
 #define MHC_FUSED_THREADS 256
 /* The fallback's projection: one block of 8 warps a token. */
 #define MHC_FB_THREADS 256
@@ -48,10 +45,16 @@ enum { OUT_Y };
  * registers (cudaErrorInvalidValue: the case is skipped, not wrong). */
 #define MHC_MAX_VPT 4
 #define FULL_MASK 0xffffffffu
-/* The fused kernel's blocks an SM: two when a thread holds at most two
- * vectors a stream (W <= 4096 in bf16 and fp16, 2048 in fp32); with
- * more, one. */
-#define MHC_FUSED_MIN_BLOCKS(vpt) ((vpt) <= 2 ? 2 : 1)
+/* Blocks an SM the fused kernel is compiled for: four tokens in flight
+ * hide one token's serial phases behind the others' loads; a thread
+ * holding more than two vectors a stream needs more registers than that
+ * leaves (64). Measured at T = 16384, N = 4, W = 4096, bf16: four against
+ * three (64 registers against 80) on the H200, 0.347 against 0.365 ms; a
+ * persistent grid of two blocks an SM (128 registers, the next token
+ * prefetched by cp.async into shared memory, which took L1 from P) was
+ * slower still: 0.659 ms on an H100, 0.533 of its memory ceiling, where
+ * the fallback took 0.648 ms (git log of this file, 578b008). */
+#define MHC_FUSED_MIN_BLOCKS(vpt) ((vpt) <= 2 ? 4 : 1)
 /* Blocks an SM of the fallback's projection (one block per token). */
 #define MHC_FB_MIN_BLOCKS 1
 
@@ -88,11 +91,46 @@ __device__ __forceinline__ void store_streaming(T *p, const float (&in)[VEC])
 
 /* ---- the projection: xbar, phi, exp --------------------------------------- */
 
+/* A thread's vectors of a token's x, vector k of stream j at (j, k): in
+ * registers, but with STASH (16-byte vectors, two or more a stream) the
+ * last vector of streams 1 .. n-1 waits in shared memory, [n-1][THREADS]
+ * vectors written and read by their own thread only, so that the
+ * projection's dot products (16 sums, 8 means, the P vectors in flight)
+ * fit beside the rest without spilling. */
+template <int THREADS, typename T, int N, int VEC, int VPT, bool STASH> struct token_x {
+	static constexpr bool STASHED = STASH && VPT >= 2 && sizeof(T) * VEC == MB_VEC_BYTES;
+	static constexpr int STASH_VECTORS = STASHED ? (N - 1) * THREADS : 1;
+	mb_packed<T, VEC> r[N][VPT];
+	uint4 *stash;
+
+	__device__ __forceinline__ mb_packed<T, VEC> at(int j, int k) const
+	{
+		if constexpr (STASHED) {
+			if (j > 0 && k == VPT - 1) {
+				mb_packed<T, VEC> v;
+				v.w = stash[(j - 1) * THREADS + threadIdx.x];
+				return v;
+			}
+		}
+		return r[j][k];
+	}
+	__device__ __forceinline__ void set(int j, int k, const mb_packed<T, VEC> &v)
+	{
+		if constexpr (STASHED) {
+			if (j > 0 && k == VPT - 1) {
+				stash[(j - 1) * THREADS + threadIdx.x] = v.w;
+				return;
+			}
+		}
+		r[j][k] = v;
+	}
+};
+
 /* Thread k's vectors k + THREADS * v of every stream of token t (zero
  * past the row's end). */
-template <int THREADS, typename T, int N, int VEC, int VPT>
-__device__ __forceinline__ void load_token(mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ x, int64_t t,
-	int width)
+template <int THREADS, typename T, int N, int VEC, int VPT, bool STASH>
+__device__ __forceinline__ void load_token(token_x<THREADS, T, N, VEC, VPT, STASH> &xs, const T *__restrict__ x,
+	int64_t t, int width)
 {
 	const int nvec = width / VEC;
 	const T *base = x + t * N * (int64_t)width;
@@ -101,76 +139,10 @@ __device__ __forceinline__ void load_token(mb_packed<T, VEC> (&xs)[N][VPT], cons
 #pragma unroll
 		for (int k = 0; k < VPT; k++) {
 			const int v = threadIdx.x + k * THREADS;
+			mb_packed<T, VEC> vec{};
 			if (v < nvec)
-				load_streaming<T, VEC>(xs[j][k], base + (int64_t)j * width + (int64_t)v * VEC);
-			else
-				xs[j][k] = mb_packed<T, VEC>{};
-		}
-	}
-}
-
-/* The fused kernel's prefetch of 16-byte vectors: cp.async, global to
- * shared through L2 only (.cg), so that the next token's x waits in
- * shared memory, not in registers. Thread k copies the vectors it will
- * own (stage [N][VPT][THREADS]) and only it reads them back, after a
- * wait for its own copies: no barrier. It issues a vector's copies after
- * it has read the stage's previous contents of that vector into
- * registers and used them (project's after_xbar), so no copy lands on a
- * value not yet read. */
-__device__ __forceinline__ void cp_async16(void *smem, const void *gmem)
-{
-#ifdef MB_MHC_EMU
-	memcpy(smem, gmem, 16);
-#else
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(smem)),
-		"l"(gmem)
-		: "memory");
-#endif
-}
-
-__device__ __forceinline__ void cp_async_commit()
-{
-#ifndef MB_MHC_EMU
-	asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void cp_async_wait_all()
-{
-#ifndef MB_MHC_EMU
-	asm volatile("cp.async.wait_group 0;" ::: "memory");
-#endif
-}
-
-/* Thread k's vectors k + THREADS * kk of every stream of token t into the
- * stage; the last kk commits the group. */
-template <int THREADS, typename T, int N, int VEC, int VPT>
-__device__ __forceinline__ void stage_vectors(uint4 *stage, const T *__restrict__ x, int64_t t, int width, int kk)
-{
-	const int nvec = width / VEC, v = threadIdx.x + kk * THREADS;
-	const T *base = x + t * N * (int64_t)width + (int64_t)v * VEC;
-	if (v < nvec) {
-#pragma unroll
-		for (int j = 0; j < N; j++)
-			cp_async16(&stage[(j * VPT + kk) * THREADS + threadIdx.x], base + (int64_t)j * width);
-	}
-	if (kk == VPT - 1)
-		cp_async_commit();
-}
-
-template <int THREADS, typename T, int N, int VEC, int VPT>
-__device__ __forceinline__ void take_token(mb_packed<T, VEC> (&xs)[N][VPT], const uint4 *stage, int width)
-{
-	const int nvec = width / VEC;
-	cp_async_wait_all();
-#pragma unroll
-	for (int j = 0; j < N; j++) {
-#pragma unroll
-		for (int k = 0; k < VPT; k++) {
-			if ((int)threadIdx.x + k * THREADS < nvec)
-				xs[j][k].w = stage[(j * VPT + k) * THREADS + threadIdx.x];
-			else
-				xs[j][k] = mb_packed<T, VEC>{};
+				load_streaming<T, VEC>(vec, base + (int64_t)j * width + (int64_t)v * VEC);
+			xs.set(j, k, vec);
 		}
 	}
 }
@@ -204,13 +176,10 @@ template <int V> __device__ __forceinline__ float warp_sum_scatter(float (&v)[V]
  * and warps: unspecified). xbar adds the streams in order and scales by
  * 1/n (exact for n = 2, 4: the reference's division); each thread's dot
  * products run in order over its vectors, then a warp tree, then the
- * warps in order. `after_xbar(k)` runs once the thread's xbar of its
- * vector k is made, when the projection no longer needs xs[.][k] (the
- * fused kernel prefetches the next token's vectors k there). Ends with
- * every thread past one __syncthreads. */
-template <int THREADS, typename T, int N, int VEC, int VPT, class After>
-__device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ p,
-	int width, float (&red)[THREADS / MB_WARP_THREADS][N * N], After after_xbar)
+ * warps in order. Ends with every thread past one __syncthreads. */
+template <int THREADS, typename T, int N, int VEC, int VPT, bool STASH>
+__device__ __forceinline__ float project(const token_x<THREADS, T, N, VEC, VPT, STASH> &xs, const T *__restrict__ p,
+	int width, float (&red)[THREADS / MB_WARP_THREADS][N * N])
 {
 	constexpr int V = N * N;
 	const int nvec = width / VEC, lane = threadIdx.x % MB_WARP_THREADS, warp = threadIdx.x / MB_WARP_THREADS;
@@ -222,18 +191,17 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 #pragma unroll
 	for (int k = 0; k < VPT; k++) {
 		const int v = threadIdx.x + k * THREADS;
+		if (v >= nvec)
+			break;
 		float xb[VEC];
 #pragma unroll
 		for (int e = 0; e < VEC; e++) {
-			float s = xs[0][k].get(e);
+			float s = xs.at(0, k).get(e);
 #pragma unroll
 			for (int j = 1; j < N; j++)
-				s += xs[j][k].get(e);
+				s += xs.at(j, k).get(e);
 			xb[e] = s * (1.0f / N);
 		}
-		after_xbar(k);
-		if (v >= nvec)
-			continue;
 #pragma unroll
 		for (int q = 0; q < V; q++) {
 			mb_packed<T, VEC> pv;
@@ -326,32 +294,27 @@ __device__ __forceinline__ void sinkhorn_warp(float phi, int iters, float *__res
 	}
 }
 
-/* y_t[i] = sum_j S[i][j] x_t[j] for the thread's vectors, S in shared
- * memory: a row of it at a time in registers, beside the token's x. */
-template <int THREADS, typename T, int N, int VEC, int VPT>
-__device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT], const float *s, T *__restrict__ y,
-	int64_t t, int width)
+/* y_t[i] = sum_j S[i][j] x_t[j] for the thread's vectors, S in registers. */
+template <int THREADS, typename T, int N, int VEC, int VPT, bool STASH>
+__device__ __forceinline__ void mix_store(const token_x<THREADS, T, N, VEC, VPT, STASH> &xs, const float (&s)[N * N],
+	T *__restrict__ y, int64_t t, int width)
 {
 	const int nvec = width / VEC;
 	T *base = y + t * N * (int64_t)width;
 #pragma unroll
-	for (int i = 0; i < N; i++) {
-		float row[N];
+	for (int k = 0; k < VPT; k++) {
+		const int v = threadIdx.x + k * THREADS;
+		if (v >= nvec)
+			break;
 #pragma unroll
-		for (int j = 0; j < N; j++)
-			row[j] = s[i * N + j];
-#pragma unroll
-		for (int k = 0; k < VPT; k++) {
-			const int v = threadIdx.x + k * THREADS;
-			if (v >= nvec)
-				break;
+		for (int i = 0; i < N; i++) {
 			float out[VEC];
 #pragma unroll
 			for (int e = 0; e < VEC; e++) {
-				float acc = row[0] * xs[0][k].get(e);
+				float acc = s[i * N] * xs.at(0, k).get(e);
 #pragma unroll
 				for (int j = 1; j < N; j++)
-					acc = fmaf(row[j], xs[j][k].get(e), acc);
+					acc = fmaf(s[i * N + j], xs.at(j, k).get(e), acc);
 				out[e] = acc;
 			}
 			store_streaming<T, VEC>(base + (int64_t)i * width + (int64_t)v * VEC, out);
@@ -359,76 +322,52 @@ __device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT],
 	}
 }
 
-/* ---- fused: a persistent block takes a token at a time ---------------------- */
+/* ---- fused: one block per token ------------------------------------------- */
 
-/* Shared memory a block's prefetch takes: the stage of a token's x when
- * its vectors are 16 bytes (cp.async), none on the scalar path (which
- * prefetches into registers). */
-template <typename T, int N, int VEC, int VPT> __host__ __device__ constexpr size_t stage_bytes()
+/* Token blockIdx.x: x into registers (part of it into `stash` with
+ * STASH: token_x), the projection, the Sinkhorn warp, S into registers,
+ * the mix and y. */
+template <typename T, int N, int VEC, int VPT, bool STASH>
+__device__ __forceinline__ void fused_token(const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y,
+	int width, int iters, uint4 *stash)
 {
-	return sizeof(T) * VEC == MB_VEC_BYTES ? (size_t)N * VPT * MHC_FUSED_THREADS * MB_VEC_BYTES : 0;
-}
-
-template <typename T, int N, int VEC, int VPT>
-__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_kernel(
-	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters, int64_t tokens)
-{
-	constexpr bool STAGED = stage_bytes<T, N, VEC, VPT>() > 0;
-#ifdef MB_MHC_EMU
-	uint4 *stage = reinterpret_cast<uint4 *>(dyn_smem());
-#else
-	extern __shared__ uint4 stage[];
-#endif
 	__shared__ float red[MHC_FUSED_THREADS / MB_WARP_THREADS][N * N];
 	__shared__ float s_shared[N * N];
-	mb_packed<T, VEC> xs[N][VPT], xn[STAGED ? 1 : N][STAGED ? 1 : VPT] = {};
-	int64_t t = blockIdx.x;
+	token_x<MHC_FUSED_THREADS, T, N, VEC, VPT, STASH> xs;
+	float s[N * N];
+	const int64_t t = blockIdx.x;
 
-	if (t >= tokens)
-		return;
-	if constexpr (STAGED) {
+	xs.stash = stash;
+	load_token(xs, x, t, width);
+	const float phi = project(xs, p, width, red);
+	if (threadIdx.x < MB_WARP_THREADS)
+		sinkhorn_warp<N>(phi, iters, s_shared);
+	__syncthreads();
 #pragma unroll
-		for (int kk = 0; kk < VPT; kk++)
-			stage_vectors<MHC_FUSED_THREADS, T, N, VEC, VPT>(stage, x, t, width, kk);
-		take_token<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, stage, width);
-	} else {
-		load_token<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, x, t, width);
-	}
-	for (;;) {
-		const int64_t next = t + gridDim.x;
+	for (int q = 0; q < N * N; q++)
+		s[q] = s_shared[q];
+	mix_store(xs, s, y, t, width);
+}
 
-		/* the next token's loads go out as soon as this one's xbar of
-		 * the same vectors is made; warp 0 reads red after the
-		 * projection's barrier and before the one below, which every
-		 * thread passes before it writes red for the next token;
-		 * s_shared is read after that barrier and written again only
-		 * after the next token's projection barrier */
-		const float phi = project<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, p, width, red, [&](int kk) {
-			if (next < tokens) {
-				if constexpr (STAGED)
-					stage_vectors<MHC_FUSED_THREADS, T, N, VEC, VPT>(stage, x, next, width, kk);
-				else if (kk == VPT - 1)
-					load_token<MHC_FUSED_THREADS, T, N, VEC, VPT>(xn, x, next, width);
-			}
-		});
-		if (threadIdx.x < MB_WARP_THREADS)
-			sinkhorn_warp<N>(phi, iters, s_shared);
-		__syncthreads();
-		mix_store<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, s_shared, y, t, width);
-		if (next >= tokens)
-			break;
-		t = next;
-		if constexpr (STAGED) {
-			take_token<MHC_FUSED_THREADS, T, N, VEC, VPT>(xs, stage, width);
-		} else {
-#pragma unroll
-			for (int j = 0; j < N; j++) {
-#pragma unroll
-				for (int k = 0; k < VPT; k++)
-					xs[j][k] = xn[j][k];
-			}
-		}
-	}
+/* fused: x in registers (40 bytes a thread spilled at W = 4096 in bf16,
+ * ptxas for sm_90 in CUDA 13.0). */
+template <typename T, int N, int VEC, int VPT>
+__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_kernel(
+	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
+{
+	fused_token<T, N, VEC, VPT, false>(x, p, y, width, iters, nullptr);
+}
+
+/* fused_v2: the last vector of streams 1 .. n-1 stashed in shared memory
+ * (12 KiB a block for n = 4 at W = 4096 in bf16; 12 bytes a thread
+ * spilled). */
+template <typename T, int N, int VEC, int VPT>
+__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_v2_kernel(
+	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
+{
+	__shared__ uint4 stash[token_x<MHC_FUSED_THREADS, T, N, VEC, VPT, true>::STASH_VECTORS];
+
+	fused_token<T, N, VEC, VPT, true>(x, p, y, width, iters, stash);
 }
 
 #ifndef MB_MHC_EMU
@@ -449,46 +388,36 @@ template <typename K> static void prefer_l1(K kernel, bool *done)
 	}
 }
 
-/* Shared memory an SM's carveout keeps for each fused block beyond its
- * stage: its static arrays and the 1 KiB the driver reserves a block. */
-#define MHC_BLOCK_SMEM_SLACK 2048
+/* Shared memory the driver reserves a block, and an SM's most. */
+#define MHC_DRIVER_SMEM_PER_BLOCK 1024
 #define MHC_SMEM_PER_SM_MAX (228 * 1024)
 
-/* The persistent grid: every resident block, or one per token if there
- * are fewer. The fused kernel's shared memory (its stage) is set once:
- * the dynamic size, and a carveout just large enough for
- * MHC_FUSED_MIN_BLOCKS of them (the rest of the 256 KiB stays L1, for
- * P). `per_sm` caches the occupancy then. All on the first call, which
- * the harness makes outside any capture; a refused setting only costs
- * speed, and the occupancy asked after it says what runs. */
-template <typename T, int N, int VEC, int VPT>
+/* One block per token (STASH: fused_v2's kernel). The carveout, set on
+ * the kernel's first call (outside any capture: the harness warms up
+ * first): shared memory just enough for MHC_FUSED_MIN_BLOCKS blocks (8 KiB
+ * for fused, 64 KiB for fused_v2's stash), the rest L1, for P. A refused
+ * setting only costs speed. */
+template <typename T, int N, int VEC, int VPT, bool STASH>
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	static int per_sm;
-	constexpr size_t smem = stage_bytes<T, N, VEC, VPT>();
-	auto kernel = mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>;
-	int device = 0, sms = 0;
-	cudaError_t ce;
+	static bool carveout;
+	auto kernel = STASH ? mb_mhc_sinkhorn_fused_v2_kernel<T, N, VEC, VPT> : mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>;
+	cudaFuncAttributes attr;
 
-	if ((ce = cudaGetDevice(&device)) != cudaSuccess ||
-		(ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess)
-		return (int)ce;
-	if (per_sm == 0) {
-		const size_t want = (smem + MHC_BLOCK_SMEM_SLACK) * MHC_FUSED_MIN_BLOCKS(VPT);
-		const int percent = (int)((want * 100 + MHC_SMEM_PER_SM_MAX - 1) / MHC_SMEM_PER_SM_MAX);
-		if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) != cudaSuccess ||
-			cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-				percent > 100 ? 100 : percent) != cudaSuccess)
+	if (!carveout) {
+		carveout = true;
+		if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
 			(void)cudaGetLastError();
-		if ((ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, MHC_FUSED_THREADS, smem)) !=
-			cudaSuccess)
-			return (int)ce;
+		} else {
+			const size_t want = (attr.sharedSizeBytes + MHC_DRIVER_SMEM_PER_BLOCK) * MHC_FUSED_MIN_BLOCKS(VPT);
+			const int percent = (int)((want * 100 + MHC_SMEM_PER_SM_MAX - 1) / MHC_SMEM_PER_SM_MAX);
+			if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+				    percent > 100 ? 100 : percent) != cudaSuccess)
+				(void)cudaGetLastError();
+		}
 	}
-	int64_t blocks = (int64_t)sms * (per_sm > 0 ? per_sm : 1);
-	if (blocks > axis[AX_T])
-		blocks = axis[AX_T];
-	kernel<<<(unsigned)blocks, MHC_FUSED_THREADS, smem, stream>>>((const T *)in[IN_X], (const T *)in[IN_P],
-		(T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I], axis[AX_T]);
+	kernel<<<(unsigned)axis[AX_T], MHC_FUSED_THREADS, 0, stream>>>((const T *)in[IN_X], (const T *)in[IN_P],
+		(T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I]);
 	return (int)cudaGetLastError();
 }
 
@@ -504,11 +433,11 @@ __global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS) mb_mhc_sink
 	const T *__restrict__ x, const T *__restrict__ p, float *__restrict__ m, int width)
 {
 	__shared__ float red[MHC_FB_THREADS / MB_WARP_THREADS][N * N];
-	mb_packed<T, VEC> xs[N][VPT];
+	token_x<MHC_FB_THREADS, T, N, VEC, VPT, false> xs;
 	const int64_t t = blockIdx.x;
 
-	load_token<MHC_FB_THREADS, T, N, VEC, VPT>(xs, x, t, width);
-	const float phi = project<MHC_FB_THREADS, T, N, VEC, VPT>(xs, p, width, red, [](int) {});
+	load_token(xs, x, t, width);
+	const float phi = project(xs, p, width, red);
 	if (threadIdx.x < N * N)
 		m[t * N * N + threadIdx.x] = expf(phi);
 }
@@ -637,38 +566,48 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 
 typedef int (*mhc_launch_fn)(cudaStream_t, const int64_t *, const void *const *, void *const *);
 
+enum { MHC_FALLBACK, MHC_FUSED, MHC_FUSED_V2 };
+
+/* The launcher of variant KIND for VPT vectors a thread. */
+template <typename T, int N, int VEC, int VPT, int KIND> static mhc_launch_fn launcher()
+{
+	if (KIND == MHC_FALLBACK)
+		return fallback_launch<T, N, VEC, VPT>;
+	return fused_launch<T, N, VEC, VPT, KIND == MHC_FUSED_V2>;
+}
+
 /* The instantiation for n streams, VEC-element vectors and VPT vectors a
  * thread: the fewest VPT that cover a stream's W/VEC vectors with the
  * kernel's threads. */
-template <typename T, int N, int VEC, bool FUSED>
+template <typename T, int N, int VEC, int KIND>
 static int pick_vpt(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	const int64_t nvec = axis[AX_W] / VEC, threads = FUSED ? MHC_FUSED_THREADS : MHC_FB_THREADS;
+	const int64_t nvec = axis[AX_W] / VEC, threads = KIND == MHC_FALLBACK ? MHC_FB_THREADS : MHC_FUSED_THREADS;
 	mhc_launch_fn fn = NULL;
 
 	if (nvec <= threads)
-		fn = FUSED ? fused_launch<T, N, VEC, 1> : fallback_launch<T, N, VEC, 1>;
+		fn = launcher<T, N, VEC, 1, KIND>();
 	else if (nvec <= 2 * threads)
-		fn = FUSED ? fused_launch<T, N, VEC, 2> : fallback_launch<T, N, VEC, 2>;
+		fn = launcher<T, N, VEC, 2, KIND>();
 	else if (nvec <= MHC_MAX_VPT * threads)
-		fn = FUSED ? fused_launch<T, N, VEC, 4> : fallback_launch<T, N, VEC, 4>;
+		fn = launcher<T, N, VEC, 4, KIND>();
 	if (!fn)
 		return (int)cudaErrorInvalidValue;
 	return fn(stream, axis, in, out);
 }
 
-template <typename T, int N, bool FUSED>
+template <typename T, int N, int KIND>
 static int pick_vec(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	constexpr int vec = mb_vec16_elems<T>();
 	/* 16-byte accesses need aligned bases and streams of whole vectors;
 	 * other widths run the same kernels one element per access */
 	if (mb_aligned16(in[IN_X]) && mb_aligned16(in[IN_P]) && mb_aligned16(out[OUT_Y]) && axis[AX_W] % vec == 0)
-		return pick_vpt<T, N, vec, FUSED>(stream, axis, in, out);
-	return pick_vpt<T, N, 1, FUSED>(stream, axis, in, out);
+		return pick_vpt<T, N, vec, KIND>(stream, axis, in, out);
+	return pick_vpt<T, N, 1, KIND>(stream, axis, in, out);
 }
 
-template <typename T, bool FUSED>
+template <typename T, int KIND>
 static int dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	if (axis[AX_T] < 1 || axis[AX_T] > INT32_MAX || axis[AX_W] < 1 || axis[AX_W] > INT32_MAX || axis[AX_I] < 0 ||
@@ -676,9 +615,9 @@ static int dispatch(cudaStream_t stream, const int64_t *axis, const void *const 
 		return (int)cudaErrorInvalidValue;
 	switch (axis[AX_N]) {
 	case 2:
-		return pick_vec<T, 2, FUSED>(stream, axis, in, out);
+		return pick_vec<T, 2, KIND>(stream, axis, in, out);
 	case 4:
-		return pick_vec<T, 4, FUSED>(stream, axis, in, out);
+		return pick_vec<T, 4, KIND>(stream, axis, in, out);
 	default:
 		return (int)cudaErrorInvalidValue;
 	}
@@ -687,19 +626,31 @@ static int dispatch(cudaStream_t stream, const int64_t *axis, const void *const 
 template <typename T>
 static int fused_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	return dispatch<T, true>(stream, axis, in, out);
+	return dispatch<T, MHC_FUSED>(stream, axis, in, out);
+}
+
+template <typename T>
+static int fused_v2_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+{
+	return dispatch<T, MHC_FUSED_V2>(stream, axis, in, out);
 }
 
 template <typename T>
 static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	return dispatch<T, false>(stream, axis, in, out);
+	return dispatch<T, MHC_FALLBACK>(stream, axis, in, out);
 }
 
 /* One launch: x read once, y written once. */
 extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_launch)
 {
 	return MB_DISPATCH_DTYPE(dtype, fused_dispatch, (cudaStream_t)stream, axis, in, out);
+}
+
+/* The same, its Sinkhorn a lane an entry (a candidate beside fused). */
+extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch)
+{
+	return MB_DISPATCH_DTYPE(dtype, fused_v2_dispatch, (cudaStream_t)stream, axis, in, out);
 }
 
 /* 2 + 2I launches: the projection, I row and I column normalisations over

@@ -64,33 +64,6 @@
  * kernel's device code on the CPU (a SIMT emulator) against the
  * reference, for each kind of plan.
  *
- * The rows a chunk reads (x, B, C) are asked of L2 (prefetch.global.L2,
- * no registers) two chunks before their loads, which the register budget
- * issues only within the phase that stores them: x, read once from DRAM
- * by its head, left that latency exposed. This changes no value.
- *
- * What bounds this kernel (the first GPU run of it, an H100, B=4 L=16384
- * NH=32 P=64 N=128: 1.138 ms, ncu 1.16 ms; /work/notes/gpu1). DRAM: x and
- * y 268 MB each, B and C 17 MB each, dt and lambda 4 MB each, 0.58 GB:
- * 0.17 ms at the H100's 3.35 TB/s, 0.14 ms at the H200's 4.27. Tensor
- * work as issued, a 64-step chunk: C B^T 0.79 MFLOP (6 of 8 warps), C g_in
- * 1.05, M x 0.39 (the triangle's k-steps), the state 1.05, 3.28 in all,
- * and 1.05 more for each chunk of phase 1: 128 GFLOP at this shape, 0.13
- * ms at wgmma's dense fp16 rate (about 990 TFLOP/s) and more through
- * mma.sync, which reaches only part of it. Instruction issue: ncu counted
- * 435.8 M warp instructions (about 1,350 a warp a chunk, a phase-1 chunk
- * counted as a third; about 100 of them mma), 3.30 M an SM: at the most an SM can issue (4 a cycle, 1.83 GHz)
- * that alone is 0.45 ms, the target, and two CTAs an SM (4 warps a
- * scheduler, a barrier twice a chunk) issued 1.62 a cycle. Shared memory:
- * about 300 KB a chunk (the four warps that share a row block each load
- * C's fragments, M and the state make a round trip), 12 GB in all, 0.38 ms
- * at 128 bytes a cycle an SM. So the target needs fewer instructions, not
- * only more overlap: warpgroup MMA (wgmma) reads each operand once a
- * warpgroup from 128B-swizzled shared memory, one instruction a 64 x N x
- * 16 product, and can take M from the registers C B^T left it in (the
- * accumulator layout is the A-operand layout), which removes M's round
- * trip and most of the 1,350.
- *
  * fallback: Mamba-2's chunked path (mamba_chunk_scan_combined) with its
  * default chunk of 256 steps, five launches through fp32 intermediates in
  * one workspace: discretize (cs, kappa, gamma per step), chunk_state (each
@@ -199,13 +172,6 @@ __device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned *p)
 __device__ __forceinline__ void st_release_gpu(unsigned *p, unsigned v)
 {
 	asm volatile("st.release.gpu.global.u32 [%0], %1;\n" : : "l"(p), "r"(v) : "memory");
-}
-
-/* Ask L2 for the line holding p: no register waits for it, nothing is
- * read into the SM. */
-__device__ __forceinline__ void prefetch_l2(const void *p)
-{
-	asm volatile("prefetch.global.L2 [%0];\n" : : "l"(p));
 }
 #endif
 
@@ -675,26 +641,6 @@ __device__ __forceinline__ void fetch_rows(uint4 (&r)[VECS], const __nv_bfloat16
 	}
 }
 
-/* L2's line (the unit prefetch_rows asks for). */
-#define L2_LINE 128
-
-/* Rows t0 .. t0 + TILE - 1 of a sequence's [L, cols] bf16 rows, rows past
- * the sequence left out, asked of L2 a chunk or two before fetch_rows
- * reads them: x comes from DRAM (each head reads its own once), and its
- * latency was exposed within the phase that fetches it. The rows are one
- * contiguous span of `bytes`; offsets k L2_LINE for k < lines, and the
- * span's last byte, lie inside it and touch each of its lines. */
-__device__ __forceinline__ void prefetch_rows(const __nv_bfloat16 *src, int seq, int cols, int t0)
-{
-	const int valid = min(TILE, seq - t0);
-	if (valid <= 0)
-		return;
-	const char *base = reinterpret_cast<const char *>(src + (int64_t)t0 * cols);
-	const int bytes = valid * cols * (int)sizeof(__nv_bfloat16), lines = (bytes - 1) / L2_LINE + 1;
-	for (int k = threadIdx.x; k <= lines; k += THREADS)
-		prefetch_l2(base + (k < lines ? k * L2_LINE : bytes - 1));
-}
-
 /* Fetched rows into an fp16 tile [TILE][ld]; columns past cols are left as
  * they are (zero since the kernel's start). */
 template <int MAXC, int VECS>
@@ -792,18 +738,6 @@ __device__ __forceinline__ void disc_ahead(fused_smem &s, disc_raw &raw, const f
 	disc_stage1(s, raw, g, c, t0 + TILE);
 	if (t0 + 2 * TILE < end)
 		disc_load(raw, g, c.row, t0 + 2 * TILE, c.warp() - DISC_WARP0, c.lane());
-}
-
-/* The chunk at t0 of [.., end) asked of L2 (prefetch_rows): x and B, and
- * C when with_c; nothing past the pass's end. */
-__device__ __forceinline__ void prefetch_chunk(const fused_args &g, const fused_ctx &c, int t0, int end, bool with_c)
-{
-	if (t0 >= end)
-		return;
-	prefetch_rows(c.x(g), g.seq, g.p_dim, t0);
-	prefetch_rows(c.bm(g), g.seq, g.n_dim, t0);
-	if (with_c)
-		prefetch_rows(c.cm(g), g.seq, g.n_dim, t0);
 }
 
 /* Decay-weighted x for the state's update: xw = fp16(wdec_j x_j). */
@@ -912,7 +846,6 @@ __device__ __forceinline__ void pass_prologue(fused_smem &s, disc_raw &raw, cons
 {
 	uint4 px[X_VECS], pn[BC_VECS];
 
-	prefetch_chunk(g, c, begin + TILE, end, with_c);
 	fetch_rows<SSM_P_MAX>(px, c.x(g), g.seq, g.p_dim, begin);
 	if (disc_warp(c))
 		disc_load(raw, g, c.row, begin, c.warp() - DISC_WARP0, c.lane());
@@ -949,7 +882,6 @@ __device__ __forceinline__ void pass_states(fused_smem &s, const fused_args &g, 
 	for (int t0 = begin, cur = 0; t0 < end; t0 += TILE, cur ^= 1) {
 		const bool more = t0 + TILE < end;
 
-		prefetch_chunk(g, c, t0 + 2 * TILE, end, false);
 		if (more)
 			disc_ahead(s, raw, g, c, t0, end);
 		weight_x(s, cur);
@@ -990,7 +922,6 @@ __device__ __forceinline__ void pass_outputs(fused_smem &s, const fused_args &g,
 		const bool more = t0 + TILE < end;
 		float acc_g[2][2][4], acc_y[2][2][4];
 
-		prefetch_chunk(g, c, t0 + 2 * TILE, end, true);
 		if (more)
 			disc_ahead(s, raw, g, c, t0, end);
 		weight_x(s, cur);

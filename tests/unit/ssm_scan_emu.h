@@ -477,12 +477,4 @@ inline void st_release_gpu(unsigned *p, unsigned v)
 	*(volatile unsigned *)p = v;
 }
 
-/* prefetch.global.L2 changes no value; here it reads the byte it names, so
- * that an address outside the tensors reads memory the sanitizers (or
- * the page tables) object to. */
-inline void prefetch_l2(const void *p)
-{
-	(void)*(const volatile unsigned char *)p;
-}
-
 #endif

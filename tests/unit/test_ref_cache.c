@@ -40,7 +40,7 @@ int main(void)
 	char dir[] = "/tmp/mb-test-ref-cache-XXXXXX";
 	int64_t rows[CHECKED] = {1, 7, 8, 30}, other[CHECKED] = {1, 7, 9, 30};
 	int64_t *out_rows[3] = {NULL, rows, NULL}, *other_rows[3] = {NULL, other, NULL};
-	int64_t out_n[3] = {0, CHECKED, 6};
+	int64_t out_n[3] = {0, CHECKED, 2};
 	float a[ROWS * WIDTH], b[6], *want[3] = {NULL, a, b}, *got[3] = {NULL, NULL, NULL};
 	mb_ref_result stored = {"row/bf16/fam/T=32 seed=1", 1, 3, spec, out_rows, out_n, want};
 	mb_ref_result r = stored;

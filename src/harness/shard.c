@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "harness/case_common.h"
+#include "harness/ref_cache.h"
 #include "harness/repetitions.h"
 #include "receipts/text.h"
 
@@ -143,6 +144,21 @@ static size_t unit_to_split(const unit *units, size_t n, const int *bin, int mos
 	return pick;
 }
 
+/* Split every row of several groups whose references a reference worker
+ * computes (shard.h); returns the new count. */
+static size_t spread_worker_rows(unit *units, size_t n, const mb_plan *plan, const mb_shard_costs *costs)
+{
+	for (size_t at = n; at-- > 0;) {
+		bool by_group, wanted = false;
+
+		for (size_t i = units[at].begin; i < units[at].end && !wanted; i++)
+			wanted = mb_ref_worker_wants(&plan->cases[i]);
+		if (wanted && pieces(&units[at], plan, &by_group) > 1 && by_group)
+			n = split_unit(units, n, at, plan, costs);
+	}
+	return n;
+}
+
 /* Deal the units (and the lanes, as items n, n + 1, ...) by LPT into
  * bin[] and d->load_s, the lanes' slots into d. Returns the most loaded
  * slot. */
@@ -234,6 +250,8 @@ int mb_shard_assign(mb_shard_row **out, size_t *out_n, mb_shard_deal_info *info,
 			;
 		units[n++] = (unit){begin, end, span_cost(costs, begin, end), UNIT_ROW};
 	}
+	if (n_slots > 1 && costs->ref_worker)
+		n = spread_worker_rows(units, n, plan, costs);
 	/* one case, with the child a split part of its row may need */
 	for (size_t i = 0; i < plan->n_cases; i++)
 		info->largest_case_s = fmax(info->largest_case_s, costs->case_s[i] + costs->row_start_s);

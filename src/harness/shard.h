@@ -63,7 +63,14 @@
  * (the cases of one shape and dtype, which share one input seed, row
  * sample and reference: case_driver.h), or, when it holds no row of
  * several groups, its largest group into cases, and the whole is dealt
- * again. A GPU runs its parts of a split row in one row child, in plan
+ * again. Before any of that, a row whose references a reference worker
+ * computes (ref_cache.h: linear_cross_entropy, the MoE FFNs) is dealt by
+ * shape group when the backend starts such workers: each GPU's worker
+ * then computes only its own groups' references, so one row's host work
+ * never makes the long pole (on four H100s, one GPU holding all of
+ * linear_cross_entropy waited 33 s for its references, which a one-GPU
+ * run hides behind its lanes and so its receipt never charges).
+ * A GPU runs its parts of a split row in one row child, in plan
  * order; a part that does not start its row is charged a row child's
  * start (costs.row_start_s); a group split over GPUs computes its
  * reference on each, which is not charged. The repetitions scale every
@@ -123,6 +130,9 @@ typedef struct mb_shard_costs {
 	 * first case a row child runs; and charged to each part of a split
 	 * row that does not start it, since it may need a child of its own. */
 	double row_start_s;
+	/* Whether the backend starts a reference worker (ref_cache.h), so
+	 * that the rows it serves are dealt by shape group. */
+	bool ref_worker;
 	/* The suite's lanes (cuda backend; n_lanes 0 elsewhere), in suite
 	 * order, each run after the rows of the worker it is dealt to: its name
 	 * and cost, their sum, and how many of them a receipt timed. */

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "harness/lane.h"
+#include "harness/ref_cache.h"
 #include "receipts/receipt_group.h"
 #include "receipts/receipt_io.h"
 #include "receipts/text.h"
@@ -72,6 +73,8 @@ static int costs_alloc(mb_shard_costs *out, const mb_plan *plan, const char *bac
 {
 	memset(out, 0, sizeof(*out));
 	out->row_start_s = strcmp(backend, "cpu") == 0 ? CPU_ROW_START_S : CUDA_ROW_START_S;
+	/* the cuda backend overlaps host work with the device's (backend.h) */
+	out->ref_worker = mb_ref_worker_enabled(strcmp(backend, "cuda") == 0);
 	out->n_cases = plan->n_cases;
 	out->case_s = calloc(plan->n_cases + 1, sizeof(*out->case_s));
 	out->source = calloc(plan->n_cases + 1, sizeof(*out->source));

@@ -1,7 +1,7 @@
 /* Sharding a run over GPUs (harness/shard.h): the LPT deal; the plan dealt
  * in parts (whole rows, shape groups, cases) that cover it once, in plan
  * order, within the bound of the mean load plus one case; a dominant row
- * split; costs learned from receipts (wall_ns measured, older receipts
+ * split; the rows a reference worker serves dealt by group; costs learned from receipts (wall_ns measured, older receipts
  * estimated, the newest receipt winning, the rest by the bytes model
  * scaled); the cost model's direction; and the merge that keeps what
  * every GPU finished and records a dead worker's unfinished cases as
@@ -330,6 +330,48 @@ cleanup:
 	mb_suite_free(suite);
 }
 
+/* Rows whose references a reference worker computes are dealt by shape
+ * group wherever the backend starts such workers, though whole rows would
+ * balance: each GPU's worker then computes its own groups' references. */
+static void test_worker_rows_spread(void)
+{
+	mb_suite *suite = NULL;
+	mb_plan *plan = smoke_plan(&suite, "cold", "relu2,swiglu");
+	mb_shard_costs c;
+	mb_shard_row *parts = NULL;
+	mb_shard_deal_info d;
+	size_t n = 0, relu2 = 0;
+	mb_error err;
+
+	if (!plan)
+		goto cleanup;
+	c = model_costs(plan, suite);
+	while (relu2 < plan->n_cases && plan->cases[relu2].row == plan->cases[0].row)
+		relu2++;
+	/* the two rows cost alike, so whole rows would balance */
+	for (size_t i = 0; i < plan->n_cases; i++)
+		c.case_s[i] = 1.0 / (double)(i < relu2 ? relu2 : plan->n_cases - relu2);
+	setenv("MEGABENCH_REF_WORKER", "all", 1);
+	for (int worker = 0; worker < 2; worker++) {
+		c.ref_worker = worker;
+		CHECK(mb_shard_assign(&parts, &n, &d, plan, &c, 2, &err) == 0);
+		CHECK_MSG(d.n_split == (worker ? 2u : 0u), "reference worker %s: %zu rows split, %zu parts",
+			worker ? "on" : "off", d.n_split, n);
+		check_parts(plan, &c, 2, worker ? "worker rows spread" : "worker rows whole");
+		free(parts);
+		parts = NULL;
+	}
+	/* one GPU: nothing to spread over */
+	CHECK(mb_shard_assign(&parts, &n, &d, plan, &c, 1, &err) == 0);
+	CHECK_MSG(d.n_split == 0 && n == 2, "one slot: %zu rows split, %zu parts", d.n_split, n);
+	free(parts);
+	unsetenv("MEGABENCH_REF_WORKER");
+	mb_shard_costs_free(&c);
+cleanup:
+	mb_plan_free(plan);
+	mb_suite_free(suite);
+}
+
 /* A case costs at least its sampling time, more with a longer
  * min_time_s, and a case of a larger shape costs more on a GPU's scale
  * too. */
@@ -581,6 +623,7 @@ int main(void)
 	if (modes_plan)
 		test_random_costs(modes_plan, modes_suite);
 	test_group_split();
+	test_worker_rows_spread();
 	mb_plan_free(modes_plan);
 	mb_suite_free(modes_suite);
 	mb_plan_free(plan);

@@ -64,6 +64,22 @@
  * kernel's device code on the CPU (a SIMT emulator) against the
  * reference, for each kind of plan.
  *
+ * What bounds this kernel (an H100, B=4 L=16384 NH=32 P=64 N=128: 1.138
+ * ms, ncu 1.16 ms, reports/h100/ncu-a-ssm_scan.txt). DRAM: x and y 268 MB
+ * each, B and C 17 MB each, dt and lambda 4 MB each, 0.58 GB: 0.17 ms at
+ * the H100's 3.35 TB/s. Tensor work as issued, a 64-step chunk: C B^T 0.79
+ * MFLOP, C g_in 1.05, M x 0.39, the state 1.05, and 1.05 more for each
+ * chunk of phase 1: 128 GFLOP, 0.13 ms at wgmma's dense fp16 rate.
+ * Instruction issue: ncu counted 435.8 M warp instructions (about 1,350 a
+ * warp a chunk, about 100 of them mma), 3.30 M an SM: at the most an SM
+ * can issue (4 a cycle, 1.83 GHz) that alone is 0.45 ms, and two CTAs an
+ * SM issued 1.62 a cycle. So a faster kernel needs fewer instructions,
+ * not more overlap: warpgroup MMA (wgmma) reading each operand once a
+ * warpgroup, with M taken from the registers C B^T left it in. Asking L2
+ * for a chunk's x, B and C two chunks ahead (prefetch.global.L2) was
+ * measured and removed: 1.232 against 1.138 ms at this shape, 0.311
+ * against 0.289 at L = 4096 (H100, reports/h100 run b against run a).
+ *
  * fallback: Mamba-2's chunked path (mamba_chunk_scan_combined) with its
  * default chunk of 256 steps, five launches through fp32 intermediates in
  * one workspace: discretize (cs, kappa, gamma per step), chunk_state (each

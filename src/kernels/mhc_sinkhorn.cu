@@ -18,12 +18,14 @@
  * stays in L1: x is loaded evict-first and y stored so, and the kernels
  * keep as much L1 as their shared memory leaves.
  *
- * The fused_v2 variant (a candidate, to be measured against fused and then
- * one of them removed) is the same kernel with the last vector of streams
- * 1 .. n-1 of each thread waiting in shared memory instead of registers
- * (token_x): at 64 registers (four blocks an SM) fused spills 40 bytes a
- * thread at W = 4096 in bf16, local traffic through the L1 that holds P;
- * fused_v2 spills 12 and gives 64 KiB of the SM's 256 to shared memory.
+ * Of a thread's vectors, the last of streams 1 .. n-1 waits in shared
+ * memory instead of registers (token_x's stash): at 64 registers (four
+ * blocks an SM) x held wholly in registers spilled 40 bytes a thread at
+ * W = 4096 in bf16, local traffic through the L1 that holds P; with the
+ * stash 12, and 64 KiB of the SM's 256 go to shared memory. Both kernels
+ * in one run on an H100 (2026-11-27, reports/h100/heavy-b): 0.490 against
+ * 0.522 ms at T = 16384, N = 4, W = 4096 in bf16, 0.127 against 0.136 ms
+ * at T = 4096; the kernel without the stash was then removed.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -55,8 +57,12 @@ enum { OUT_Y };
  * slower still: 0.659 ms on an H100, 0.533 of its memory ceiling, where
  * the fallback took 0.648 ms (git log of this file, 578b008). */
 #define MHC_FUSED_MIN_BLOCKS(vpt) ((vpt) <= 2 ? 4 : 1)
-/* Blocks an SM of the fallback's projection (one block per token). */
-#define MHC_FB_MIN_BLOCKS 1
+/* Blocks an SM of the fallback's projection (one block per token): two
+ * while a thread holds at most two vectors a stream (128 registers, no
+ * spill in CUDA 13.0's ptxas); unbounded, its projection took 164
+ * registers, one block an SM, and 0.771 ms where two blocks took 0.648 on
+ * an H100 (T = 16384, N = 4, W = 4096, bf16: reports/h100 run a and b). */
+#define MHC_FB_MIN_BLOCKS(vpt) ((vpt) <= 2 ? 2 : 1)
 
 /* ---- loads and stores that pass L1 by ------------------------------------ */
 
@@ -349,20 +355,9 @@ __device__ __forceinline__ void fused_token(const T *__restrict__ x, const T *__
 	mix_store(xs, s, y, t, width);
 }
 
-/* fused: x in registers (40 bytes a thread spilled at W = 4096 in bf16,
- * ptxas for sm_90 in CUDA 13.0). */
+/* The stash: 12 KiB a block for n = 4 at W = 4096 in bf16. */
 template <typename T, int N, int VEC, int VPT>
 __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_kernel(
-	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
-{
-	fused_token<T, N, VEC, VPT, false>(x, p, y, width, iters, nullptr);
-}
-
-/* fused_v2: the last vector of streams 1 .. n-1 stashed in shared memory
- * (12 KiB a block for n = 4 at W = 4096 in bf16; 12 bytes a thread
- * spilled). */
-template <typename T, int N, int VEC, int VPT>
-__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_v2_kernel(
 	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
 {
 	__shared__ uint4 stash[token_x<MHC_FUSED_THREADS, T, N, VEC, VPT, true>::STASH_VECTORS];
@@ -392,16 +387,15 @@ template <typename K> static void prefer_l1(K kernel, bool *done)
 #define MHC_DRIVER_SMEM_PER_BLOCK 1024
 #define MHC_SMEM_PER_SM_MAX (228 * 1024)
 
-/* One block per token (STASH: fused_v2's kernel). The carveout, set on
- * the kernel's first call (outside any capture: the harness warms up
- * first): shared memory just enough for MHC_FUSED_MIN_BLOCKS blocks (8 KiB
- * for fused, 64 KiB for fused_v2's stash), the rest L1, for P. A refused
- * setting only costs speed. */
-template <typename T, int N, int VEC, int VPT, bool STASH>
+/* One block per token. The carveout, set on the kernel's first call
+ * (outside any capture: the harness warms up first): shared memory just
+ * enough for MHC_FUSED_MIN_BLOCKS blocks (64 KiB with the stash of four),
+ * the rest L1, for P. A refused setting only costs speed. */
+template <typename T, int N, int VEC, int VPT>
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	static bool carveout;
-	auto kernel = STASH ? mb_mhc_sinkhorn_fused_v2_kernel<T, N, VEC, VPT> : mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>;
+	auto kernel = mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>;
 	cudaFuncAttributes attr;
 
 	if (!carveout) {
@@ -425,11 +419,11 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
 
 /* ---- fallback ---------------------------------------------------------------- */
 
-/* Projection: the fused kernel's first half, ending in exp(phi) written to
- * the fp32 [T, n, n] buffer. Registers unbounded: it holds x only until
- * the dot products, and capped as the fused kernel it spilled. */
+/* Projection: the fused kernel's first half, x wholly in registers,
+ * ending in exp(phi) written to the fp32 [T, n, n] buffer; registers as
+ * MHC_FB_MIN_BLOCKS says (capped as the fused kernel's, it spilled). */
 template <typename T, int N, int VEC, int VPT>
-__global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS) mb_mhc_sinkhorn_fb_project_kernel(
+__global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fb_project_kernel(
 	const T *__restrict__ x, const T *__restrict__ p, float *__restrict__ m, int width)
 {
 	__shared__ float red[MHC_FB_THREADS / MB_WARP_THREADS][N * N];
@@ -566,14 +560,14 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 
 typedef int (*mhc_launch_fn)(cudaStream_t, const int64_t *, const void *const *, void *const *);
 
-enum { MHC_FALLBACK, MHC_FUSED, MHC_FUSED_V2 };
+enum { MHC_FALLBACK, MHC_FUSED };
 
 /* The launcher of variant KIND for VPT vectors a thread. */
 template <typename T, int N, int VEC, int VPT, int KIND> static mhc_launch_fn launcher()
 {
 	if (KIND == MHC_FALLBACK)
 		return fallback_launch<T, N, VEC, VPT>;
-	return fused_launch<T, N, VEC, VPT, KIND == MHC_FUSED_V2>;
+	return fused_launch<T, N, VEC, VPT>;
 }
 
 /* The instantiation for n streams, VEC-element vectors and VPT vectors a
@@ -630,12 +624,6 @@ static int fused_dispatch(cudaStream_t stream, const int64_t *axis, const void *
 }
 
 template <typename T>
-static int fused_v2_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
-{
-	return dispatch<T, MHC_FUSED_V2>(stream, axis, in, out);
-}
-
-template <typename T>
 static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	return dispatch<T, MHC_FALLBACK>(stream, axis, in, out);
@@ -645,12 +633,6 @@ static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const voi
 extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_launch)
 {
 	return MB_DISPATCH_DTYPE(dtype, fused_dispatch, (cudaStream_t)stream, axis, in, out);
-}
-
-/* The same, its Sinkhorn a lane an entry (a candidate beside fused). */
-extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch)
-{
-	return MB_DISPATCH_DTYPE(dtype, fused_v2_dispatch, (cudaStream_t)stream, axis, in, out);
 }
 
 /* 2 + 2I launches: the projection, I row and I column normalisations over

@@ -28,7 +28,6 @@
 /* The GPU variants the descriptor names, defined in src/kernels/mhc_sinkhorn.cu:
  * in x [T,N*W], P [N*N,W]; out y [T,N*W]. */
 MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_launch);
-MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch);
 MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fallback_launch);
 
 enum { AX_T, AX_N, AX_W, AX_I };
@@ -281,23 +280,16 @@ const mb_row mb_row_mhc_sinkhorn = {
 		[MB_BF16] = {MHC_ABS, BF16_HALF_ULP + MHC_REL_F32,
 			"every intermediate in fp32 (bound as for fp32, 5900u abs), the output rounded once to bf16: 2^-8 relative"},
 	},
-	.n_variants = 4,
+	.n_variants = 3,
 	.variants = {
 		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
-			.description = "one block per token, four an SM: x loaded once into registers, the stream mean "
+			.description = "one block per token, four an SM: x loaded once into registers (the last 16-byte vector of "
+			"streams 1 .. N-1 of each thread into shared memory, so that the dot products do not spill), the stream mean "
 			"and the N*N dot products with P (from L1), a shuffle-and-shared-memory reduction, exp and the "
 			"Sinkhorn iterations in one warp's registers, then the mix from the same registers and y written "
 			"once",
 			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused"},
 			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_launch), .dtype_mask = MB_DTYPE_ALL},
-		/* a candidate beside fused for one GPU measurement: the slower
-		 * of the two is removed */
-		{.name = "fused_v2", .kind = MB_VARIANT_FUSED, .backend = "cuda",
-			.description = "fused with the last 16-byte vector of streams 1 .. N-1 of each thread held in "
-			"shared memory instead of registers, so that the dot products do not spill (the same arithmetic, "
-			"bit for bit)",
-			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused_v2"},
-			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch), .dtype_mask = MB_DTYPE_ALL},
 		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
 			.description = "as a framework runs it: a projection reduction kernel (one block per "
 			"token) writing exp(phi) to an fp32 [T,N,N] buffer, a row-normalise and a "

@@ -230,21 +230,16 @@ PY
 			recurrent_scan:recurrent_scan_fused mhc_sinkhorn:mhc_sinkhorn_fused; do
 			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",${k%%:*},"* ]] || continue
 			[ -z "${NCU_ROWS:-}" ] || [[ ",$NCU_ROWS," == *",${k%%:*},"* ]] || continue
-			# mhc_sinkhorn: its candidate fused_v2 too, in a profile of its own
-			variants=fused
-			[ "${k%%:*}" != mhc_sinkhorn ] || variants="fused fused_v2"
-			for v in $variants; do
-				name=ncu-${k%%:*}${v#fused}
-				MEGABENCH_SKIP_CEILINGS=1 step "$name" 120 ncu --clock-control none --section SpeedOfLight \
-					--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
-					--section ComputeWorkloadAnalysis --section WarpStateStats --metrics "$ncu_metrics" \
-					-k "regex:${k#*:}" -c 2 --log-file "$out/$name.txt" "$mb" run suites/nam56r.toml --backend cuda \
-					--rows "${k%%:*}" --variants "$v" --filter '[TL]=16384' --set 'lanes=[]' \
-					--set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0 -o "$out/$name.json"
-				pat="^  void|Duration|Throughput|Registers Per|Achieved Occupancy|inst_executed|issue_active|Stall"
-				pat+="|Warp Cycles|Spilling Requests|L1/TEX Hit|Shared Memory Configuration"
-				grep -E "$pat" "$out/$name.txt" | tail -n 40
-			done
+			name=ncu-${k%%:*}
+			MEGABENCH_SKIP_CEILINGS=1 step "$name" 120 ncu --clock-control none --section SpeedOfLight \
+				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+				--section ComputeWorkloadAnalysis --section WarpStateStats --metrics "$ncu_metrics" \
+				-k "regex:${k#*:}" -c 2 --log-file "$out/$name.txt" "$mb" run suites/nam56r.toml --backend cuda \
+				--rows "${k%%:*}" --variants fused --filter '[TL]=16384' --set 'lanes=[]' \
+				--set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0 -o "$out/$name.json"
+			pat="^  void|Duration|Throughput|Registers Per|Achieved Occupancy|inst_executed|issue_active|Stall"
+			pat+="|Warp Cycles|Spilling Requests|L1/TEX Hit|Shared Memory Configuration"
+			grep -E "$pat" "$out/$name.txt" | tail -n 40
 		done
 		k=linear_cross_entropy
 		if { [ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",$k,"* ]]; } \

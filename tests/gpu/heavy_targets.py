@@ -117,11 +117,6 @@ def main():
                       f"(target >= {goal:.2f}), fallback {b if b else float('nan'):.3f} ms"
                       + (f" (target <= {fb_max})" if fb_max else "")
                       + f", fallback/fused {b / f if b else float('nan'):.2f}x (target > 1)")
-            # mhc_sinkhorn's candidate beside fused (the slower one is removed)
-            v2 = ms("fused_v2") if row == "mhc_sinkhorn" else None
-            if v2:
-                print(f"  {row} {shape}: fused_v2 {v2:.3f} ms, {frac('fused_v2') or float('nan'):.3f} of its ceiling "
-                      f"(target >= {goal:.2f}), fused/fused_v2 {f / v2 if f else float('nan'):.3f}x (> 1: v2 faster)")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,12 @@
-/* mhc_sinkhorn's fused kernels (fused and fused_v2), run on the CPU by
+/* mhc_sinkhorn's fused kernel, run on the CPU by
  * the SIMT emulator of ssm_scan_emu.h, against the row's fp32 reference
  * at the row's tolerance for the dtype (src/reference/mhc_sinkhorn.c):
  * one block a token, launched token by token on the token's slices of x
  * and y (the kernel takes its token from blockIdx.x, 0 here); the
- * 16-byte vectors (one and two a thread a stream: fused_v2's stash is
- * used at two), the scalar path, four and two streams. Outputs start as
+ * 16-byte vectors (one and two a thread a stream: the shared-memory stash
+ * is used at two), the scalar path, four and two streams. Outputs start as
  * NaN, so an element never written fails; two fiber orders must agree
- * bit for bit, and fused_v2 with fused (the same arithmetic, x held
- * elsewhere).
+ * bit for bit.
  *
  * The device code is src/kernels/mhc_sinkhorn.cu itself, compiled here as
  * C++ with MB_MHC_EMU (its host side left out; rcp.approx a division).
@@ -102,8 +101,8 @@ template <typename T> void fill(std::vector<T> &v, std::vector<float> &f, size_t
 	}
 }
 
-/* Token by token, one block each (V2: fused_v2's kernel). */
-template <typename T, int N, int VEC, int VPT, bool V2>
+/* Token by token, one block each. */
+template <typename T, int N, int VEC, int VPT>
 int run(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	const size_t token = (size_t)sh.n * sh.w;
@@ -111,10 +110,7 @@ int run(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::
 		const T *xt = x.data() + t * token;
 		T *yt = y.data() + t * token;
 		const int rc = mb_emu::launch(dim3(1), dim3(MHC_FUSED_THREADS), 0, [&] {
-			if (V2)
-				emu_tu::mb_mhc_sinkhorn_fused_v2_kernel<T, N, VEC, VPT>(xt, p.data(), yt, sh.w, ITERS);
-			else
-				emu_tu::mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>(xt, p.data(), yt, sh.w, ITERS);
+			emu_tu::mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>(xt, p.data(), yt, sh.w, ITERS);
 		}, order + t);
 		if (rc != 0)
 			return rc;
@@ -123,30 +119,30 @@ int run(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::
 }
 
 /* VPT as pick_vpt takes it: the fewest vectors a thread a stream. */
-template <typename T, int N, int VEC, bool V2>
+template <typename T, int N, int VEC>
 int run_vpt(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	const int nvec = sh.w / VEC;
 	if (nvec <= MHC_FUSED_THREADS)
-		return run<T, N, VEC, 1, V2>(sh, x, p, y, order);
+		return run<T, N, VEC, 1>(sh, x, p, y, order);
 	if (nvec <= 2 * MHC_FUSED_THREADS)
-		return run<T, N, VEC, 2, V2>(sh, x, p, y, order);
-	return run<T, N, VEC, 4, V2>(sh, x, p, y, order);
+		return run<T, N, VEC, 2>(sh, x, p, y, order);
+	return run<T, N, VEC, 4>(sh, x, p, y, order);
 }
 
-template <typename T, int N, bool V2>
+template <typename T, int N>
 int run_vec(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	constexpr int vec = emu_tu::mb_vec16_elems<T>();
 	if (sh.w % vec == 0)
-		return run_vpt<T, N, vec, V2>(sh, x, p, y, order);
-	return run_vpt<T, N, 1, V2>(sh, x, p, y, order);
+		return run_vpt<T, N, vec>(sh, x, p, y, order);
+	return run_vpt<T, N, 1>(sh, x, p, y, order);
 }
 
-template <typename T, bool V2>
+template <typename T>
 int run_n(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
-	return sh.n == 4 ? run_vec<T, 4, V2>(sh, x, p, y, order) : run_vec<T, 2, V2>(sh, x, p, y, order);
+	return sh.n == 4 ? run_vec<T, 4>(sh, x, p, y, order) : run_vec<T, 2>(sh, x, p, y, order);
 }
 
 template <typename T> void check(const shape &sh, mb_dtype dtype, uint64_t seed)
@@ -154,7 +150,7 @@ template <typename T> void check(const shape &sh, mb_dtype dtype, uint64_t seed)
 	const size_t n = (size_t)sh.t * sh.n * sh.w;
 	const mb_tolerance tol = mb_row_mhc_sinkhorn.tolerance[dtype];
 	std::mt19937_64 rng(seed);
-	std::vector<T> x, p, y1(n, store<T>(NAN)), y2(n, store<T>(NAN)), y3(n, store<T>(NAN));
+	std::vector<T> x, p, y1(n, store<T>(NAN)), y2(n, store<T>(NAN));
 	std::vector<float> xf, pf, want(n);
 
 	fill(x, xf, n, rng);
@@ -164,11 +160,9 @@ template <typename T> void check(const shape &sh, mb_dtype dtype, uint64_t seed)
 	float *ref_out[1] = {want.data()};
 	mb_ref_mhc_sinkhorn(axis, ref_in, ref_out, NULL, sh.t);
 
-	const int rc1 = run_n<T, false>(sh, x, p, y1, seed), rc2 = run_n<T, false>(sh, x, p, y2, seed + 1000);
-	const int rc3 = run_n<T, true>(sh, x, p, y3, seed + 2000);
-	CHECK_MSG(rc1 == 0 && rc2 == 0 && rc3 == 0, "%s: launches %d %d %d", sh.what, rc1, rc2, rc3);
+	const int rc1 = run_n<T>(sh, x, p, y1, seed), rc2 = run_n<T>(sh, x, p, y2, seed + 1000);
+	CHECK_MSG(rc1 == 0 && rc2 == 0, "%s: launches %d %d", sh.what, rc1, rc2);
 	CHECK_MSG(memcmp(y1.data(), y2.data(), n * sizeof(T)) == 0, "%s: two fiber orders differ", sh.what);
-	CHECK_MSG(memcmp(y1.data(), y3.data(), n * sizeof(T)) == 0, "%s: fused_v2 differs from fused", sh.what);
 
 	/* the harness's own check */
 	mb_tensor_spec spec[MB_MAX_TENSORS];

@@ -52,7 +52,7 @@ bool mb_promotion_supported(const char *status, const char *condition, const mb_
 		snprintf(why, why_len, "its verdict is %s: keep needs a keep verdict with lane evidence", label);
 		return false;
 	}
-	if (v->kind == MB_VERDICT_CONDITIONAL && condition && !strcmp(v->condition, condition))
+	if (v->kind == MB_VERDICT_CONDITIONAL && mb_verdict_condition_same(v->condition, condition))
 		return true;
 	snprintf(why, why_len, "its verdict is %s: conditional (%s) needs a win under that condition", label,
 		condition ? condition : "no condition named");

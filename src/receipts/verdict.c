@@ -992,6 +992,39 @@ static void memory_trade_text(char *buf, size_t len, const mb_row_verdict *v)
 		big->speedup > 0.0 ? 1.0 / big->speedup : NAN, mb_text_get(big->alt, "variant"));
 }
 
+/* The words of a memory trade (memory_trade_text) without its figures. */
+#define MEMORY_TRADE_PREFIX "saves "
+
+static bool figure_char(char c)
+{
+	return (c >= '0' && c <= '9') || c == '.';
+}
+
+bool mb_verdict_condition_same(const char *verdict_condition, const char *status_condition)
+{
+	const char *a = verdict_condition, *b = status_condition;
+	size_t n = strlen(MEMORY_TRADE_PREFIX);
+
+	if (!a || !b)
+		return false;
+	if (!strcmp(a, b))
+		return true;
+	if (strncmp(a, MEMORY_TRADE_PREFIX, n) || strncmp(b, MEMORY_TRADE_PREFIX, n) || !strstr(a, " of scratch at "))
+		return false;
+	/* figure runs stand for one another; every other character must match */
+	while (*a && *b) {
+		if (figure_char(*a) && figure_char(*b)) {
+			while (figure_char(*a))
+				a++;
+			while (figure_char(*b))
+				b++;
+		} else if (*a++ != *b++) {
+			return false;
+		}
+	}
+	return !*a && !*b;
+}
+
 /* The counts of outcomes other than wins: "2 same, 1 loss (...), 1 noisy". */
 static void others_text(char *buf, size_t len, const mb_row_verdict *v)
 {
@@ -1357,7 +1390,8 @@ static void status_agreement(mb_row_verdict *v, const json_t *receipt)
 		snprintf(v->status_note, sizeof(v->status_note), "%s", keep_lanes ? "agrees"
 			: "keep claims more than this evidence shows: demote?");
 	} else if (!strcmp(st, "conditional")) {
-		v->status_agrees = v->kind == MB_VERDICT_CONDITIONAL && !strcmp(v->condition, v->status_condition);
+		v->status_agrees = v->kind == MB_VERDICT_CONDITIONAL
+			&& mb_verdict_condition_same(v->condition, v->status_condition);
 		snprintf(v->status_note, sizeof(v->status_note), "%s", v->status_agrees ? "agrees"
 			: keep_lanes ? "promotion to keep supported"
 			: v->kind == MB_VERDICT_CONDITIONAL ? "the verdict names another condition"

@@ -726,6 +726,25 @@ static void test_model_speedup(void)
 	json_decref(r);
 }
 
+/* A status's condition matches the verdict's words: exactly for shapes,
+ * modes and dtypes; a memory trade whatever its figures, in the same
+ * unit, against the same alternative. */
+static void test_condition_same(void)
+{
+	const char *trade = "saves 3.84 GiB (97%) of scratch at 1.84x the time of materialized";
+
+	CHECK(mb_verdict_condition_same("wins at T >= 32768", "wins at T >= 32768"));
+	CHECK(!mb_verdict_condition_same("wins at T >= 32768", "wins at T >= 8192"));
+	CHECK(mb_verdict_condition_same(trade, trade));
+	CHECK(mb_verdict_condition_same("saves 3.85 GiB (98%) of scratch at 1.87x the time of materialized", trade));
+	CHECK(mb_verdict_condition_same("saves 3 GiB (100%) of scratch at 2x the time of materialized", trade));
+	/* a saving a unit smaller is another trade, for a reviewer to name again */
+	CHECK(!mb_verdict_condition_same("saves 3.84 MiB (97%) of scratch at 1.84x the time of materialized", trade));
+	CHECK(!mb_verdict_condition_same("saves 3.84 GiB (97%) of scratch at 1.84x the time of vocab_chunked", trade));
+	CHECK(!mb_verdict_condition_same("wins at fp32", trade));
+	CHECK(!mb_verdict_condition_same(NULL, trade) && !mb_verdict_condition_same(trade, NULL));
+}
+
 int main(void)
 {
 	test_keep_and_saved();
@@ -745,5 +764,6 @@ int main(void)
 	test_lane_evidence();
 	test_lane_best_alternative();
 	test_policy();
+	test_condition_same();
 	return mb_test_finish("test_verdict");
 }

@@ -368,6 +368,26 @@ inline int launch(dim3 grid, dim3 block, size_t smem_bytes, std::function<void()
 	return rc;
 }
 
+/* A test's storage of a dtype and its fp32 value (fp32 and bf16). */
+template <typename T> T store(float f);
+template <> inline float store<float>(float f)
+{
+	return f;
+}
+template <> inline __nv_bfloat16 store<__nv_bfloat16>(float f)
+{
+	return __float2bfloat16_rn(f);
+}
+template <typename T> float value(T v);
+template <> inline float value<float>(float v)
+{
+	return v;
+}
+template <> inline float value<__nv_bfloat16>(__nv_bfloat16 v)
+{
+	return __bfloat162float(v);
+}
+
 } /* namespace mb_emu */
 
 /* ---- what the kernel's source calls ---- */

@@ -65,24 +65,8 @@ struct shape {
 	int t, n, w;
 };
 
-template <typename T> T store(float f);
-template <> float store<float>(float f)
-{
-	return f;
-}
-template <> __nv_bfloat16 store<__nv_bfloat16>(float f)
-{
-	return __float2bfloat16_rn(f);
-}
-template <typename T> float value(T v);
-template <> float value<float>(float v)
-{
-	return v;
-}
-template <> float value<__nv_bfloat16>(__nv_bfloat16 v)
-{
-	return __bfloat162float(v);
-}
+using mb_emu::store;
+using mb_emu::value;
 
 /* Bell-shaped values, bounded at 3.47 as the fills, in the dtype. */
 template <typename T> void fill(std::vector<T> &v, std::vector<float> &f, size_t n, std::mt19937_64 &rng)

@@ -60,25 +60,8 @@ struct shape {
 	unsigned warps; /* the grid the emulated device holds (0: one per sequence) */
 };
 
-/* Storage of a dtype and its fp32 value. */
-template <typename T> T store(float f);
-template <> float store<float>(float f)
-{
-	return f;
-}
-template <> __nv_bfloat16 store<__nv_bfloat16>(float f)
-{
-	return __float2bfloat16_rn(f);
-}
-template <typename T> float value(T v);
-template <> float value<float>(float v)
-{
-	return v;
-}
-template <> float value<__nv_bfloat16>(__nv_bfloat16 v)
-{
-	return __bfloat162float(v);
-}
+using mb_emu::store;
+using mb_emu::value;
 
 template <typename T> struct inputs {
 	std::vector<T> x, p[N_PARAMS];

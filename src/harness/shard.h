@@ -64,7 +64,8 @@
  * sample and reference: case_driver.h), or, when it holds no row of
  * several groups, its largest group into cases, and the whole is dealt
  * again. Before any of that, a row whose references a reference worker
- * computes (ref_cache.h: linear_cross_entropy, the MoE FFNs) is dealt by
+ * computes (ref_cache.h: a row of 1e11 FLOPs a call or more, such as
+ * linear_cross_entropy, the MoE FFNs and ssm_scan at nam56r shapes) is dealt by
  * shape group when the backend starts such workers: each GPU's worker
  * then computes only its own groups' references, so one row's host work
  * never makes the long pole (on four H100s, one GPU holding all of

@@ -33,6 +33,14 @@ bool mb_ref_worker_wants(const mb_case_plan *c)
 	return (double)c->row->flops(c->axis) >= MB_REF_WORKER_MIN_FLOPS;
 }
 
+bool mb_ref_worker_wants_any(const mb_plan *plan, size_t begin, size_t end)
+{
+	for (size_t i = begin; i < end; i++)
+		if (mb_ref_worker_wants(&plan->cases[i]))
+			return true;
+	return false;
+}
+
 bool mb_ref_worker_enabled(bool overlap)
 {
 	const char *env = getenv("MEGABENCH_REF_WORKER");

@@ -43,6 +43,8 @@
 /* Whether the worker computes this case's group. MEGABENCH_REF_WORKER=all
  * sends every group (tests), =0 none. */
 bool mb_ref_worker_wants(const mb_case_plan *c);
+/* Whether it computes the group of any of plan cases [begin, end). */
+bool mb_ref_worker_wants_any(const mb_plan *plan, size_t begin, size_t end);
 /* Whether a run on a backend (overlap: it may do host work while the
  * device is busy) starts the worker: overlapping backends do, unless
  * MEGABENCH_REF_WORKER=0; others only with MEGABENCH_REF_WORKER set. */

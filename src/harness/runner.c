@@ -255,16 +255,13 @@ static void ref_worker_start(run_state *st, ref_worker *w)
 	const mb_run_options *o = st->opts;
 	const char *tmp = getenv("TMPDIR");
 	ref_worker_job job = {o, w->dir};
-	bool wanted = false;
 	mb_error err;
 
 	w->running = false;
 	w->dir[0] = '\0';
 	if (!mb_ref_worker_enabled(o->backend->overlap_host_work))
 		return;
-	for (size_t i = 0; i < o->plan->n_cases && !wanted; i++)
-		wanted = mb_ref_worker_wants(&o->plan->cases[i]);
-	if (!wanted)
+	if (!mb_ref_worker_wants_any(o->plan, 0, o->plan->n_cases))
 		return;
 	snprintf(w->dir, sizeof(w->dir), "%s/megabench-ref-XXXXXX", tmp && *tmp ? tmp : "/tmp");
 	if (!mkdtemp(w->dir)) {
@@ -888,10 +885,7 @@ static void worker_rows_last(const mb_plan *plan, const size_t *begin, size_t *o
 	if (!heavy)
 		return; /* plan order is as correct, only slower */
 	for (size_t r = 0; r < n_rows; r++) {
-		bool wanted = false;
-		for (size_t i = begin[order[r]]; i < begin[order[r] + 1] && !wanted; i++)
-			wanted = mb_ref_worker_wants(&plan->cases[i]);
-		if (wanted)
+		if (mb_ref_worker_wants_any(plan, begin[order[r]], begin[order[r] + 1]))
 			heavy[n_heavy++] = order[r];
 		else
 			order[n_light++] = order[r];

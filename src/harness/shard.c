@@ -149,11 +149,10 @@ static size_t unit_to_split(const unit *units, size_t n, const int *bin, int mos
 static size_t spread_worker_rows(unit *units, size_t n, const mb_plan *plan, const mb_shard_costs *costs)
 {
 	for (size_t at = n; at-- > 0;) {
-		bool by_group, wanted = false;
+		bool by_group;
 
-		for (size_t i = units[at].begin; i < units[at].end && !wanted; i++)
-			wanted = mb_ref_worker_wants(&plan->cases[i]);
-		if (wanted && pieces(&units[at], plan, &by_group) > 1 && by_group)
+		if (mb_ref_worker_wants_any(plan, units[at].begin, units[at].end)
+			&& pieces(&units[at], plan, &by_group) > 1 && by_group)
 			n = split_unit(units, n, at, plan, costs);
 	}
 	return n;

@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reference/parallel.h"
+
 /* ---- clock and random numbers --------------------------------------- */
 
 #define NS_PER_S 1000000000LL
@@ -230,7 +232,7 @@ static void check_add(mb_check *c, const mb_tensor_spec *spec, const float *got,
 	check_part parts[CHECK_MAX_THREADS];
 	pthread_t threads[CHECK_MAX_THREADS];
 	bool started[CHECK_MAX_THREADS] = {false};
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	long cpus = mb_cpus_usable();
 	int64_t elems, n_parts;
 
 	if (spec->rows != unit_rows)

@@ -8,6 +8,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "reference/parallel.h"
+
 /* Work is handed out in pieces of about this many elements, so that the
  * split does not depend on the thread count (nor, therefore, the values:
  * they never do, each element being a function of its index). */
@@ -99,7 +101,7 @@ static void *fill_worker(void *arg)
 static void fill_run(fill_job *job, double share)
 {
 	pthread_t threads[MAX_THREADS];
-	long cpus = (long)(share * (double)sysconf(_SC_NPROCESSORS_ONLN));
+	long cpus = (long)(share * (double)mb_cpus_usable());
 	int64_t pieces = (job->n_items + job->per_piece - 1) / job->per_piece;
 	int64_t n_threads = cpus < 1 ? 1 : cpus > MAX_THREADS ? MAX_THREADS : cpus;
 	int started = 0;

@@ -2,6 +2,7 @@
 #include "reference/parallel.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -30,9 +31,18 @@ static void *parallel_worker(void *arg)
 	return NULL;
 }
 
+long mb_cpus_usable(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
 int mb_ref_parallel_threads(int64_t n, double share)
 {
-	long cpus = (long)(share * (double)sysconf(_SC_NPROCESSORS_ONLN));
+	long cpus = (long)(share * (double)mb_cpus_usable());
 	int64_t threads = cpus < 1 ? 1 : cpus > MB_REF_MAX_THREADS ? MB_REF_MAX_THREADS : cpus;
 
 	if (threads > n)

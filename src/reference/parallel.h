@@ -12,8 +12,14 @@
 /* Threads one call uses at most, the calling thread included. */
 #define MB_REF_MAX_THREADS 256
 
+/* The cores this process may run on: its affinity mask (a sharded run's
+ * worker has a slice of the host), or the online cores where the mask
+ * cannot be read. Every thread count of the harness and the references
+ * follows it. */
+long mb_cpus_usable(void);
+
 /* The threads mb_ref_parallel uses for n items: `share` (0 < share <= 1)
- * of the host's online cores, rounded down, at least 1, at most
+ * of mb_cpus_usable(), rounded down, at least 1, at most
  * MB_REF_MAX_THREADS and at most n (at least 1 when n < 1). */
 int mb_ref_parallel_threads(int64_t n, double share);
 

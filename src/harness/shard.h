@@ -102,8 +102,6 @@
 #define MB_SHARD_TEXT_BYTES 4096
 /* The test-only variable of the cpu backend's simulated GPUs. */
 #define MB_SHARD_FAKE_GPUS_ENV "MEGABENCH_FAKE_GPUS"
-/* Set to 0: the workers are not given shares of the host's cores. */
-#define MB_SHARD_CPU_SLICES_ENV "MEGABENCH_CPU_SLICES"
 
 /* ---- the costs ---------------------------------------------------------- */
 

@@ -15,7 +15,6 @@
 #include "mb_config.h"
 #include "harness/case_common.h"
 #include "harness/cuda_device.h"
-#include "harness/cpu_slices.h"
 #include "harness/cuda_topology.h"
 #include "harness/hostinfo.h"
 #include "harness/isolate.h"
@@ -59,7 +58,6 @@ typedef struct worker_job {
 	bool lanes;                /* this worker runs lanes (or says it skips them) */
 	const bool *lanes_run;     /* per suite lane, whether it is this worker's; NULL: all */
 	const json_t *provenance, *host;
-	const cpu_set_t *cpus;     /* its share of the host's cores; NULL: every core */
 } worker_job;
 
 /* The worker's progress printer: every event goes to the parent, with the
@@ -151,10 +149,6 @@ static int worker_main(int fd, void *arg)
 	sigaction(SIGTERM, &sa, NULL);
 	if (job->visible[0])
 		setenv(VISIBLE_ENV, job->visible, 1);
-	/* its row children and reference worker inherit the share, and every
-	 * thread count follows it (mb_cpus_usable) */
-	if (job->cpus && sched_setaffinity(0, sizeof(*job->cpus), job->cpus) != 0)
-		forward(&fw, json_pack("{s:s}", "notice", "could not keep to its share of the host's cores: it runs on all"));
 	if (!job->so->simulated)
 		setenv(MB_DEVICE_ENV, WORKER_DEVICE, 1);
 	mb_error_clear(&err);
@@ -199,8 +193,6 @@ typedef struct worker {
 	char error[TEXT_BYTES];
 	char ended[HOW_BYTES];      /* how the process ended */
 	char visible[VISIBLE_BYTES];
-	cpu_set_t cpus;             /* its share of the host's cores, where pinned */
-	bool pinned;
 	bool in_case;
 	size_t current;             /* the run's index of its case in progress */
 } worker;
@@ -402,37 +394,15 @@ static size_t slot_cases(const shard_state *st, int slot)
 	return n;
 }
 
-/* Each worker's share of the host's cores (cpu_slices.h), unless the
- * user turned shares off. */
-static void deal_cores(shard_state *st)
-{
-	const char *bus_ids[MB_SHARD_MAX_GPUS];
-	cpu_set_t cpus[MB_SHARD_MAX_GPUS];
-	bool pinned[MB_SHARD_MAX_GPUS];
-	const char *off = getenv(MB_SHARD_CPU_SLICES_ENV);
-
-	if (off && strcmp(off, "0") == 0) {
-		notice(st, MB_SHARD_CPU_SLICES_ENV "=0: every worker runs on every core of the host");
-		return;
-	}
-	for (int k = 0; k < st->so->n_gpus; k++)
-		bus_ids[k] = json_string_value(json_object_get(json_array_get(st->gpus, (size_t)k), "pci_bus_id"));
-	mb_cpu_slices(cpus, pinned, st->so->n_gpus, bus_ids);
-	for (int k = 0; k < st->so->n_gpus; k++) {
-		st->w[k].cpus = cpus[k];
-		st->w[k].pinned = pinned[k];
-	}
-}
-
 static void start_workers(shard_state *st)
 {
-	char names[ROW_NAMES_BYTES], cores[ROW_NAMES_BYTES];
+	char names[ROW_NAMES_BYTES];
 
 	for (int k = 0; k < st->so->n_gpus; k++) {
 		worker *w = &st->w[k];
 		bool mine[MB_SHARD_MAX_LANES], any = false;
 		worker_job job = {st->so, st->rows, st->n_rows, k, w->visible, false, st->costs->n_lanes ? mine : NULL,
-			st->prov, st->host, w->pinned ? &w->cpus : NULL};
+			st->prov, st->host};
 		size_t n = slot_cases(st, k);
 		char lanes[ROW_NAMES_BYTES];
 		mb_error err;
@@ -458,12 +428,9 @@ static void start_workers(shard_state *st)
 		w->start_ns = mb_now_ns();
 		row_names(names, sizeof(names), st, k);
 		mb_shard_slot_lanes_text(lanes, sizeof(lanes), st->costs, &st->deal, k);
-		cores[0] = '\0';
-		if (w->pinned)
-			mb_cpu_set_text(cores, sizeof(cores), &w->cpus);
-		notice(st, "gpu%d (%s): worker pid %ld runs %zu cases (%s)%s%s, about %.1f s by the cost model%s%s",
+		notice(st, "gpu%d (%s): worker pid %ld runs %zu cases (%s)%s%s, about %.1f s by the cost model",
 			gpu_index(st, k), gpu_name(st, k), (long)w->child.pid, n, names, lanes[0] ? " and " : "", lanes,
-			st->deal.load_s[k], cores[0] ? ", on CPUs " : "", cores);
+			st->deal.load_s[k]);
 	}
 }
 
@@ -913,7 +880,6 @@ int mb_shard_run(json_t **out, const mb_shard_options *so, mb_error *err)
 		so->n_gpus, so->n_gpus == 1 ? "" : "s", json_string_value(json_object_get(st.topology, "class")),
 		json_string_value(json_object_get(st.topology, "source")));
 	deal_notices(&st);
-	deal_cores(&st);
 	start_workers(&st);
 	rc = wait_workers(&st, err);
 	for (int k = 0; k < so->n_gpus; k++)

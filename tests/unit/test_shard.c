@@ -8,11 +8,11 @@
  * crashed. The workers themselves are tested end to end
  * (tests/e2e/test_shard.sh). */
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "harness/case_common.h"
-#include "harness/cpu_slices.h"
 #include "harness/shard.h"
 #include "harness/suite.h"
 #include "receipts/text.h"
@@ -601,54 +601,15 @@ static void test_merge(const mb_plan *plan, const mb_suite *suite)
 	free(slot);
 }
 
-/* The workers' shares of the host's cores: disjoint, in order, even within
- * one core, covering the process's mask; none where there are fewer cores
- * than workers; GPUs of unknown place divide the whole mask. */
-static void check_slices(int n, const char *const *bus_ids)
+/* Thread counts follow the process's affinity (a taskset or a cpuset
+ * limits them), not the host's online cores. */
+static void test_cpus_usable(void)
 {
-	cpu_set_t mine, all, out[8];
-	bool pinned[8];
-	int count, last = -1;
-
-	CHECK(sched_getaffinity(0, sizeof(mine), &mine) == 0);
-	count = CPU_COUNT(&mine);
-	mb_cpu_slices(out, pinned, n, bus_ids);
-	CPU_ZERO(&all);
-	for (int k = 0; k < n; k++) {
-		int here = 0;
-
-		CHECK_MSG(pinned[k] == (count >= n), "worker %d of %d on %d cores: pinned %d", k, n, count, pinned[k]);
-		if (!pinned[k])
-			continue;
-		for (int c = 0; c < CPU_SETSIZE; c++) {
-			if (!CPU_ISSET(c, &out[k]))
-				continue;
-			CHECK_MSG(CPU_ISSET(c, &mine) && !CPU_ISSET(c, &all), "core %d: not ours or dealt twice", c);
-			CHECK_MSG(c > last, "worker %d's core %d comes before the previous worker's %d", k, c, last);
-			CPU_SET(c, &all);
-			last = c;
-			here++;
-		}
-		CHECK_MSG(here == count / n || here == (count + n - 1) / n, "worker %d of %d has %d of %d cores", k, n,
-			here, count);
-	}
-	if (count >= n)
-		CHECK(CPU_EQUAL(&all, &mine));
-}
-
-static void test_cpu_slices(void)
-{
-	const char *unknown[] = {"not an address", "0000:ff:1f.7", NULL};
-	cpu_set_t mine, one, set;
-	char text[64];
+	cpu_set_t mine, one;
 	int first = -1;
 
-	for (int n = 1; n <= 8; n++)
-		check_slices(n, NULL);
-	check_slices(3, unknown);
-	/* a process kept to one core: one worker keeps it, two are not pinned,
-	 * and thread counts follow the mask */
 	CHECK(sched_getaffinity(0, sizeof(mine), &mine) == 0);
+	CHECK(mb_cpus_usable() == CPU_COUNT(&mine));
 	for (int c = 0; c < CPU_SETSIZE && first < 0; c++)
 		first = CPU_ISSET(c, &mine) ? c : -1;
 	CPU_ZERO(&one);
@@ -656,16 +617,8 @@ static void test_cpu_slices(void)
 	CHECK(sched_setaffinity(0, sizeof(one), &one) == 0);
 	CHECK(mb_cpus_usable() == 1);
 	CHECK(mb_ref_parallel_threads(100, 1.0) == 1);
-	check_slices(1, NULL);
-	check_slices(2, NULL);
 	CHECK(sched_setaffinity(0, sizeof(mine), &mine) == 0);
 	CHECK(mb_cpus_usable() == CPU_COUNT(&mine));
-	CPU_ZERO(&set);
-	for (int c = 0; c < 9; c++)
-		if (c != 3 && c != 4 && c != 6)
-			CPU_SET(c, &set);
-	mb_cpu_set_text(text, sizeof(text), &set);
-	CHECK_MSG(strcmp(text, "0-2,5,7-8") == 0, "set text \"%s\"", text);
 }
 
 int main(void)
@@ -693,7 +646,7 @@ int main(void)
 		test_random_costs(modes_plan, modes_suite);
 	test_group_split();
 	test_worker_rows_spread();
-	test_cpu_slices();
+	test_cpus_usable();
 	mb_plan_free(modes_plan);
 	mb_suite_free(modes_suite);
 	mb_plan_free(plan);

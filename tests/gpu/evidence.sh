@@ -65,7 +65,8 @@
 #             "--dtypes bf16 --set lanes=[]") on one GPU (or SHARD_ONE, a
 #             receipt of an earlier call), then on all of them (--gpus all)
 #             with the costs the one-GPU receipt measured (--costs: each
-#             case's wall_ns), validate and diff the two case by case, and
+#             case's wall_ns; SHARD_COSTS names other receipts, e.g. the
+#             last sharded run's), validate and diff the two case by case, and
 #             shard_balance.py: both wall times, their ratio, and per GPU the
 #             deal's prediction against the worker's wall time; then, unless
 #             SHARD_KILL=0, a sharded run of the bf16 cases (no lanes;
@@ -289,9 +290,10 @@ PY
 		if [ -z "${SHARD_ONE:-}" ]; then
 			step shard-1 "$limit" "$mb" run "${common[@]}" --gpus 1 -o "$one"
 		fi
-		"$mb" run "${common[@]}" --gpus all --dry-run --costs "$one" 2>&1 | grep -v '^[a-z_0-9]*/' >"$out/shard-plan.txt"
+		costs=${SHARD_COSTS:-$one}
+		"$mb" run "${common[@]}" --gpus all --dry-run --costs "$costs" 2>&1 | grep -v '^[a-z_0-9]*/' >"$out/shard-plan.txt"
 		cat "$out/shard-plan.txt"
-		step shard-all "$limit" "$mb" run "${common[@]}" --gpus all --costs "$one" -o "$out/shard-all.json"
+		step shard-all "$limit" "$mb" run "${common[@]}" --gpus all --costs "$costs" -o "$out/shard-all.json"
 		"$mb" validate "$out/shard-all.json"
 		"$mb" diff "$one" "$out/shard-all.json" >"$out/shard-diff.txt" 2>&1
 		echo "== diff one GPU -> all: exit $?"

@@ -256,7 +256,7 @@ static uint64_t mhc_flops(const int64_t *a)
 const mb_row mb_row_mhc_sinkhorn = {
 	MB_ROW_NAME(mhc_sinkhorn, "fp32, pairwise dot products, "),
 	.block = 'X',
-	.status = MB_ROW_EXPERIMENTAL,
+	.status = MB_ROW_KEEP,
 	.condition = NULL,
 	.summary = "mHC stream mixing: per token, phi = mean of the N streams dotted with P [N*N,W] / sqrt(W), "
 		"S = I Sinkhorn iterations (rows then columns) of exp(phi), y_i = sum_j S_ij x_j; x, y [T,N*W]",

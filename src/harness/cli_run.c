@@ -178,6 +178,46 @@ static int once(const char **slot, const char *flag)
 	return 0;
 }
 
+/* The options that name each other or need parsing, once all are read. */
+static int check_args(run_args *a)
+{
+	if (strcmp(a->backend, "auto") && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda"))
+		return mb_cli_usage_error("run", "--backend must be auto, cuda or cpu, got \"%s\"", a->backend);
+	if (a->gpus && strcmp(a->gpus, "all")) {
+		char *end;
+		long n;
+		errno = 0;
+		n = strtol(a->gpus, &end, 10);
+		if (errno || end == a->gpus || *end || n < 1 || n > MB_SHARD_MAX_GPUS)
+			return mb_cli_usage_error("run", "--gpus expects a number of GPUs from 1 to %d, or all, got \"%s\"",
+				MB_SHARD_MAX_GPUS, a->gpus);
+	}
+	if (a->n_costs && !a->gpus)
+		return mb_cli_usage_error("run", "--costs deals a run over GPUs: it needs --gpus");
+	if (a->save_to && (a->output || a->force))
+		return mb_cli_usage_error("run", "--save-to names the file itself and never replaces one: "
+			"not with %s", a->output ? "-o" : "--force");
+	/* compression follows the name: -o says it, --gzip names the file */
+	if (a->gzip && a->output)
+		return mb_cli_usage_error("run", "--gzip names the receipt NAME.json.gz; with -o, name it so yourself "
+			"(-o %s.gz%s)", a->output, strcmp(a->output, "-") ? "" : ": standard output gets plain JSON");
+	if (a->modes) {
+		/* --modes chooses the modes to time: the suite's timing.modes
+		 * replaced, so that --modes hot runs hot on a suite that says cold */
+		mb_mode m;
+		char copy[PATH_BYTES];
+		snprintf(copy, sizeof(copy), "%s", a->modes);
+		for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+			if (mb_mode_parse(t, &m))
+				return mb_cli_usage_error("run", "--modes: unknown mode \"%s\"; known modes: cold, hot, graph",
+					t);
+		snprintf(a->modes_set, sizeof(a->modes_set), "timing.modes=%s", a->modes);
+		snprintf(a->modes_label, sizeof(a->modes_label), "--modes %s", a->modes);
+		a->sets[a->n_sets++] = (mb_suite_set){a->modes_set, a->modes_label};
+	}
+	return 0;
+}
+
 static int parse_args(run_args *a, int argc, char **argv)
 {
 	enum { OPT_ROWS = 256, OPT_DTYPES, OPT_VARIANTS, OPT_MODES, OPT_SEED, OPT_MIN_TIME, OPT_TIMEOUT, OPT_DRY,
@@ -265,41 +305,7 @@ static int parse_args(run_args *a, int argc, char **argv)
 	if (optind != argc - 1)
 		return mb_cli_usage_error("run", optind >= argc ? "no suite file given" : "one suite file at a time");
 	a->suite_path = argv[optind];
-	if (strcmp(a->backend, "auto") && strcmp(a->backend, "cpu") && strcmp(a->backend, "cuda"))
-		return mb_cli_usage_error("run", "--backend must be auto, cuda or cpu, got \"%s\"", a->backend);
-	if (a->gpus && strcmp(a->gpus, "all")) {
-		char *end;
-		long n;
-		errno = 0;
-		n = strtol(a->gpus, &end, 10);
-		if (errno || end == a->gpus || *end || n < 1 || n > MB_SHARD_MAX_GPUS)
-			return mb_cli_usage_error("run", "--gpus expects a number of GPUs from 1 to %d, or all, got \"%s\"",
-				MB_SHARD_MAX_GPUS, a->gpus);
-	}
-	if (a->n_costs && !a->gpus)
-		return mb_cli_usage_error("run", "--costs deals a run over GPUs: it needs --gpus");
-	if (a->save_to && (a->output || a->force))
-		return mb_cli_usage_error("run", "--save-to names the file itself and never replaces one: "
-			"not with %s", a->output ? "-o" : "--force");
-	/* compression follows the name: -o says it, --gzip names the file */
-	if (a->gzip && a->output)
-		return mb_cli_usage_error("run", "--gzip names the receipt NAME.json.gz; with -o, name it so yourself "
-			"(-o %s.gz%s)", a->output, strcmp(a->output, "-") ? "" : ": standard output gets plain JSON");
-	if (a->modes) {
-		/* --modes chooses the modes to time: the suite's timing.modes
-		 * replaced, so that --modes hot runs hot on a suite that says cold */
-		mb_mode m;
-		char copy[PATH_BYTES];
-		snprintf(copy, sizeof(copy), "%s", a->modes);
-		for (char *save = NULL, *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-			if (mb_mode_parse(t, &m))
-				return mb_cli_usage_error("run", "--modes: unknown mode \"%s\"; known modes: cold, hot, graph",
-					t);
-		snprintf(a->modes_set, sizeof(a->modes_set), "timing.modes=%s", a->modes);
-		snprintf(a->modes_label, sizeof(a->modes_label), "--modes %s", a->modes);
-		a->sets[a->n_sets++] = (mb_suite_set){a->modes_set, a->modes_label};
-	}
-	return 0;
+	return check_args(a);
 }
 
 /* Parse a number option: a finite value in [lo, hi]. */
@@ -746,24 +752,131 @@ static char **copy_argv(int argc, char **argv)
 	return copy;
 }
 
+/* What a run has before its first case: the suite with the options
+ * applied, the backend, the plan and the notices its receipts carry. */
+typedef struct run_setup {
+	mb_suite *suite;
+	mb_plan *plan;
+	const mb_backend *backend;
+	const char *notices[3];
+	size_t n_notices;
+	int repetitions;
+	char backend_note[NOTE_BYTES], ignored_note[2 * NOTE_BYTES];
+} run_setup;
+
+/* The suite, the backend and the plan; an exit code (0 to go on). */
+static int setup_plan(run_setup *s, const run_args *a, mb_error *err)
+{
+	int code;
+
+	if (mb_suite_load_with(&s->suite, a->suite_path, a->sets, a->n_sets, err)) {
+		mb_cli_error(err);
+		return MB_EXIT_INPUT;
+	}
+	code = apply_overrides(&s->suite->settings, a);
+	if (!code)
+		code = repetitions_arg(&s->repetitions, a);
+	if (code)
+		return code;
+	/* planning needs the backend built in, not a device */
+	s->backend_note[0] = '\0';
+	if ((a->dry_run || a->list) && strcmp(a->backend, "cuda") == 0 && mb_backend_cuda())
+		s->backend = mb_backend_cuda();
+	else
+		s->backend = choose_backend(a->backend, s->backend_note, sizeof(s->backend_note), err);
+	if (!s->backend) {
+		mb_cli_error(err);
+		return MB_EXIT_INPUT;
+	}
+	if (s->backend_note[0])
+		s->notices[s->n_notices++] = s->backend_note;
+	if (mb_plan_build_ex(&s->plan, s->suite, &a->filter, &a->match, s->backend->name, err)) {
+		mb_cli_error(err);
+		return MB_EXIT_INPUT;
+	}
+	/* fitting the host is this run's concern: the cases that do not fit
+	 * are named, and the rest runs */
+	if (s->plan->host_note[0]) {
+		s->notices[s->n_notices++] = s->plan->host_note;
+		if (a->list || a->dry_run)
+			fprintf(stderr, "megabench: notice: %s\n", s->plan->host_note);
+	}
+	return 0;
+}
+
+/* The suite's variants this backend does not run, as a notice. */
+static void note_ignored_variants(run_setup *s, const run_args *a)
+{
+	char ignored[NOTE_BYTES];
+	bool several;
+
+	mb_plan_ignored_variants(ignored, sizeof(ignored), s->suite, &a->filter, s->backend->name);
+	if (!ignored[0])
+		return;
+	several = strchr(ignored, ',') != NULL;
+	snprintf(s->ignored_note, sizeof(s->ignored_note), "variant%s %s do%s not apply on the %s backend (it runs "
+		"%s): the receipt's settings.variants records only the variants that ran", several ? "s" : "", ignored,
+		several ? "" : "es", s->backend->name,
+		strcmp(s->backend->name, "cpu") == 0 ? "the reference variant only" : "the variants built for it");
+	s->notices[s->n_notices++] = s->ignored_note;
+}
+
+/* Where the receipts go: one for a --gpus run, else one per device. */
+typedef struct run_outputs {
+	char path[MAX_DEVICES][PATH_BYTES];
+	bool existed[MAX_DEVICES];
+	int n;
+} run_outputs;
+
+/* Every receipt's path, checked writable (and not taken, unless --force)
+ * before any case runs; an exit code (0 to go on). */
+static int prepare_outputs(run_outputs *o, const run_args *a, const mb_suite *suite, const int *devices,
+	int n_devices, mb_error *err)
+{
+	char base_path[PATH_BYTES];
+
+	/* every missing level of the folder is made; one that cannot be is
+	 * named with the system's reason (read-only, permission, a file) */
+	if (!a->output && mb_make_dirs(a->save_to ? a->save_to : DEFAULT_DIR, err)) {
+		mb_cli_error(err);
+		return MB_EXIT_INPUT;
+	}
+	if (a->output)
+		snprintf(base_path, sizeof(base_path), "%s", a->output);
+	else
+		default_output(base_path, sizeof(base_path), a->save_to, a->gzip, suite);
+	o->n = a->gpus ? 1 : n_devices;
+	for (int d = 0; d < o->n; d++) {
+		struct stat st;
+
+		device_output(o->path[d], sizeof(o->path[d]), base_path, devices[d], o->n);
+		o->existed[d] = strcmp(o->path[d], "-") != 0 && stat(o->path[d], &st) == 0 && S_ISREG(st.st_mode);
+		if (mb_atomic_write_probe(o->path[d], a->force ? 0 : MB_ATOMIC_NO_REPLACE, err)) {
+			if (o->existed[d] && a->save_to)
+				snprintf(err->text, sizeof(err->text), "a receipt is already there (another run of the same "
+					"millisecond and process id?); --save-to never replaces one: run again for a new name");
+			else if (o->existed[d] && !a->force)
+				snprintf(err->text, sizeof(err->text), "a receipt is already there; --force replaces it, "
+					"or name another file with -o");
+			mb_cli_error(err);
+			return MB_EXIT_INPUT;
+		}
+	}
+	return 0;
+}
+
 int mb_cli_run(int argc, char **argv)
 {
 	run_args a;
-	mb_suite *suite = NULL;
-	mb_plan *plan = NULL;
-	const mb_backend *backend;
+	run_setup s = {.repetitions = 1};
+	run_outputs outputs = {0};
 	signal_guard signals;
 	mb_error err;
-	char base_path[PATH_BYTES], note[NOTE_BYTES], ignored[NOTE_BYTES], ignored_note[2 * NOTE_BYTES];
-	char out_paths[MAX_DEVICES][PATH_BYTES];
-	bool existed[MAX_DEVICES] = {false};
-	const char *notices[3];
 	char **command = copy_argv(argc, argv);
-	int devices[MAX_DEVICES] = {0}, n_devices = 1, n_outputs;
+	int devices[MAX_DEVICES] = {0}, n_devices = 1;
 	gpu_pool pool;
 	mb_shard_costs costs = {0};
-	size_t n_notices = 0;
-	int code, rc, repetitions = 1;
+	int code;
 
 	mb_error_clear(&err);
 	signals_catch(&signals);
@@ -787,128 +900,52 @@ int mb_cli_run(int argc, char **argv)
 			"spreads the run over those", a.gpus, a.devices, n_devices, n_devices == 1 ? "" : "s", n_devices);
 		goto cleanup;
 	}
-	rc = mb_suite_load_with(&suite, a.suite_path, a.sets, a.n_sets, &err);
-	if (rc) {
-		mb_cli_error(&err);
-		code = MB_EXIT_INPUT;
+	if ((code = setup_plan(&s, &a, &err)))
 		goto cleanup;
-	}
-	code = apply_overrides(&suite->settings, &a);
-	if (!code)
-		code = repetitions_arg(&repetitions, &a);
-	if (code)
-		goto cleanup;
-	/* planning needs the backend built in, not a device */
-	if ((a.dry_run || a.list) && strcmp(a.backend, "cuda") == 0 && mb_backend_cuda()) {
-		backend = mb_backend_cuda();
-		note[0] = '\0';
-	} else {
-		backend = choose_backend(a.backend, note, sizeof(note), &err);
-	}
-	if (!backend) {
-		mb_cli_error(&err);
-		code = MB_EXIT_INPUT;
-		goto cleanup;
-	}
-	if (note[0])
-		notices[n_notices++] = note;
-	rc = mb_plan_build_ex(&plan, suite, &a.filter, &a.match, backend->name, &err);
-	if (rc) {
-		mb_cli_error(&err);
-		code = MB_EXIT_INPUT;
-		goto cleanup;
-	}
-	/* fitting the host is this run's concern: the cases that do not fit
-	 * are named, and the rest runs */
-	if (plan->host_note[0]) {
-		notices[n_notices++] = plan->host_note;
-		if (a.list || a.dry_run)
-			fprintf(stderr, "megabench: notice: %s\n", plan->host_note);
-	}
 	if (a.list) {
-		print_plan(plan);
-		code = MB_EXIT_OK;
+		print_plan(s.plan);
 		goto cleanup;
 	}
-	/* which GPUs: before the dry run, which shows what each would run */
-	if (a.gpus ? gpu_pool_of(&pool, &a, backend, devices, n_devices, &err)
-		: !a.dry_run && a.devices && check_devices(backend, devices, n_devices, &err)) {
-		mb_cli_error(&err);
-		code = MB_EXIT_INPUT;
-		goto cleanup;
-	}
-	/* what each case costs, for the deal (shard.h) */
-	if (a.gpus && mb_shard_costs_load(&costs, plan, suite, backend->name, a.costs, a.n_costs, a.save_to, &err)) {
+	/* which GPUs, and what each case costs for the deal (shard.h): before
+	 * the dry run, which shows what each would run */
+	if ((a.gpus ? gpu_pool_of(&pool, &a, s.backend, devices, n_devices, &err)
+			: !a.dry_run && a.devices && check_devices(s.backend, devices, n_devices, &err))
+		|| (a.gpus && mb_shard_costs_load(&costs, s.plan, s.suite, s.backend->name, a.costs, a.n_costs, a.save_to,
+			&err))) {
 		mb_cli_error(&err);
 		code = MB_EXIT_INPUT;
 		goto cleanup;
 	}
 	if (a.dry_run) {
-		print_plan(plan);
-		if (a.gpus && print_shards(plan, &costs, &pool, &err)) {
+		print_plan(s.plan);
+		if (a.gpus && print_shards(s.plan, &costs, &pool, &err)) {
 			mb_cli_error(&err);
 			code = MB_EXIT_INPUT;
 			goto cleanup;
 		}
-		printf("%zu cases\n", plan->n_cases);
-		code = MB_EXIT_OK;
+		printf("%zu cases\n", s.plan->n_cases);
 		goto cleanup;
 	}
-	mb_plan_ignored_variants(ignored, sizeof(ignored), suite, &a.filter, backend->name);
-	if (ignored[0]) {
-		bool several = strchr(ignored, ',') != NULL;
-		snprintf(ignored_note, sizeof(ignored_note), "variant%s %s do%s not apply on the %s backend (it runs %s): "
-			"the receipt's settings.variants records only the variants that ran", several ? "s" : "", ignored,
-			several ? "" : "es", backend->name,
-			strcmp(backend->name, "cpu") == 0 ? "the reference variant only" : "the variants built for it");
-		notices[n_notices++] = ignored_note;
-	}
-	/* every missing level of the folder is made; one that cannot be is
-	 * named with the system's reason (read-only, permission, a file) */
-	if (!a.output && mb_make_dirs(a.save_to ? a.save_to : DEFAULT_DIR, &err)) {
-		mb_cli_error(&err);
-		code = MB_EXIT_INPUT;
+	note_ignored_variants(&s, &a);
+	if ((code = prepare_outputs(&outputs, &a, s.suite, devices, n_devices, &err)))
 		goto cleanup;
-	}
-	if (a.output)
-		snprintf(base_path, sizeof(base_path), "%s", a.output);
-	else
-		default_output(base_path, sizeof(base_path), a.save_to, a.gzip, suite);
-	/* --gpus: one receipt for every GPU; else one per device */
-	n_outputs = a.gpus ? 1 : n_devices;
-	for (int d = 0; d < n_outputs; d++) {
-		struct stat st;
-		device_output(out_paths[d], sizeof(out_paths[d]), base_path, devices[d], n_outputs);
-		existed[d] = strcmp(out_paths[d], "-") != 0 && stat(out_paths[d], &st) == 0 && S_ISREG(st.st_mode);
-		if (mb_atomic_write_probe(out_paths[d], a.force ? 0 : MB_ATOMIC_NO_REPLACE, &err)) {
-			if (existed[d] && a.save_to)
-				snprintf(err.text, sizeof(err.text), "a receipt is already there (another run of the same "
-					"millisecond and process id?); --save-to never replaces one: run again for a new name");
-			else if (existed[d] && !a.force)
-				snprintf(err.text, sizeof(err.text), "a receipt is already there; --force replaces it, "
-					"or name another file with -o");
-			mb_cli_error(&err);
-			code = MB_EXIT_INPUT;
-			goto cleanup;
-		}
-	}
 	if (interrupted) {
 		fprintf(stderr, "megabench: interrupted before any case ran; no receipt written\n");
 		code = MB_EXIT_INTERRUPTED;
 		goto cleanup;
 	}
-	code = MB_EXIT_OK;
-	for (int d = 0; d < n_outputs && !interrupted; d++) {
-		run_ctx r = {&a, suite, plan, backend, notices, n_notices, argc + 1, command, repetitions, &signals,
-			a.gpus ? &pool : NULL, a.gpus ? &costs : NULL};
+	for (int d = 0; d < outputs.n && !interrupted; d++) {
+		run_ctx r = {&a, s.suite, s.plan, s.backend, s.notices, s.n_notices, argc + 1, command, s.repetitions,
+			&signals, a.gpus ? &pool : NULL, a.gpus ? &costs : NULL};
 		char device[32];
 		int one;
+
 		if (a.devices && !a.gpus) {
 			/* read by the CUDA backend and the lanes in the children it forks */
 			snprintf(device, sizeof(device), "%d", devices[d]);
 			setenv(MB_DEVICE_ENV, device, 1);
 		}
-		one = run_and_save(&r, out_paths[d], existed[d]);
+		one = run_and_save(&r, outputs.path[d], outputs.existed[d]);
 		/* the worst outcome wins: interrupted, then bad input, then failed */
 		if (one == MB_EXIT_INTERRUPTED || (code != MB_EXIT_INTERRUPTED && one > code))
 			code = one;
@@ -919,7 +956,7 @@ cleanup:
 	 * "killed". */
 	free(command);
 	mb_shard_costs_free(&costs);
-	mb_plan_free(plan);
-	mb_suite_free(suite);
+	mb_plan_free(s.plan);
+	mb_suite_free(s.suite);
 	return code;
 }

@@ -246,6 +246,74 @@ __device__ __forceinline__ void gg_store_swiglu(const gg_params<T> &p, int64_t r
 	}
 }
 
+/* One k tile of the block's product, from shared-memory stage `stage`:
+ * the warp's GG_MI x GG_NI fragments accumulate GG_BK / 16 mma steps. */
+template <typename T, int BM, int BN>
+__device__ __forceinline__ void gg_mma_tile(float (&acc)[GG_MI][GG_NI][4], const T *s_a, const T *s_b, int stage,
+	int warp_m, int warp_n, int lane)
+{
+	typedef gg_cfg<BM, BN> C;
+	const T *sa = s_a + stage * C::A_STAGE;
+	const T *sb = s_b + stage * C::B_STAGE;
+#pragma unroll
+	for (int kk = 0; kk < GG_BK; kk += 16) {
+		uint32_t af[GG_MI][4];
+#pragma unroll
+		for (int mi = 0; mi < GG_MI; mi++) {
+			/* lanes 0-15: rows 0-15 at k kk..kk+7; lanes 16-31:
+			 * the same rows at kk+8..kk+15 (a0..a3 of the mma) */
+			const int row = warp_m * GG_WARP_M + mi * 16 + (lane & 15);
+			const int chunk = kk / GG_CHUNK + (lane >> 4);
+			gg_ldmatrix_x4(af[mi], gg_smem_addr(sa + gg_a_offset(row, chunk)));
+		}
+#pragma unroll
+		for (int nj = 0; nj < GG_NI / 2; nj++) {
+			/* matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7,
+			 * n 8-15), (k 8-15, n 8-15) of this 16-column pair:
+			 * b0 b1 of n-fragment 2nj, then of 2nj+1 */
+			const int k = kk + (lane & 7) + ((lane >> 3) & 1) * 8;
+			const int n = warp_n * GG_WARP_N + nj * 16 + (lane >> 4) * 8;
+			uint32_t bf[4];
+			gg_ldmatrix_x4_trans(bf, gg_smem_addr(sb + gg_b_offset<BN>(k, n / GG_CHUNK)));
+#pragma unroll
+			for (int mi = 0; mi < GG_MI; mi++) {
+				gg_mma<T>(acc[mi][2 * nj], af[mi], bf[0], bf[1]);
+				gg_mma<T>(acc[mi][2 * nj + 1], af[mi], bf[2], bf[3]);
+			}
+		}
+	}
+}
+
+/* The epilogue of a tile whose rows start at row0 (rows from row_end on
+ * belong to the next group): fragment (mi, ni) holds rows g8 and g8 + 8 of
+ * its m16 block (g8 = lane / 4), columns 2 * (lane % 4) and + 1 of its n8. */
+template <typename T, int EPI>
+__device__ __forceinline__ void gg_store_tile(const gg_params<T> &p, const float (&acc)[GG_MI][GG_NI][4],
+	int64_t row0, int64_t row_end, int col0, int warp_m, int warp_n, int lane)
+{
+#pragma unroll
+	for (int mi = 0; mi < GG_MI; mi++) {
+#pragma unroll
+		for (int half = 0; half < 2; half++) {
+			const int row = warp_m * GG_WARP_M + mi * 16 + (lane >> 2) + half * 8;
+			const int64_t r = row0 + row;
+			if (r >= row_end)
+				continue;
+			if (EPI == GG_EPI_SWIGLU) {
+				gg_store_swiglu<T>(p, r, col0, warp_n, lane, acc[mi], half);
+				continue;
+			}
+			float scale;
+			const int64_t out_row = gg_out_row<EPI>(p, r, &scale);
+			T *dst = p.out + out_row * p.n + col0 + warp_n * GG_WARP_N + (lane & 3) * 2;
+#pragma unroll
+			for (int ni = 0; ni < GG_NI; ni++)
+				*reinterpret_cast<uint32_t *>(dst + ni * 8) =
+					gg_epi_pair<T, EPI>(acc[mi][ni][half * 2], acc[mi][ni][half * 2 + 1], scale);
+		}
+	}
+}
+
 template <typename T, int BM, int BN, bool GATHER, int EPI>
 __global__ void __launch_bounds__(GG_THREADS, 1) moe_ffn_grouped_gemm_kernel(const gg_params<T> p)
 {
@@ -337,62 +405,11 @@ __global__ void __launch_bounds__(GG_THREADS, 1) moe_ffn_grouped_gemm_kernel(con
 				load_stage(next % GG_STAGES, next);
 			gg_cp_async_commit();
 
-			const int stage = kt % GG_STAGES;
-			const T *sa = s_a + stage * C::A_STAGE;
-			const T *sb = s_b + stage * C::B_STAGE;
-#pragma unroll
-			for (int kk = 0; kk < GG_BK; kk += 16) {
-				uint32_t af[GG_MI][4];
-#pragma unroll
-				for (int mi = 0; mi < GG_MI; mi++) {
-					/* lanes 0-15: rows 0-15 at k kk..kk+7; lanes 16-31:
-					 * the same rows at kk+8..kk+15 (a0..a3 of the mma) */
-					const int row = warp_m * GG_WARP_M + mi * 16 + (lane & 15);
-					const int chunk = kk / GG_CHUNK + (lane >> 4);
-					gg_ldmatrix_x4(af[mi], gg_smem_addr(sa + gg_a_offset(row, chunk)));
-				}
-#pragma unroll
-				for (int nj = 0; nj < GG_NI / 2; nj++) {
-					/* matrices: (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7,
-					 * n 8-15), (k 8-15, n 8-15) of this 16-column pair:
-					 * b0 b1 of n-fragment 2nj, then of 2nj+1 */
-					const int k = kk + (lane & 7) + ((lane >> 3) & 1) * 8;
-					const int n = warp_n * GG_WARP_N + nj * 16 + (lane >> 4) * 8;
-					uint32_t bf[4];
-					gg_ldmatrix_x4_trans(bf, gg_smem_addr(sb + gg_b_offset<BN>(k, n / GG_CHUNK)));
-#pragma unroll
-					for (int mi = 0; mi < GG_MI; mi++) {
-						gg_mma<T>(acc[mi][2 * nj], af[mi], bf[0], bf[1]);
-						gg_mma<T>(acc[mi][2 * nj + 1], af[mi], bf[2], bf[3]);
-					}
-				}
-			}
+			gg_mma_tile<T, BM, BN>(acc, s_a, s_b, kt % GG_STAGES, warp_m, warp_n, lane);
 		}
 		gg_cp_async_wait<0>(); /* only empty groups can remain */
 
-		/* epilogue: fragment (mi, ni) holds rows g8 and g8 + 8 of its m16
-		 * block (g8 = lane / 4), columns 2 * (lane % 4) and + 1 of its n8 */
-#pragma unroll
-		for (int mi = 0; mi < GG_MI; mi++) {
-#pragma unroll
-			for (int half = 0; half < 2; half++) {
-				const int row = warp_m * GG_WARP_M + mi * 16 + (lane >> 2) + half * 8;
-				const int64_t r = row0 + row;
-				if (r >= row_end)
-					continue;
-				if (EPI == GG_EPI_SWIGLU) {
-					gg_store_swiglu<T>(p, r, col0, warp_n, lane, acc[mi], half);
-					continue;
-				}
-				float scale;
-				const int64_t out_row = gg_out_row<EPI>(p, r, &scale);
-				T *dst = p.out + out_row * p.n + col0 + warp_n * GG_WARP_N + (lane & 3) * 2;
-#pragma unroll
-				for (int ni = 0; ni < GG_NI; ni++)
-					*reinterpret_cast<uint32_t *>(dst + ni * 8) =
-						gg_epi_pair<T, EPI>(acc[mi][ni][half * 2], acc[mi][ni][half * 2 + 1], scale);
-			}
-		}
+		gg_store_tile<T, EPI>(p, acc, row0, row_end, col0, warp_m, warp_n, lane);
 		/* every warp is done with shared memory before the next tile's
 		 * prologue refills it */
 		__syncthreads();

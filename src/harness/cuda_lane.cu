@@ -136,10 +136,6 @@ unsigned elementwise_blocks(int64_t vecs)
 	return (unsigned)(blocks < ELEMENTWISE_MAX_BLOCKS ? (blocks > 0 ? blocks : 1) : ELEMENTWISE_MAX_BLOCKS);
 }
 
-/* The longest list of timed steps run_list takes: a configuration's steps
- * (blocked) or a step of every configuration (interleaved). */
-#define MB_LANE_LIST_MAX (MB_LANE_MAX_STEPS > MB_LANE_MAX_CONFIGS ? MB_LANE_MAX_STEPS : MB_LANE_MAX_CONFIGS)
-
 struct lane_run {
 	const mb_lane_spec *spec;
 	mb_lane_recipe recipe;
@@ -150,10 +146,8 @@ struct lane_run {
 	cudaGraphExec_t graph[MB_LANE_MAX_CONFIGS];
 	void **buf;
 	cudaStream_t stream;
-	cudaEvent_t *ev;             /* two per timed step of a list */
-	mb_cupti_call *calls;        /* one per timed step of a list */
-	double *host_ns;             /* each one's enqueueing time */
-	int n_events;
+	cudaEvent_t *ev;
+	mb_cupti_call *calls;        /* one per timed step */
 	bool cupti;
 	uint64_t next_id;
 	int64_t start_ns;
@@ -290,71 +284,50 @@ int failed(lane_run *L, const char *what, cudaError_t ce)
 			return failed(L, (what), ce_); \
 	} while (0)
 
-/* Timed step `slot` of a visit list, enqueued: configuration c's
- * `warmup` untimed steps (outside any bracket: CUPTI drops their records),
- * then one step between two events and in call bracket next_id. Nothing
- * waits for the device, so the steps of a list run back to back, as a
- * training step's layers do. */
-int enqueue_timed(lane_run *L, int c, int warmup, int slot, mb_error *err)
-{
-	int64_t t0;
-	int rc;
-
-	for (int i = 0; i < warmup; i++)
-		LANE_TRY(one_step(L, c), "warm-up");
-	t0 = mb_now_ns();
-	if (L->cupti && (rc = mb_cupti_call_begin(L->next_id++, err)))
-		return rc;
-	LANE_TRY(cudaEventRecord(L->ev[2 * slot], L->stream), "step");
-	LANE_TRY(one_step(L, c), "step");
-	LANE_TRY(cudaEventRecord(L->ev[2 * slot + 1], L->stream), "step");
-	if (L->cupti && (rc = mb_cupti_call_end(err)))
-		return rc;
-	L->host_ns[slot] = (double)(mb_now_ns() - t0);
-	return 0;
-}
-
-/* Run one list of timed steps (configs[k] the k-th, each after its
- * warm-up steps) and add each to its configuration's samples in `round`;
- * spent_ns[mode] gets the list's wall time shared by its steps' times.
+/* One configuration in one round: warm-up steps, then the timed steps.
  * Returns 0, 1 with L->error set for a device failure, or a negative
  * MB_E*. */
-int run_list(lane_run *L, const int *configs, const int *warmup, int n, int round, double *spent_ns, mb_error *err)
+int run_steps(lane_run *L, int c, int round, mb_error *err)
 {
+	const mb_lane_spec *s = L->spec;
+	mb_lane_samples *out = &L->samples[c];
 	uint64_t first_id = L->next_id;
-	int64_t t0 = mb_now_ns();
-	double total = 0;
 	int rc = 0;
 
-	for (int k = 0; k < n; k++) {
-		if (mb_lane_samples_reserve(&L->samples[configs[k]], 1))
-			return mb_error_set(err, MB_ENOMEM, L->spec->name, "out of memory for lane samples");
-		if ((rc = enqueue_timed(L, configs[k], warmup[k], k, err)))
-			return rc;
+	if (mb_lane_samples_reserve(out, s->steps))
+		return mb_error_set(err, MB_ENOMEM, s->name, "out of memory for lane samples");
+	for (int i = 0; i < s->warmup; i++)
+		LANE_TRY(one_step(L, c), "warm-up");
+	LANE_TRY(cudaStreamSynchronize(L->stream), "warm-up");
+	if (L->cupti)
+		mb_cupti_discard();
+	for (int i = 0; i < s->steps; i++) {
+		int64_t t0 = mb_now_ns();
+		if (L->cupti && (rc = mb_cupti_call_begin(L->next_id++, err)))
+			break;
+		LANE_TRY(cudaEventRecord(L->ev[2 * i], L->stream), "step");
+		LANE_TRY(one_step(L, c), "step");
+		LANE_TRY(cudaEventRecord(L->ev[2 * i + 1], L->stream), "step");
+		if (L->cupti && (rc = mb_cupti_call_end(err)))
+			break;
+		out->host_ns[out->n + i] = (double)(mb_now_ns() - t0);
 	}
-	LANE_TRY(cudaStreamSynchronize(L->stream), "steps");
-	if (L->cupti && ((rc = mb_cupti_flush(err)) || (rc = mb_cupti_collect(L->calls, first_id, n, NULL, 0, err))))
-		return rc;
-	for (int k = 0; k < n; k++) {
-		mb_lane_samples *out = &L->samples[configs[k]];
+	if (rc == 0)
+		LANE_TRY(cudaStreamSynchronize(L->stream), "steps");
+	if (rc == 0 && L->cupti && ((rc = mb_cupti_flush(err)) == 0))
+		rc = mb_cupti_collect(L->calls, first_id, s->steps, NULL, 0, err);
+	for (int i = 0; rc == 0 && i < s->steps; i++) {
 		float ms = 0;
-
-		LANE_TRY(cudaEventElapsedTime(&ms, L->ev[2 * k], L->ev[2 * k + 1]), "step");
-		out->step_ns[out->n] = (double)ms * NS_PER_MS;
-		out->host_ns[out->n] = L->host_ns[k];
-		out->busy_ns[out->n] = L->cupti ? (double)L->calls[k].busy_ns : NAN;
-		out->memcpy_ns[out->n] = L->cupti ? (double)L->calls[k].memcpy_ns : NAN;
-		out->memset_ns[out->n] = L->cupti ? (double)L->calls[k].memset_ns : NAN;
-		out->round[out->n] = round;
-		out->n++;
-		total += (double)ms;
+		LANE_TRY(cudaEventElapsedTime(&ms, L->ev[2 * i], L->ev[2 * i + 1]), "step");
+		out->step_ns[out->n + i] = (double)ms * NS_PER_MS;
+		out->busy_ns[out->n + i] = L->cupti ? (double)L->calls[i].busy_ns : NAN;
+		out->memcpy_ns[out->n + i] = L->cupti ? (double)L->calls[i].memcpy_ns : NAN;
+		out->memset_ns[out->n + i] = L->cupti ? (double)L->calls[i].memset_ns : NAN;
+		out->round[out->n + i] = round;
 	}
-	for (int k = 0; k < n; k++) {
-		const mb_lane_samples *out = &L->samples[configs[k]];
-		spent_ns[L->configs[configs[k]].mode] += (double)(mb_now_ns() - t0) * (total > 0
-			? out->step_ns[out->n - 1] / NS_PER_MS / total : 1.0 / n);
-	}
-	return 0;
+	if (rc == 0)
+		out->n += s->steps;
+	return rc;
 }
 
 int fill_from(mb_fill fill)
@@ -420,7 +393,6 @@ int rounds(lane_run *L, mb_error *err)
 {
 	const mb_lane_spec *s = L->spec;
 	int units[MB_LANE_MAX_CONFIGS], order[MB_LANE_MAX_CONFIGS], rc;
-	int list[MB_LANE_LIST_MAX], warmup[MB_LANE_LIST_MAX];
 
 	for (int round = 0;; round++) {
 		double mode_ns[MB_LANE_MODE_COUNT] = {0};
@@ -428,29 +400,13 @@ int rounds(lane_run *L, mb_error *err)
 		for (int c = 0; c < L->n_configs; c++)
 			if (!L->progress[L->configs[c].mode].stopped)
 				units[n++] = c;
-		if (s->interleave) {
-			/* a visit per timed step, each in its own order, every going
-			 * configuration's step in one list */
-			for (int visit = 0; visit < s->steps; visit++) {
-				mb_lane_shuffle(order, n, s->seed, round * s->steps + visit);
-				for (int k = 0; k < n; k++) {
-					list[k] = units[order[k]];
-					warmup[k] = visit == 0 ? s->warmup : 0;
-				}
-				if ((rc = run_list(L, list, warmup, n, round, mode_ns, err)))
-					return rc;
-			}
-		} else {
-			/* a configuration's steps back to back, its warm-up first */
-			mb_lane_shuffle(order, n, s->seed, round);
-			for (int k = 0; k < n; k++) {
-				for (int i = 0; i < s->steps; i++) {
-					list[i] = units[order[k]];
-					warmup[i] = i == 0 ? s->warmup : 0;
-				}
-				if ((rc = run_list(L, list, warmup, s->steps, round, mode_ns, err)))
-					return rc;
-			}
+		mb_lane_shuffle(order, n, s->seed, round);
+		for (int k = 0; k < n; k++) {
+			int c = units[order[k]];
+			int64_t t0 = mb_now_ns();
+			if ((rc = run_steps(L, c, round, err)))
+				return rc;
+			mode_ns[L->configs[c].mode] += (double)(mb_now_ns() - t0);
 		}
 		for (int m = 0; m < s->n_modes; m++) {
 			mb_lane_progress *p = &L->progress[s->modes[m]];
@@ -471,7 +427,7 @@ int rounds(lane_run *L, mb_error *err)
 
 int run_all(lane_run *L, mb_error *err)
 {
-	int rc, list_max;
+	int rc;
 
 	/* the device `--devices` gave this process (MB_DEVICE_ENV) */
 	LANE_TRY(cudaSetDevice(mb_cuda_device_index()), "cudaSetDevice");
@@ -492,16 +448,11 @@ int run_all(lane_run *L, mb_error *err)
 	snprintf(L->error, sizeof(L->error), "built without cuBLAS: lanes need it for their GEMMs");
 	return 1;
 #endif
-	/* a list holds a configuration's steps (blocked) or one step of each
-	 * configuration (interleaved) */
-	list_max = L->spec->steps > L->n_configs ? L->spec->steps : L->n_configs;
-	L->ev = (cudaEvent_t *)calloc(2 * (size_t)list_max, sizeof(cudaEvent_t));
-	L->calls = (mb_cupti_call *)calloc((size_t)list_max, sizeof(mb_cupti_call));
-	L->host_ns = (double *)calloc((size_t)list_max, sizeof(double));
-	if (!L->ev || !L->calls || !L->host_ns)
+	L->ev = (cudaEvent_t *)calloc(2 * (size_t)L->spec->steps, sizeof(cudaEvent_t));
+	L->calls = (mb_cupti_call *)calloc((size_t)L->spec->steps, sizeof(mb_cupti_call));
+	if (!L->ev || !L->calls)
 		return mb_error_set(err, MB_ENOMEM, L->spec->name, "out of memory");
-	L->n_events = 2 * list_max;
-	for (int i = 0; i < L->n_events; i++)
+	for (int i = 0; i < 2 * L->spec->steps; i++)
 		LANE_TRY(cudaEventCreate(&L->ev[i]), "events");
 	if ((rc = fill_buffers(L)) || (rc = prime(L)))
 		return rc;
@@ -513,12 +464,11 @@ void release(lane_run *L)
 	for (int c = 0; c < MB_LANE_MAX_CONFIGS; c++)
 		if (L->graph[c])
 			cudaGraphExecDestroy(L->graph[c]);
-	for (int i = 0; L->ev && i < L->n_events; i++)
+	for (int i = 0; L->ev && i < 2 * L->spec->steps; i++)
 		if (L->ev[i])
 			cudaEventDestroy(L->ev[i]);
 	free(L->ev);
 	free(L->calls);
-	free(L->host_ns);
 	for (int b = 0; L->buf && b < L->recipe.n_buffers; b++)
 		cudaFree(L->buf[b]);
 	free(L->buf);

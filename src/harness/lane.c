@@ -29,6 +29,7 @@
 #define DEFAULT_MAX_ROUNDS 64
 #define DEFAULT_BUDGET_S 60.0
 #define DEFAULT_RESOLVE 0.01
+#define MAX_STEPS 1000
 #define MAX_ROUNDS 1000
 #define MAX_BUDGET_S 3600.0
 #define NS_PER_S 1e9
@@ -153,13 +154,13 @@ static int shape_fields(mb_lane_spec *s, const json_t *lane, const char *where, 
 static int timing_fields(mb_lane_spec *s, const json_t *lane, uint64_t suite_seed, const char *where, mb_error *err)
 {
 	const json_t *modes = json_object_get(lane, "modes"), *backward = json_object_get(lane, "backward"), *m;
-	const json_t *seed = json_object_get(lane, "seed"), *schedule = json_object_get(lane, "schedule");
+	const json_t *seed = json_object_get(lane, "seed");
 	char name[96];
 	size_t i;
 	int rc;
 
-	if ((rc = int_setting(&s->steps, lane, "steps", DEFAULT_STEPS, 1, MB_LANE_MAX_STEPS, where, err))
-		|| (rc = int_setting(&s->warmup, lane, "warmup", DEFAULT_WARMUP, 0, MB_LANE_MAX_STEPS, where, err))
+	if ((rc = int_setting(&s->steps, lane, "steps", DEFAULT_STEPS, 1, MAX_STEPS, where, err))
+		|| (rc = int_setting(&s->warmup, lane, "warmup", DEFAULT_WARMUP, 0, MAX_STEPS, where, err))
 		|| (rc = int_setting(&s->min_rounds, lane, "min_rounds", DEFAULT_MIN_ROUNDS, 1, MAX_ROUNDS, where, err))
 		|| (rc = int_setting(&s->max_rounds, lane, "max_rounds", DEFAULT_MAX_ROUNDS > s->min_rounds
 			? DEFAULT_MAX_ROUNDS : s->min_rounds, s->min_rounds, MAX_ROUNDS, where, err))
@@ -168,10 +169,6 @@ static int timing_fields(mb_lane_spec *s, const json_t *lane, uint64_t suite_see
 		return rc;
 	if (backward && !json_is_boolean(backward))
 		return mb_error_set(err, MB_EINVAL, where, "backward: expected true or false");
-	if (schedule && (!json_is_string(schedule)
-		|| (strcmp(json_string_value(schedule), "interleaved") && strcmp(json_string_value(schedule), "blocked"))))
-		return mb_error_set(err, MB_EINVAL, where, "schedule: expected \"interleaved\" or \"blocked\"");
-	s->interleave = !schedule || !strcmp(json_string_value(schedule), "interleaved");
 	s->backward = !backward || json_is_true(backward);
 	if (seed && (!json_is_integer(seed) || json_integer_value(seed) < 0))
 		return mb_error_set(err, MB_EINVAL, where, "seed: expected a non-negative integer");
@@ -762,7 +759,6 @@ json_t *mb_lane_json(const mb_lane_spec *spec, const mb_lane_recipe *r, const mb
 	json_object_set_new(lane, "backward", json_boolean(spec->backward));
 	json_object_set_new(lane, "steps", json_integer(spec->steps));
 	json_object_set_new(lane, "warmup", json_integer(spec->warmup));
-	json_object_set_new(lane, "schedule", json_string(spec->interleave ? "interleaved" : "blocked"));
 	json_object_set_new(lane, "rounds", json_integer(rounds > 0 ? rounds : 1));
 	json_object_set_new(lane, "min_rounds", json_integer(spec->min_rounds));
 	json_object_set_new(lane, "max_rounds", json_integer(spec->max_rounds));

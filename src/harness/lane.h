@@ -79,8 +79,6 @@
 #define MB_LANE_ROW_NAME_MAX 32
 /* per mode: fused, fallback, and every row's alternatives */
 #define MB_LANE_MAX_CONFIGS (2 * (2 + MB_LANE_MAX_ROWS * (MB_MAX_VARIANTS - 1)))
-/* timed steps of a configuration in a round, and warm-up steps */
-#define MB_LANE_MAX_STEPS 1000
 
 typedef enum mb_lane_mode {
 	MB_LANE_EAGER,
@@ -117,13 +115,6 @@ typedef struct mb_lane_spec {
 	bool backward;
 	int steps;                   /* timed steps per configuration, mode and round */
 	int warmup;                  /* untimed steps before them, each round */
-	/* each round visits every configuration once per timed step, in a new
-	 * order each visit (interleaved), rather than running a configuration's
-	 * steps back to back (blocked): a configuration's round median then
-	 * spans the whole round, so the card's clock drifting with what ran
-	 * before (a first step after a pause runs up to 4% fast on an H100)
-	 * reaches every configuration alike */
-	bool interleave;
 	int min_rounds, max_rounds;
 	double budget_s;             /* the lane's wall time, set-up included */
 	double resolve;              /* the step delta (a fraction) the rounds must resolve */
@@ -280,8 +271,7 @@ void mb_lane_after_round(mb_lane_progress *p, const mb_lane_spec *spec, const mb
 bool mb_lane_next_round(mb_lane_progress *p, const mb_lane_spec *spec, double elapsed_ns);
 
 /* order[0 .. n-1]: a permutation of 0 .. n-1, the same for the same seed
- * and round, different between rounds. An interleaved lane's visit v of
- * round r is shuffled as round r * steps + v. */
+ * and round, different between rounds. */
 void mb_lane_shuffle(int *order, int n, uint64_t seed, int round);
 
 /* What a lane measured, for the receipt. */

@@ -287,18 +287,7 @@ static void test_suite_lanes(void)
 	CHECK(specs && specs[0].kv_heads == 4 && specs[0].steps == 5 && specs[0].min_rounds == 3
 		&& specs[0].max_rounds == 64 && specs[0].n_modes == 2 && specs[0].backward && specs[0].sequences == 1);
 	CHECK(specs && specs[0].budget_s == 60 && specs[0].resolve == 0.01 && specs[0].seed != 0);
-	CHECK(specs && specs[0].interleave);
 	free(specs);
-	json_decref(suite.doc);
-	/* the schedule: interleaved by default, blocked when asked, nothing else */
-	suite.doc = json_pack("{s:[{s:s, s:s, s:i, s:i, s:i, s:i, s:s}]}", "lanes", "name", "dense", "pattern", "AAAA",
-		"tokens", 1024, "hidden", 512, "heads", 4, "head_dim", 128, "schedule", "blocked");
-	CHECK(mb_lanes_from_suite(&specs, &n, &suite, &err) == 0 && n == 1 && !specs[0].interleave);
-	free(specs);
-	json_decref(suite.doc);
-	suite.doc = json_pack("{s:[{s:s, s:s, s:i, s:i, s:i, s:i, s:s}]}", "lanes", "name", "dense", "pattern", "AAAA",
-		"tokens", 1024, "hidden", 512, "heads", 4, "head_dim", 128, "schedule", "random");
-	CHECK(mb_lanes_from_suite(&specs, &n, &suite, &err) == MB_EINVAL && strstr(err.text, "schedule"));
 	json_decref(suite.doc);
 	/* errors name the file and the lane */
 	suite.doc = json_pack("{s:[{s:s, s:s, s:i, s:i, s:i, s:i}]}", "lanes", "name", "odd", "pattern", "AA",

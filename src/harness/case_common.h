@@ -9,7 +9,9 @@
 #include <stdint.h>
 
 #include "receipts/error.h"
+#include "harness/clock.h"
 #include "harness/host_inputs.h"
+#include "harness/rng.h"
 #include "harness/suite.h"
 #include "kernels/catalog.h"
 
@@ -128,27 +130,5 @@ json_t *mb_case_json_new(const mb_case_plan *plan, const char *backend);
 void mb_case_json_set_status(json_t *c, const char *status, const char *error);
 void mb_case_json_add_finding(json_t *c, const char *kind, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
-
-/* Monotonic clock in ns. */
-int64_t mb_now_ns(void);
-
-/* With MEGABENCH_TRACE set in the environment, one line on stderr per
- * call: where the harness spends host time (each timed batch, each step of
- * a case), for diagnosing its own goodput. Nothing otherwise. */
-bool mb_trace_on(void);
-void mb_trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-/* splitmix64-seeded xoshiro256** generator: deterministic, fast. */
-typedef struct mb_rng {
-	uint64_t s[4];
-} mb_rng;
-void mb_rng_seed(mb_rng *r, uint64_t seed);
-uint64_t mb_rng_next(mb_rng *r);
-double mb_rng_uniform(mb_rng *r);   /* [0, 1) */
-double mb_rng_normal(mb_rng *r);    /* N(0, 1) */
-/* A seed from the run seed and a name (a case id, or the id of a shape
- * and dtype), below 2^63 so that a receipt can record it as a JSON
- * integer and a reader can use it as it is. */
-uint64_t mb_case_seed(uint64_t run_seed, const char *name);
 
 #endif

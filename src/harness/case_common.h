@@ -1,6 +1,7 @@
-/* The pieces the case driver (case_driver.h) builds a case from: timing
- * summaries and the case's JSON (the row sample and comparison are in
- * check.h); host tensors and the reference runs are in host_inputs.h. */
+/* The pieces the case driver (case_driver.h) builds a case from:
+ * throughput and the case's JSON (the row sample and comparison are in
+ * check.h, the sampler in sampler.h); host tensors and the reference runs
+ * are in host_inputs.h. */
 #ifndef MB_HARNESS_CASE_COMMON_H
 #define MB_HARNESS_CASE_COMMON_H
 
@@ -13,48 +14,9 @@
 #include "harness/clock.h"
 #include "harness/host_inputs.h"
 #include "harness/rng.h"
+#include "harness/sampler.h"
 #include "harness/suite.h"
 #include "kernels/catalog.h"
-
-/* Convergence: samples are added one by one until the relative noise of the
- * median is under the target after min_samples and min_time, or the
- * timeout or max_samples is reached. */
-typedef struct mb_sampler {
-	double *samples_ns;
-	bool *excluded;
-	int n, cap;
-	int64_t started_ns;
-	const mb_settings *settings;
-} mb_sampler;
-
-int mb_sampler_init(mb_sampler *s, const mb_settings *settings, mb_error *err);
-int mb_sampler_add(mb_sampler *s, double sample_ns, bool excluded, mb_error *err);
-/* true when sampling should stop; *converged says why. */
-bool mb_sampler_done(const mb_sampler *s, bool *converged);
-double mb_sampler_rel_noise(const mb_sampler *s);
-/* The receipt's timing object ("source" is "monotonic", "cupti" or
- * "events"). Kept samples give the statistics. */
-json_t *mb_sampler_json(const mb_sampler *s, const char *source, int warmup_calls, bool converged);
-double mb_sampler_median(const mb_sampler *s);
-/* Samples not excluded; and excluding none (a sag that is the steady state). */
-int mb_sampler_kept(const mb_sampler *s);
-void mb_sampler_keep_all(mb_sampler *s);
-int64_t mb_sampler_kept_sum_ns(const mb_sampler *s);
-void mb_sampler_free(mb_sampler *s);
-
-/* Robust relative standard error of the median:
- * 1.2533 * 1.4826 * MAD / sqrt(n) / median. */
-double mb_rel_noise(const double *sorted, int n);
-/* Linear-interpolated quantile of sorted data, q in [0, 1]. */
-double mb_quantile_sorted(const double *sorted, int n, double q);
-/* qsort comparator for doubles, ascending. One definition, so that every
- * backend orders its samples the same way before taking quantiles. */
-int mb_cmp_double(const void *a, const void *b);
-
-/* A time sample as the receipt records it: whole nanoseconds (CUPTI's
- * resolution; CUDA events resolve half a microsecond), which keeps a
- * receipt of many thousands of samples small. */
-json_t *mb_ns_json(double ns);
 
 /* A variant's bytes model (kernels/catalog.h, mb_row.traffic). */
 typedef struct mb_traffic {

@@ -9,6 +9,7 @@
 #include "harness/case_common.h"
 #include "harness/host_inputs.h"
 #include "harness/ref_cache.h"
+#include "receipts/stats.h"
 
 /* A timed batch aims at about this much device time, so that its fixed
  * cost (a synchronisation, collecting CUPTI's records, a clock reading)
@@ -601,8 +602,8 @@ static double median_of(double *v, int n)
 {
 	if (n == 0)
 		return NAN;
-	qsort(v, (size_t)n, sizeof(*v), mb_cmp_double);
-	return mb_quantile_sorted(v, n, 0.5);
+	qsort(v, (size_t)n, sizeof(*v), mb_stats_cmp_double);
+	return mb_stats_quantile_sorted(v, (size_t)n, 0.5);
 }
 
 /* Each modelled launch's median time over the calls that ran exactly

@@ -11,6 +11,7 @@
 #include "harness/case_common.h"
 #include "harness/host_inputs.h"
 #include "harness/hostinfo.h"
+#include "receipts/stats.h"
 
 /* The copy probe: large enough to leave the caches, small enough for a
  * smoke run to stay fast on a laptop. */
@@ -48,7 +49,7 @@ static double probe_median_ns(int kind, char *dst, char *src, json_t *samples)
 			json_array_append_new(samples, json_integer((json_int_t)ns[i]));
 		src[i] ^= dst[COPY_PROBE_BYTES - 1 - i]; /* keep the work observable */
 	}
-	qsort(ns, COPY_PROBE_REPEATS, sizeof(ns[0]), mb_cmp_double);
+	qsort(ns, COPY_PROBE_REPEATS, sizeof(ns[0]), mb_stats_cmp_double);
 	return ns[COPY_PROBE_REPEATS / 2];
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "harness/clock.h"
+#include "receipts/stats.h"
 
 #define NS_PER_S 1000000000LL
 
@@ -15,40 +16,17 @@ json_t *mb_ns_json(double ns)
 	return json_integer((json_int_t)llround(ns));
 }
 
-/* Consistency constants: MAD * 1.4826 estimates sigma for normal data, and
- * the median's standard error is sqrt(pi/2) = 1.2533 times the mean's. */
-#define MAD_TO_SIGMA 1.4826
-#define MEDIAN_SE_FACTOR 1.2533
-
-int mb_cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return (x > y) - (x < y);
-}
-
-double mb_quantile_sorted(const double *sorted, int n, double q)
-{
-	double pos, frac;
-	int lo;
-
-	if (n <= 0)
-		return NAN;
-	pos = q * (n - 1);
-	lo = (int)floor(pos);
-	if (lo >= n - 1)
-		return sorted[n - 1];
-	frac = pos - lo;
-	return sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]);
-}
-
+/* Not mb_stats_summarize's rel_noise: that one takes an even sample's
+ * median as the mean of the middle pair, which can differ from the
+ * interpolated quantile in the last bit, and gives one sample a noise of
+ * 0, which the stop rule would take for convergence. */
 double mb_rel_noise(const double *sorted, int n)
 {
 	double med, *dev, mad;
 
 	if (n < 2)
 		return INFINITY;
-	med = mb_quantile_sorted(sorted, n, 0.5);
+	med = mb_stats_quantile_sorted(sorted, (size_t)n, 0.5);
 	dev = malloc((size_t)n * sizeof(*dev));
 	if (!dev || med <= 0) {
 		free(dev);
@@ -56,10 +34,10 @@ double mb_rel_noise(const double *sorted, int n)
 	}
 	for (int i = 0; i < n; i++)
 		dev[i] = fabs(sorted[i] - med);
-	qsort(dev, (size_t)n, sizeof(*dev), mb_cmp_double);
-	mad = mb_quantile_sorted(dev, n, 0.5);
+	qsort(dev, (size_t)n, sizeof(*dev), mb_stats_cmp_double);
+	mad = mb_stats_quantile_sorted(dev, (size_t)n, 0.5);
 	free(dev);
-	return MEDIAN_SE_FACTOR * MAD_TO_SIGMA * mad / sqrt((double)n) / med;
+	return MB_STATS_MEDIAN_SE_FACTOR * MB_STATS_MAD_TO_SD * mad / sqrt((double)n) / med;
 }
 
 #define SAMPLER_INITIAL_CAP 64
@@ -126,7 +104,7 @@ static double *kept_sorted(const mb_sampler *s, int *out_n)
 			v[n++] = s->samples_ns[i];
 	}
 	if (v)
-		qsort(v, (size_t)n, sizeof(*v), mb_cmp_double);
+		qsort(v, (size_t)n, sizeof(*v), mb_stats_cmp_double);
 	*out_n = n;
 	return v;
 }
@@ -145,7 +123,7 @@ double mb_sampler_median(const mb_sampler *s)
 {
 	int n;
 	double *v = kept_sorted(s, &n);
-	double med = v ? mb_quantile_sorted(v, n, 0.5) : NAN;
+	double med = v ? mb_stats_quantile_sorted(v, (size_t)n, 0.5) : NAN;
 
 	free(v);
 	return med;
@@ -198,13 +176,13 @@ json_t *mb_sampler_json(const mb_sampler *s, const char *source, int warmup_call
 	json_object_set_new(o, "source", json_string(source));
 	json_object_set_new(o, "samples_ns", samples);
 	json_object_set_new(o, "excluded", excluded);
-	json_object_set_new(o, "median_ns", json_real(n ? mb_quantile_sorted(v, n, 0.5) : 0));
+	json_object_set_new(o, "median_ns", json_real(n ? mb_stats_quantile_sorted(v, (size_t)n, 0.5) : 0));
 	json_object_set_new(o, "mean_ns", json_real(mean));
 	json_object_set_new(o, "stddev_ns", json_real(sd));
 	json_object_set_new(o, "min_ns", json_real(n ? v[0] : 0));
 	json_object_set_new(o, "max_ns", json_real(n ? v[n - 1] : 0));
-	json_object_set_new(o, "p10_ns", json_real(n ? mb_quantile_sorted(v, n, 0.1) : 0));
-	json_object_set_new(o, "p90_ns", json_real(n ? mb_quantile_sorted(v, n, 0.9) : 0));
+	json_object_set_new(o, "p10_ns", json_real(n ? mb_stats_quantile_sorted(v, (size_t)n, 0.1) : 0));
+	json_object_set_new(o, "p90_ns", json_real(n ? mb_stats_quantile_sorted(v, (size_t)n, 0.9) : 0));
 	{
 		double noise = v ? mb_rel_noise(v, n) : INFINITY;
 		/* JSON has no infinity: a case with fewer than two samples reports

@@ -1,5 +1,7 @@
 /* The sampler: a case's timed samples, the rule that says when enough have
- * been taken, and the receipt's timing object made from them. */
+ * been taken, and the receipt's timing object made from them. Quantiles
+ * are receipts/stats.h's (mb_stats_quantile_sorted), the one quantile of
+ * the code base. */
 #ifndef MB_HARNESS_SAMPLER_H
 #define MB_HARNESS_SAMPLER_H
 
@@ -36,14 +38,11 @@ void mb_sampler_keep_all(mb_sampler *s);
 int64_t mb_sampler_kept_sum_ns(const mb_sampler *s);
 void mb_sampler_free(mb_sampler *s);
 
-/* Robust relative standard error of the median:
- * 1.2533 * 1.4826 * MAD / sqrt(n) / median. */
+/* Robust relative standard error of the median of `sorted` (ascending):
+ * 1.2533 * 1.4826 * MAD / sqrt(n) / median (receipts/stats.h's
+ * constants); infinite for fewer than two samples or a median <= 0, which
+ * no target accepts. */
 double mb_rel_noise(const double *sorted, int n);
-/* Linear-interpolated quantile of sorted data, q in [0, 1]. */
-double mb_quantile_sorted(const double *sorted, int n, double q);
-/* qsort comparator for doubles, ascending. One definition, so that every
- * backend orders its samples the same way before taking quantiles. */
-int mb_cmp_double(const void *a, const void *b);
 
 /* A time sample as the receipt records it: whole nanoseconds (CUPTI's
  * resolution; CUDA events resolve half a microsecond), which keeps a

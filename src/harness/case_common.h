@@ -1,7 +1,5 @@
-/* The pieces the case driver (case_driver.h) builds a case from:
- * throughput and the case's JSON (the row sample and comparison are in
- * check.h, the sampler in sampler.h); host tensors and the reference runs
- * are in host_inputs.h. */
+/* What case_common.h held now lives in files by subject; this header
+ * only includes them until its users name the ones they use. */
 #ifndef MB_HARNESS_CASE_COMMON_H
 #define MB_HARNESS_CASE_COMMON_H
 
@@ -10,43 +8,14 @@
 #include <stdint.h>
 
 #include "receipts/error.h"
+#include "harness/case_record.h"
 #include "harness/check.h"
 #include "harness/clock.h"
 #include "harness/host_inputs.h"
 #include "harness/rng.h"
 #include "harness/sampler.h"
 #include "harness/suite.h"
+#include "harness/throughput.h"
 #include "kernels/catalog.h"
-
-/* A variant's bytes model (kernels/catalog.h, mb_row.traffic). */
-typedef struct mb_traffic {
-	bool split;              /* read and write bytes known, launch by launch */
-	uint64_t read_bytes, write_bytes;
-	uint64_t bytes;          /* their sum, or the row's total when not split */
-	int n_launches;
-	mb_launch_traffic launch[MB_MAX_LAUNCHES];
-} mb_traffic;
-
-void mb_traffic_model(mb_traffic *out, const mb_row *row, const mb_variant *v, const int64_t *axis, mb_dtype dtype);
-
-/* The memory bandwidth (GB/s) a kernel moving these bytes can reach: the
- * probe's read-only, copy and write-only rates interpolated by the read
- * share of the bytes ("memory"), or the copy rate when the probe or the
- * split is missing ("copy"); NAN without a copy rate. *which names it. */
-double mb_memory_ceiling_gbps(const json_t *ceilings, uint64_t read_bytes, uint64_t write_bytes, bool split,
-	const char **which);
-
-/* The receipt's throughput object; `ceilings` is the probe's object,
- * launch_median_ns the median time of each modelled launch (NULL, or NAN
- * for one not observed). */
-json_t *mb_throughput_json(const mb_traffic *t, uint64_t flops, double median_ns, const double *launch_median_ns,
-	const json_t *ceilings);
-
-/* A fresh case object with status "ok" and every result field null. */
-json_t *mb_case_json_new(const mb_case_plan *plan, const char *backend);
-/* Set status and error text ("ok" clears error). */
-void mb_case_json_set_status(json_t *c, const char *status, const char *error);
-void mb_case_json_add_finding(json_t *c, const char *kind, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 #endif

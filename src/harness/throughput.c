@@ -1,23 +1,18 @@
-/* Shared case machinery: throughput and the case's JSON. */
-#include "harness/case_common.h"
+/* The bytes model, the memory ceiling and the receipt's throughput
+ * object; see throughput.h. */
+#include "harness/throughput.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdint.h>
-#include <stdio.h>
 #include <string.h>
 
+#define BYTES_PER_GB 1e9
+#define FLOPS_PER_TFLOP 1e12
 #define NS_PER_S 1000000000LL
 
 static json_t *real_or_null(double v)
 {
 	return isfinite(v) ? json_real(v) : json_null();
 }
-
-/* ---- throughput and case JSON ---------------------------------------- */
-
-#define BYTES_PER_GB 1e9
-#define FLOPS_PER_TFLOP 1e12
 
 static double ceiling_value(const json_t *ceilings, const char *key)
 {
@@ -115,54 +110,4 @@ json_t *mb_throughput_json(const mb_traffic *t, uint64_t flops, double median_ns
 		json_object_set_new(o, "model_launches", launches_json(t, launch_median_ns, ceilings));
 	}
 	return o;
-}
-
-json_t *mb_case_json_new(const mb_case_plan *plan, const char *backend)
-{
-	json_t *c = json_object(), *shape = json_object(), *mem = json_object();
-	char block[2] = {plan->row->block, '\0'};
-
-	for (int i = 0; i < plan->row->n_axes; i++)
-		json_object_set_new(shape, plan->row->axes[i], json_integer(plan->axis[i]));
-	json_object_set_new(mem, "io_bytes", json_integer(0));
-	json_object_set_new(c, "id", json_string(plan->id));
-	json_object_set_new(c, "row", json_string(plan->row->name));
-	json_object_set_new(c, "block", json_string(block));
-	json_object_set_new(c, "variant", json_string(plan->variant->name));
-	json_object_set_new(c, "variant_kind", json_string(mb_variant_kind_name(plan->variant->kind)));
-	json_object_set_new(c, "backend", json_string(backend));
-	json_object_set_new(c, "dtype", json_string(mb_dtype_name(plan->dtype)));
-	json_object_set_new(c, "mode", json_string(mb_mode_name(plan->mode)));
-	json_object_set_new(c, "family", json_string(plan->family));
-	json_object_set_new(c, "shape", shape);
-	json_object_set_new(c, "weight", json_real(plan->weight));
-	json_object_set_new(c, "weight_source", json_string(plan->weight_given ? "suite" : "default"));
-	json_object_set_new(c, "status", json_string("ok"));
-	json_object_set_new(c, "error", json_null());
-	json_object_set_new(c, "correctness", json_null());
-	json_object_set_new(c, "timing", json_null());
-	json_object_set_new(c, "throughput", json_null());
-	json_object_set_new(c, "memory", mem);
-	json_object_set_new(c, "findings", json_array());
-	return c;
-}
-
-void mb_case_json_set_status(json_t *c, const char *status, const char *error)
-{
-	json_object_set_new(c, "status", json_string(status));
-	json_object_set_new(c, "error", error && strcmp(status, "ok") != 0 ? json_string(error) : json_null());
-}
-
-void mb_case_json_add_finding(json_t *c, const char *kind, const char *fmt, ...)
-{
-	char msg[512];
-	va_list ap;
-	json_t *f = json_object();
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	json_object_set_new(f, "kind", json_string(kind));
-	json_object_set_new(f, "message", json_string(msg));
-	json_array_append_new(json_object_get(c, "findings"), f);
 }

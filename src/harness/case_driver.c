@@ -6,9 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/case_record.h"
+#include "harness/check.h"
+#include "harness/clock.h"
 #include "harness/host_inputs.h"
 #include "harness/ref_cache.h"
+#include "harness/rng.h"
+#include "harness/sampler.h"
+#include "harness/throughput.h"
 #include "receipts/stats.h"
 
 /* A timed batch aims at about this much device time, so that its fixed

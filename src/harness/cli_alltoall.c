@@ -29,7 +29,7 @@
 
 #if MB_HAVE_CUDA && MB_HAVE_NCCL
 #define A2A_BUILT 1
-#include "harness/case_common.h"
+#include "harness/clock.h"
 #include "harness/console.h"
 #include "harness/hostinfo.h"
 #include "harness/nccl_world.h"

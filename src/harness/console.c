@@ -4,7 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "harness/case_common.h"
+#include "harness/clock.h"
 #include "receipts/printer.h"
 #include "receipts/text.h"
 #include "receipts/verdict.h"

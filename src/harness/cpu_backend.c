@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "harness/backend.h"
-#include "harness/case_common.h"
+#include "harness/clock.h"
 #include "harness/host_inputs.h"
 #include "harness/hostinfo.h"
 #include "receipts/stats.h"

@@ -28,7 +28,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/case_common.h"
+#include "harness/clock.h"
 #include "harness/cuda_blocker.h"
 #include "harness/cuda_flush.h"
 #include "harness/cuda_ceilings.h"
@@ -36,6 +36,7 @@
 #include "harness/cuda_headers.h"
 #include "harness/cuda_inputs.h"
 #include "harness/cupti_timer.h"
+#include "harness/host_inputs.h"
 #include "kernels/workspace.h"
 #include "mb_config.h"
 

@@ -16,7 +16,7 @@
 #endif
 
 extern "C" {
-#include "harness/case_common.h"
+#include "harness/clock.h"
 #include "harness/lane.h"
 #include "kernels/workspace.h"
 #include "receipts/error.h"

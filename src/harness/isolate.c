@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "harness/case_common.h"
+#include "harness/clock.h"
 
 #define READ_CHUNK 65536
 #define NS_PER_MS 1000000

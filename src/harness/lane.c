@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/rng.h"
+#include "harness/sampler.h"
 #include "receipts/compare.h"
 #include "receipts/policy.h"
 #include "receipts/stats.h"

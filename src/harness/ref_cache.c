@@ -12,7 +12,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "harness/case_common.h"
+#include "harness/clock.h"
+#include "harness/rng.h"
 
 #define MAGIC "megabench reference cache 1\n"
 /* How often a driver waiting for the worker looks for its file. */

@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/rng.h"
+#include "harness/sampler.h"
 
 #define TEXT_BYTES 600
 

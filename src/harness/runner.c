@@ -14,7 +14,8 @@
 #include <unistd.h>
 
 #include "mb_config.h"
-#include "harness/case_common.h"
+#include "harness/case_record.h"
+#include "harness/clock.h"
 #include "harness/case_driver.h"
 #include "harness/hostinfo.h"
 #include "harness/isolate.h"

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/case_record.h"
 #include "harness/ref_cache.h"
 #include "harness/repetitions.h"
 #include "receipts/text.h"

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "mb_config.h"
-#include "harness/case_common.h"
+#include "harness/clock.h"
 #include "harness/cuda_device.h"
 #include "harness/cuda_topology.h"
 #include "harness/hostinfo.h"

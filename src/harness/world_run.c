@@ -4,7 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/case_record.h"
+#include "harness/clock.h"
 #include "harness/case_driver.h"
 #include "harness/collective.h"
 

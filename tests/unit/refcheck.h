@@ -8,7 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "harness/case_common.h"
+#include "harness/check.h"
+#include "harness/host_inputs.h"
 
 /* One case. It owns its tensors and output buffers: refcheck_case_free
  * releases them, whatever step failed. */

@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/check.h"
+#include "harness/host_inputs.h"
+#include "harness/rng.h"
+#include "harness/sampler.h"
+#include "harness/throughput.h"
 #include "receipts/stats.h"
 #include "reference/reference.h"
 #include "testutil.h"

@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "harness/backend.h"
-#include "harness/case_common.h"
+#include "harness/check.h"
 #include "harness/case_driver.h"
 #include "harness/host_inputs.h"
 #include "kernels/moe_alltoall.h"

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "kernels/dtype.h"
-#include "harness/case_common.h"
+#include "harness/rng.h"
 #include "testutil.h"
 
 /* the compiler's IEEE binary16, a GNU extension on x86-64 */

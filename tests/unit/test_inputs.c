@@ -11,8 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/check.h"
 #include "harness/host_inputs.h"
+#include "harness/rng.h"
 #include "testutil.h"
 
 #define DRAWS 200000

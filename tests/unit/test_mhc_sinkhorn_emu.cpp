@@ -41,7 +41,7 @@ inline float __fdiv_rn(float a, float b)
 }
 
 extern "C" {
-#include "harness/case_common.h"
+#include "harness/check.h"
 #include "kernels/catalog.h"
 #include "reference/reference.h"
 #include "testutil.h"

@@ -38,7 +38,7 @@ inline float __frcp_rn(float a)
 }
 
 extern "C" {
-#include "harness/case_common.h"
+#include "harness/check.h"
 #include "kernels/catalog.h"
 #include "reference/reference.h"
 #include "testutil.h"

@@ -11,7 +11,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "harness/case_common.h"
+#include "harness/rng.h"
 #include "harness/ref_cache.h"
 #include "testutil.h"
 

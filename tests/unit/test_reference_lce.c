@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/check.h"
 #include "harness/host_inputs.h"
 #include "kernels/catalog.h"
 #include "reference/reference.h"

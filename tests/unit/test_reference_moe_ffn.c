@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
 #include "reference/reference.h"
 #include "refcheck.h"
 #include "testutil.h"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/check.h"
 #include "reference/reference.h"
 #include "refcheck.h"
 #include "testutil.h"

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/check.h"
+#include "harness/rng.h"
 #include "reference/reference.h"
 #include "refcheck.h"
 #include "testutil.h"

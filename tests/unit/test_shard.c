@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "harness/case_common.h"
+#include "harness/case_record.h"
 #include "harness/shard.h"
 #include "harness/suite.h"
 #include "receipts/text.h"

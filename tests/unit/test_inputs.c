@@ -175,6 +175,58 @@ static void test_twins_and_reads(void)
 	mb_suite_free(suite);
 }
 
+static mb_case_plan plan_for(const char *row, mb_dtype dtype, const int64_t *axis)
+{
+	mb_case_plan p;
+
+	memset(&p, 0, sizeof(p));
+	p.row = mb_catalog_find(row);
+	p.variant = mb_row_find_variant(p.row, "reference");
+	p.dtype = dtype;
+	p.mode = MB_MODE_COLD;
+	p.weight = 1;
+	snprintf(p.family, sizeof(p.family), "unit");
+	memcpy(p.axis, axis, sizeof(int64_t) * (size_t)p.row->n_axes);
+	snprintf(p.id, sizeof(p.id), "%s/unit", row);
+	return p;
+}
+
+/* The same seed gives the same inputs, every one nonzero and
+ * representable in the dtype, and the outputs start poisoned. */
+static void test_host_tensors(void)
+{
+	int64_t axis[4] = {33, 4, 2, 16};
+	mb_case_plan p = plan_for("rope_qk", MB_BF16, axis);
+	mb_host_tensors a, b;
+	mb_error err;
+	int zeros = 0, unrounded = 0, differ = 0;
+
+	CHECK(mb_host_tensors_make(&a, &p, 42, &err) == 0);
+	CHECK(mb_host_tensors_make(&b, &p, 42, &err) == 0);
+	CHECK(a.n_tensors == 6 && a.n_inputs == 4);
+	for (int t = 0; t < a.n_inputs; t++) {
+		for (uint64_t i = 0; i < a.elems[t]; i++) {
+			zeros += a.data[t][i] == 0.0f;
+			unrounded += a.data[t][i] != mb_dtype_round(MB_BF16, a.data[t][i]);
+			differ += a.data[t][i] != b.data[t][i];
+		}
+	}
+	CHECK_MSG(zeros == 0, "%d zero inputs", zeros);
+	CHECK_MSG(unrounded == 0, "%d inputs not representable in bf16", unrounded);
+	CHECK_MSG(differ == 0, "same seed, different inputs");
+	for (int t = a.n_inputs; t < a.n_tensors; t++)
+		CHECK(isnan(a.data[t][0]) && isnan(a.data[t][a.elems[t] - 1]));
+	mb_host_tensors_free(&b);
+	CHECK(mb_host_tensors_make(&b, &p, 43, &err) == 0);
+	CHECK(memcmp(a.data[0], b.data[0], a.elems[0] * sizeof(float)) != 0);
+	/* cos/sin are uniform in [-1, 1] */
+	for (uint64_t i = 0; i < a.elems[2]; i++)
+		CHECK(fabsf(a.data[2][i]) <= 1.0f);
+	mb_host_tensors_free(&a);
+	mb_host_tensors_free(&b);
+	mb_host_tensors_free(NULL);
+}
+
 /* The row sample is a function of (rows, max rows, seed): what a receipt
  * records is enough to list it again. */
 static void test_row_sample(void)
@@ -272,6 +324,7 @@ int main(void)
 	test_slice();
 	test_distributions();
 	test_twins_and_reads();
+	test_host_tensors();
 	test_row_sample();
 	test_derived_sample();
 	return mb_test_finish("test_inputs");

@@ -10,6 +10,7 @@
 
 #include "harness/rng.h"
 #include "reference/parallel.h"
+#include "receipts/text.h"
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -215,11 +216,6 @@ void mb_check_describe(const mb_check *c, char *buf, size_t len)
 			(unsigned long long)c->nan_count, (unsigned long long)c->inf_count, c->max_abs, norm_ratio(c));
 }
 
-static json_t *real_or_null(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
-
 json_t *mb_correctness_json(const mb_check *c, const char *reference, const mb_tolerance *tol,
 	int64_t rows_checked, int64_t rows_total, uint64_t input_seed, uint64_t row_seed, json_t *checks)
 {
@@ -231,14 +227,14 @@ json_t *mb_correctness_json(const mb_check *c, const char *reference, const mb_t
 	json_object_set_new(t, "rationale", json_string(tol->rationale));
 	json_object_set_new(o, "reference", json_string(reference));
 	json_object_set_new(o, "tolerance", t);
-	json_object_set_new(o, "max_abs", real_or_null(c->compared ? c->max_abs : NAN));
-	json_object_set_new(o, "max_rel", real_or_null(c->compared ? c->max_rel : NAN));
-	json_object_set_new(o, "error_over_tolerance", real_or_null(c->compared ? c->max_tol_ratio : NAN));
-	json_object_set_new(o, "rel_l2", real_or_null(c->ref_sq > 0 ? sqrt(c->err_sq / c->ref_sq) : NAN));
+	json_object_set_new(o, "max_abs", mb_json_real_or_null(c->compared ? c->max_abs : NAN));
+	json_object_set_new(o, "max_rel", mb_json_real_or_null(c->compared ? c->max_rel : NAN));
+	json_object_set_new(o, "error_over_tolerance", mb_json_real_or_null(c->compared ? c->max_tol_ratio : NAN));
+	json_object_set_new(o, "rel_l2", mb_json_real_or_null(c->ref_sq > 0 ? sqrt(c->err_sq / c->ref_sq) : NAN));
 	json_object_set_new(o, "over_tolerance", json_integer((json_int_t)c->over_tolerance));
 	json_object_set_new(o, "nan_count", json_integer((json_int_t)c->nan_count));
 	json_object_set_new(o, "inf_count", json_integer((json_int_t)c->inf_count));
-	json_object_set_new(o, "norm_ratio", real_or_null(norm_ratio(c)));
+	json_object_set_new(o, "norm_ratio", mb_json_real_or_null(norm_ratio(c)));
 	json_object_set_new(o, "rows_checked", json_integer(rows_checked));
 	json_object_set_new(o, "rows_total", json_integer(rows_total));
 	json_object_set_new(o, "input_seed", json_integer((json_int_t)input_seed));

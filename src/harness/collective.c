@@ -5,16 +5,13 @@
 #include <stdbool.h>
 #include <string.h>
 
+#include "receipts/text.h"
+
 static double number(const json_t *o, const char *key)
 {
 	const json_t *v = json_object_get(o, key);
 
 	return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
-static json_t *real_or_null(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
 }
 
 double mb_collective_alltoall_bus_factor(int gpus)
@@ -53,9 +50,9 @@ static void finish_case(json_t *kase, json_t *coll)
 
 	json_array_foreach(json_object_get(coll, "ranks"), i, r)
 		rows += number(r, "dispatch_rows_sent") + number(r, "dispatch_rows_received");
-	json_object_set_new(coll, "algbw_gbps", real_or_null(algbw));
-	json_object_set_new(coll, "busbw_gbps", real_or_null(algbw * mb_collective_alltoall_bus_factor(gpus)));
-	json_object_set_new(coll, "rows_per_rank", real_or_null(n ? rows / (double)n : NAN));
+	json_object_set_new(coll, "algbw_gbps", mb_json_real_or_null(algbw));
+	json_object_set_new(coll, "busbw_gbps", mb_json_real_or_null(algbw * mb_collective_alltoall_bus_factor(gpus)));
+	json_object_set_new(coll, "rows_per_rank", mb_json_real_or_null(n ? rows / (double)n : NAN));
 	json_object_set_new(coll, "wrong", json_integer(wrong_of(kase, coll)));
 }
 
@@ -94,7 +91,7 @@ void mb_collective_finish(json_t *cases)
 			if (same_work(c, d) && correct_vendor(d) && v > 0 && !(v <= vendor))
 				vendor = v;
 		}
-		json_object_set_new(coll, "vendor_busbw_gbps", real_or_null(vendor));
-		json_object_set_new(coll, "busbw_fraction_of_vendor", real_or_null(b > 0 ? b / vendor : NAN));
+		json_object_set_new(coll, "vendor_busbw_gbps", mb_json_real_or_null(vendor));
+		json_object_set_new(coll, "busbw_fraction_of_vendor", mb_json_real_or_null(b > 0 ? b / vendor : NAN));
 	}
 }

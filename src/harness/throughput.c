@@ -5,14 +5,11 @@
 #include <math.h>
 #include <string.h>
 
+#include "receipts/text.h"
+
 #define BYTES_PER_GB 1e9
 #define FLOPS_PER_TFLOP 1e12
 #define NS_PER_S 1000000000LL
-
-static json_t *real_or_null(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
 
 static double ceiling_value(const json_t *ceilings, const char *key)
 {
@@ -70,7 +67,7 @@ static json_t *launches_json(const mb_traffic *t, const double *median_ns, const
 
 		json_array_append_new(list, json_pack("{s:s, s:I, s:I, s:o, s:o}", "kernel", l->kernel,
 			"read_bytes", (json_int_t)l->read_bytes, "write_bytes", (json_int_t)l->write_bytes,
-			"median_ns", real_or_null(ns), "fraction_of_ceiling", real_or_null(gbps / bw)));
+			"median_ns", mb_json_real_or_null(ns), "fraction_of_ceiling", mb_json_real_or_null(gbps / bw)));
 	}
 	return list;
 }
@@ -100,10 +97,10 @@ json_t *mb_throughput_json(const mb_traffic *t, uint64_t flops, double median_ns
 	}
 	json_object_set_new(o, "bytes", json_integer((json_int_t)t->bytes));
 	json_object_set_new(o, "flops", json_integer((json_int_t)flops));
-	json_object_set_new(o, "gbps", real_or_null(gbps));
-	json_object_set_new(o, "tflops", real_or_null(tflops));
+	json_object_set_new(o, "gbps", mb_json_real_or_null(gbps));
+	json_object_set_new(o, "tflops", mb_json_real_or_null(tflops));
 	json_object_set_new(o, "ceiling", which ? json_string(which) : json_null());
-	json_object_set_new(o, "fraction_of_ceiling", real_or_null(fraction));
+	json_object_set_new(o, "fraction_of_ceiling", mb_json_real_or_null(fraction));
 	if (t->split) {
 		json_object_set_new(o, "read_bytes", json_integer((json_int_t)t->read_bytes));
 		json_object_set_new(o, "write_bytes", json_integer((json_int_t)t->write_bytes));

@@ -11,11 +11,6 @@
 #define JSON_FLAGS (JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))
 #define LABEL_MAX 512
 
-static json_t *num(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
-
 static json_t *nightly_json(const mb_receipt_group *g, size_t k)
 {
 	const json_t *r = g->revs[k], *prov = json_object_get(r, "provenance");
@@ -40,8 +35,8 @@ static json_t *cell_json(const mb_history_cell *c)
 	json_object_set_new(o, "shape", pair ? json_string(c->shape) : json_null());
 	json_object_set_new(o, "dtype", pair ? json_string(c->dtype) : json_null());
 	json_object_set_new(o, "mode", pair ? json_string(c->mode) : json_null());
-	json_object_set_new(o, "fused_median_ns", pair ? num(c->fused_median_ns) : json_null());
-	json_object_set_new(o, "alternative_median_ns", pair ? num(c->alt_median_ns) : json_null());
+	json_object_set_new(o, "fused_median_ns", pair ? mb_json_real_or_null(c->fused_median_ns) : json_null());
+	json_object_set_new(o, "alternative_median_ns", pair ? mb_json_real_or_null(c->alt_median_ns) : json_null());
 	json_object_set_new(o, "status", json_string(c->status));
 	return o;
 }

@@ -8,11 +8,6 @@
 
 #define JSON_FLAGS (JSON_INDENT(1) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10))
 
-static json_t *num(double v)
-{
-	return isfinite(v) ? json_real(v) : json_null();
-}
-
 static json_t *side(const json_t *receipt, const char *name)
 {
 	const json_t *prov = json_object_get(receipt, "provenance");
@@ -32,28 +27,28 @@ static json_t *comparison_json(const mb_comparison *c)
 		"identical_code", c->identical_code, "machine_changed", c->machine_changed, "statistics", c->have_stats);
 
 	if (c->have_stats) {
-		json_object_set_new(o, "ratio", num(c->shift.ratio));
-		json_object_set_new(o, "ratio_lo", c->shift.ci_available ? num(c->shift.ratio_lo) : json_null());
-		json_object_set_new(o, "ratio_hi", c->shift.ci_available ? num(c->shift.ratio_hi) : json_null());
-		json_object_set_new(o, "p", num(c->test.p_two_sided));
-		json_object_set_new(o, "u", num(c->test.u));
+		json_object_set_new(o, "ratio", mb_json_real_or_null(c->shift.ratio));
+		json_object_set_new(o, "ratio_lo", c->shift.ci_available ? mb_json_real_or_null(c->shift.ratio_lo) : json_null());
+		json_object_set_new(o, "ratio_hi", c->shift.ci_available ? mb_json_real_or_null(c->shift.ratio_hi) : json_null());
+		json_object_set_new(o, "p", mb_json_real_or_null(c->test.p_two_sided));
+		json_object_set_new(o, "u", mb_json_real_or_null(c->test.u));
 		json_object_set_new(o, "exact", json_boolean(c->test.exact));
 		json_object_set_new(o, "base_n", json_integer((json_int_t)c->base.n));
 		json_object_set_new(o, "head_n", json_integer((json_int_t)c->head.n));
-		json_object_set_new(o, "base_rel_noise", num(c->base.rel_noise));
-		json_object_set_new(o, "head_rel_noise", num(c->head.rel_noise));
-		json_object_set_new(o, "base_cv", num(c->base.cv));
-		json_object_set_new(o, "head_cv", num(c->head.cv));
-		json_object_set_new(o, "effect", num(c->effect));
+		json_object_set_new(o, "base_rel_noise", mb_json_real_or_null(c->base.rel_noise));
+		json_object_set_new(o, "head_rel_noise", mb_json_real_or_null(c->head.rel_noise));
+		json_object_set_new(o, "base_cv", mb_json_real_or_null(c->base.cv));
+		json_object_set_new(o, "head_cv", mb_json_real_or_null(c->head.cv));
+		json_object_set_new(o, "effect", mb_json_real_or_null(c->effect));
 		json_object_set_new(o, "tail", json_pack("{s:f, s:o, s:o, s:o, s:o, s:o}", "quantile", c->tail.x.p,
-			"base_ns", num(c->tail.x.value), "head_ns", num(c->tail.y.value), "ratio", num(c->tail.ratio),
-			"ratio_lo", c->tail.ci_available ? num(c->tail.ratio_lo) : json_null(),
-			"ratio_hi", c->tail.ci_available ? num(c->tail.ratio_hi) : json_null()));
+			"base_ns", mb_json_real_or_null(c->tail.x.value), "head_ns", mb_json_real_or_null(c->tail.y.value), "ratio", mb_json_real_or_null(c->tail.ratio),
+			"ratio_lo", c->tail.ci_available ? mb_json_real_or_null(c->tail.ratio_lo) : json_null(),
+			"ratio_hi", c->tail.ci_available ? mb_json_real_or_null(c->tail.ratio_hi) : json_null()));
 		json_object_set_new(o, "repetitions", !c->reps.used ? json_null()
 			: json_pack("{s:I, s:I, s:o, s:o, s:o, s:o, s:o}", "base_n", (json_int_t)c->reps.n_base,
-				"head_n", (json_int_t)c->reps.n_head, "ratio", num(c->reps.ratio),
-				"base_noise", num(c->reps.base_noise), "head_noise", num(c->reps.head_noise),
-				"pooled_noise", num(c->reps.pooled_noise), "threshold", num(c->reps.threshold)));
+				"head_n", (json_int_t)c->reps.n_head, "ratio", mb_json_real_or_null(c->reps.ratio),
+				"base_noise", mb_json_real_or_null(c->reps.base_noise), "head_noise", mb_json_real_or_null(c->reps.head_noise),
+				"pooled_noise", mb_json_real_or_null(c->reps.pooled_noise), "threshold", mb_json_real_or_null(c->reps.threshold)));
 	}
 	json_object_set_new(o, "reason", json_string(c->reason));
 	return o;
@@ -80,17 +75,17 @@ static json_t *pair_json(const mb_verdict_pair *p)
 		"class", mb_cmp_class_name(p->cmp.cls));
 	json_object_set_new(o, "alternative", json_string(mb_text_get(p->alt, "variant")));
 	json_object_set_new(o, "outcome", json_string(mb_verdict_outcome_name(p->outcome)));
-	json_object_set_new(o, "speedup", num(p->speedup));
+	json_object_set_new(o, "speedup", mb_json_real_or_null(p->speedup));
 	json_object_set_new(o, "fallback", p->fallback ? json_string(mb_text_get(p->fallback, "variant")) : json_null());
-	json_object_set_new(o, "speedup_vs_fallback", num(p->speedup_fallback));
+	json_object_set_new(o, "speedup_vs_fallback", mb_json_real_or_null(p->speedup_fallback));
 	json_object_set_new(o, "fused_scratch_bytes", p->fused_scratch_bytes >= 0 ? json_integer(p->fused_scratch_bytes)
 		: json_null());
 	json_object_set_new(o, "alternative_scratch_bytes", p->alt_scratch_bytes >= 0
 		? json_integer(p->alt_scratch_bytes) : json_null());
-	json_object_set_new(o, "model_speedup", model ? num(p->model_speedup) : json_null());
+	json_object_set_new(o, "model_speedup", model ? mb_json_real_or_null(p->model_speedup) : json_null());
 	json_object_set_new(o, "model_basis", str_or_null(model, mb_verdict_model_basis_name(p->model_basis)));
-	json_object_set_new(o, "saved_ns_per_call", num(p->saved_ns_per_call));
-	json_object_set_new(o, "weight", num(p->weight));
+	json_object_set_new(o, "saved_ns_per_call", mb_json_real_or_null(p->saved_ns_per_call));
+	json_object_set_new(o, "weight", mb_json_real_or_null(p->weight));
 	json_object_set_new(o, "weight_explicit", json_boolean(p->weight_explicit));
 	return o;
 }
@@ -116,8 +111,8 @@ static json_t *row_json(const mb_row_verdict *v)
 	json_object_set_new(o, "condition", str_or_null(v->kind == MB_VERDICT_CONDITIONAL, v->condition));
 	json_object_set_new(o, "trades", json_string(mb_verdict_trade_name(v->trade)));
 	json_object_set_new(o, "best_alternative", str_or_null(v->best_alt[0], v->best_alt));
-	json_object_set_new(o, "memory_saved_bytes", num(v->memory_saved_bytes));
-	json_object_set_new(o, "memory_saved_fraction", num(v->memory_saved_fraction));
+	json_object_set_new(o, "memory_saved_bytes", mb_json_real_or_null(v->memory_saved_bytes));
+	json_object_set_new(o, "memory_saved_fraction", mb_json_real_or_null(v->memory_saved_fraction));
 	json_object_set_new(o, "status", str_or_null(v->status[0], v->status));
 	json_object_set_new(o, "status_condition", str_or_null(v->status_condition[0], v->status_condition));
 	json_object_set_new(o, "status_agrees", json_boolean(v->status_agrees));
@@ -126,8 +121,8 @@ static json_t *row_json(const mb_row_verdict *v)
 	json_object_set_new(o, "families_won", json_string(v->families));
 	json_object_set_new(o, "pairs", json_integer((json_int_t)v->n_pairs));
 	json_object_set_new(o, "saved_basis", str_or_null(saved, mb_verdict_saved_basis_name(v->saved_basis)));
-	json_object_set_new(o, "saved_ns_per_step", v->saved_basis == MB_SAVED_PER_STEP ? num(v->saved_ns) : json_null());
-	json_object_set_new(o, "saved_ns_per_call", v->saved_basis == MB_SAVED_PER_CALL ? num(v->saved_ns) : json_null());
+	json_object_set_new(o, "saved_ns_per_step", v->saved_basis == MB_SAVED_PER_STEP ? mb_json_real_or_null(v->saved_ns) : json_null());
+	json_object_set_new(o, "saved_ns_per_call", v->saved_basis == MB_SAVED_PER_CALL ? mb_json_real_or_null(v->saved_ns) : json_null());
 	json_object_set_new(o, "saved_mode", str_or_null(picked, v->saved_mode));
 	json_object_set_new(o, "saved_dtype", str_or_null(picked, v->saved_dtype));
 	json_object_set_new(o, "saved_shape", str_or_null(saved && v->saved_shape[0], v->saved_shape));
@@ -206,8 +201,8 @@ static int json_diff(FILE *out, const mb_diff *d, mb_error *err)
 		json_object_set_new(o, "still_wrong", json_boolean(cd->still_wrong));
 		json_object_set_new(o, "status_changed", json_boolean(cd->status_changed));
 		json_object_set_new(o, "fields_missing", json_boolean(cd->fields_missing));
-		json_object_set_new(o, "base_median_ns", cd->base ? num(mb_text_median_ns(cd->base)) : json_null());
-		json_object_set_new(o, "head_median_ns", cd->head ? num(mb_text_median_ns(cd->head)) : json_null());
+		json_object_set_new(o, "base_median_ns", cd->base ? mb_json_real_or_null(mb_text_median_ns(cd->base)) : json_null());
+		json_object_set_new(o, "head_median_ns", cd->head ? mb_json_real_or_null(mb_text_median_ns(cd->head)) : json_null());
 		json_object_set_new(o, "comparison", cd->compared ? comparison_json(&cd->cmp) : json_null());
 		json_array_append_new(cases, o);
 	}

@@ -87,3 +87,8 @@ const char *mb_text_revision(const json_t *receipt, const char *fallback)
 	}
 	return fallback ? fallback : "?";
 }
+
+json_t *mb_json_real_or_null(double v)
+{
+	return isfinite(v) ? json_real(v) : json_null();
+}

@@ -26,6 +26,9 @@ void mb_text_bytes(char *buf, size_t len, double bytes);
  * "-" for NaN. The one duration formatter. */
 void mb_text_duration(char *buf, size_t len, double ns);
 
+/* A JSON number, or null where v is not finite (JSON has no NaN). */
+json_t *mb_json_real_or_null(double v);
+
 /* Median of a case from the receipt (NaN without timing). */
 double mb_text_median_ns(const json_t *kase);
 

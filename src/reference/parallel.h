@@ -12,10 +12,9 @@
 /* Threads one call uses at most, the calling thread included. */
 #define MB_REF_MAX_THREADS 256
 
-/* The cores this process may run on: its affinity mask (a sharded run's
- * worker has a slice of the host), or the online cores where the mask
- * cannot be read. Every thread count of the harness and the references
- * follows it. */
+/* The cores this process may run on: its affinity mask (taskset, a
+ * container's cpuset), or the online cores where the mask cannot be read.
+ * Every thread count of the harness and the references follows it. */
 long mb_cpus_usable(void);
 
 /* The threads mb_ref_parallel uses for n items: `share` (0 < share <= 1)

@@ -92,6 +92,15 @@ static void check_row(mb_promotion *p, const json_t *base, const json_t *head, c
 		return;
 	}
 	p->claims = mb_promotion_rank(hs) >= mb_promotion_rank("conditional");
+	/* a row the head did not run keeps the status it had: only a change of
+	 * status needs the head's cases to show it */
+	if (!mb_verdict_find(hv, row) && bs && !strcmp(bs, hs ? hs : "")) {
+		p->supported = true;
+		p->unchecked = true;
+		snprintf(p->message, sizeof(p->message), "%s: the head ran no case of the row, and its "
+			"status is the base's", hs ? hs : "unknown");
+		return;
+	}
 	p->supported = mb_promotion_supported(hs, cond, mb_verdict_find(hv, row), why, sizeof(why));
 	if (p->demotion) {
 		snprintf(p->message, sizeof(p->message), "%s -> %s: a demotion never fails the gate", bs, hs);

@@ -59,7 +59,10 @@ typedef struct mb_promotion {
 	char head_status[MB_PROMOTION_STATUS_MAX];
 	char condition[MB_VERDICT_TEXT_MAX];       /* head's, conditional only */
 	bool claims;       /* head status keep or conditional, checked */
-	bool unchecked;    /* the head's backend gives no evidence either way (CPU) */
+	/* the head gives no evidence either way: its backend runs no fused
+	 * variant (CPU), or it ran no case of a row whose status the change
+	 * left as it was (an alltoall receipt, a --rows subset) */
+	bool unchecked;
 	bool supported;    /* claims and the head's evidence shows it (or no claim) */
 	bool demotion;     /* head status ranks below the base's */
 	bool promotion;    /* head status ranks above the base's (or base unknown) */

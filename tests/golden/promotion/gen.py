@@ -95,6 +95,9 @@ SCENARIOS = {
     "promotion_other_device": (dict(), dict(rmsnorm="keep"), ("rmsnorm", LANE_WIN, 2), None, H200, 4),
     # a row claimed keep without a single case in the head: 4
     "promotion_without_cases": (dict(), dict(swiglu="keep"), None, None, None, 4),
+    # keep in base and head, no case of the row in the head (an alltoall
+    # receipt, a --rows subset): not checked, pass
+    "unchanged_without_cases": (dict(swiglu="keep"), dict(swiglu="keep"), None, None, None, 0),
     # conditional under the condition the head's verdict names: pass
     "conditional_named": (dict(), dict(rmsnorm=("conditional", FAMILY_ONLY)), None, None, None, 0),
     # conditional under a condition the verdict does not name: 4

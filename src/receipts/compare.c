@@ -447,11 +447,12 @@ static int sources_by_path(json_t **out, const json_t *sources)
 }
 
 /* The sources that decide a timing: the kernels, the references (inputs
- * and checks), the harness (the timing itself) and the build files that set
- * every compiler flag. Printers and the rest of the receipts code do not
- * change a number a case records. */
-static const char *const timing_sources[] = {"src/kernels/", "src/reference/", "src/harness/", "meson.build",
-	"meson_options.txt"};
+ * and checks), the harness (the timing itself), the quantiles the
+ * harness's sampler takes its median and noise from (receipts/stats.c) and
+ * the build files that set every compiler flag. Printers and the rest of
+ * the receipts code do not change a number a case records. */
+static const char *const timing_sources[] = {"src/kernels/", "src/reference/", "src/harness/",
+	"src/receipts/stats.c", "src/receipts/stats.h", "meson.build", "meson_options.txt"};
 
 static bool decides_timing(const char *path)
 {

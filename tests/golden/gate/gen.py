@@ -301,6 +301,22 @@ def scenarios():
     out["shared_file_changed"] = (b, h, 1, None)
 
     b, h = pair(same_code=True)
+    # the quantiles the sampler takes its median and noise from live in
+    # receipts/stats.c: a change there is a change of timing code
+    for r, blob in ((b, "a"), (h, "f")):
+        r["provenance"]["sources"].append({"path": "src/receipts/stats.c", "blob_id": blob * 40, "modified": False})
+    drift_rope(h)
+    out["stats_changed"] = (b, h, 1, None)
+
+    b, h = pair(same_code=True)
+    # a printer decides no timing: the code stays identical
+    for r, blob in ((b, "a"), (h, "f")):
+        r["provenance"]["sources"].append({"path": "src/receipts/print_table.c", "blob_id": blob * 40,
+                                           "modified": False})
+    drift_rope(h)
+    out["printer_changed"] = (b, h, 0, None)
+
+    b, h = pair(same_code=True)
     # a source listed on one side only is a difference
     h["provenance"]["sources"].append({"path": "src/kernels/rows.def", "blob_id": "d" * 40, "modified": False})
     drift_rope(h)

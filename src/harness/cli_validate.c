@@ -9,6 +9,7 @@
 #include "harness/suite.h"
 #include "kernels/catalog.h"
 #include "receipts/gzip.h"
+#include "receipts/read_file.h"
 #include "receipts/receipt_io.h"
 #include "receipts/schema.h"
 #include "receipts/toml_json.h"

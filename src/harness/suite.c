@@ -18,7 +18,7 @@
 #include "harness/suite_internal.h"
 #include "receipts/toml_json.h"
 #include "receipts/provenance.h"
-#include "receipts/receipt_io.h"
+#include "receipts/read_file.h"
 #include "receipts/schema.h"
 
 /* How deep $ref chains may go before we call the schema cyclic. */

@@ -31,7 +31,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "receipts/receipt_io.h"
+#include "receipts/read_file.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 #define STRINGIFY_(x) #x

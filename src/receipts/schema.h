@@ -81,7 +81,7 @@ int mb_schema_validate(const json_t *schema, const json_t *instance,
 /* Read any JSON document (object, array, string, number, boolean or null,
  * as draft-07 allows for schemas and instances) from `path`: `*out` is a
  * new value the caller owns, NULL on failure. Duplicate keys are refused.
- * The file is read by mb_read_file (receipts/receipt_io.h): a regular
+ * The file is read by mb_read_file (receipts/read_file.h): a regular
  * file of at most MB_SCHEMA_FILE_MAX_BYTES, refused unread otherwise.
  * Errors: MB_ENOTFOUND, or MB_EIO (cannot open or read, not a regular
  * file, too large), where = path; MB_EINVAL, where = "PATH:LINE:COLUMN",

@@ -8,7 +8,7 @@
 // have C linkage.
 extern "C" {
 #include "receipts/error.h"
-#include "receipts/receipt_io.h"
+#include "receipts/read_file.h"
 }
 #include "receipts/toml_json.h"
 

@@ -17,7 +17,7 @@
 extern "C" {
 #endif
 
-/* Read the TOML file at `path` through mb_read_file (receipts/receipt_io.h:
+/* Read the TOML file at `path` through mb_read_file (receipts/read_file.h:
  * a regular file of at most `max_bytes`, `what` naming its kind in the
  * refusal: "a suite"), refuse a NUL byte (TOML is text), and parse it;
  * `*out` belongs to the caller (NULL on failure). */

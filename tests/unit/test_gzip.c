@@ -10,6 +10,7 @@
 #include "mb_config.h"
 #include "receipts/atomic_write.h"
 #include "receipts/gzip.h"
+#include "receipts/read_file.h"
 #include "receipts/receipt_io.h"
 #include "testutil.h"
 

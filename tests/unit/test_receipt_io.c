@@ -14,6 +14,7 @@
 #include "mb_config.h"
 #include "receipts/atomic_write.h"
 #include "receipts/provenance.h"
+#include "receipts/read_file.h"
 #include "receipts/receipt_io.h"
 #include "testutil.h"
 

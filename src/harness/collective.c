@@ -7,13 +7,6 @@
 
 #include "receipts/text.h"
 
-static double number(const json_t *o, const char *key)
-{
-	const json_t *v = json_object_get(o, key);
-
-	return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 double mb_collective_alltoall_bus_factor(int gpus)
 {
 	return gpus > 0 ? (double)(gpus - 1) / gpus : NAN;
@@ -39,8 +32,8 @@ static json_int_t wrong_of(const json_t *kase, const json_t *coll)
 /* One case's bandwidths, rows and #wrong. */
 static void finish_case(json_t *kase, json_t *coll)
 {
-	const double bytes = number(coll, "bytes_per_rank");
-	const double median_ns = number(json_object_get(kase, "timing"), "median_ns");
+	const double bytes = mb_json_num(coll, "bytes_per_rank");
+	const double median_ns = mb_json_num(json_object_get(kase, "timing"), "median_ns");
 	const int gpus = (int)json_integer_value(json_object_get(coll, "gpus"));
 	/* bytes per nanosecond are GB/s */
 	const double algbw = median_ns > 0 ? bytes / median_ns : NAN;
@@ -49,7 +42,7 @@ static void finish_case(json_t *kase, json_t *coll)
 	json_t *r;
 
 	json_array_foreach(json_object_get(coll, "ranks"), i, r)
-		rows += number(r, "dispatch_rows_sent") + number(r, "dispatch_rows_received");
+		rows += mb_json_num(r, "dispatch_rows_sent") + mb_json_num(r, "dispatch_rows_received");
 	json_object_set_new(coll, "algbw_gbps", mb_json_real_or_null(algbw));
 	json_object_set_new(coll, "busbw_gbps", mb_json_real_or_null(algbw * mb_collective_alltoall_bus_factor(gpus)));
 	json_object_set_new(coll, "rows_per_rank", mb_json_real_or_null(n ? rows / (double)n : NAN));
@@ -83,11 +76,11 @@ void mb_collective_finish(json_t *cases)
 	}
 	json_array_foreach(cases, i, c) {
 		json_t *coll = json_object_get(c, "collective");
-		double vendor = NAN, b = number(coll, "busbw_gbps");
+		double vendor = NAN, b = mb_json_num(coll, "busbw_gbps");
 		if (!coll)
 			continue;
 		json_array_foreach(cases, j, d) {
-			double v = number(json_object_get(d, "collective"), "busbw_gbps");
+			double v = mb_json_num(json_object_get(d, "collective"), "busbw_gbps");
 			if (same_work(c, d) && correct_vendor(d) && v > 0 && !(v <= vendor))
 				vendor = v;
 		}

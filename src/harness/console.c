@@ -140,13 +140,6 @@ void mb_console_init(mb_console *con, FILE *out, bool quiet)
 
 /* ---- the summary table --------------------------------------------------- */
 
-static double num(const json_t *o, const char *key)
-{
-	const json_t *v = json_object_get(o, key);
-
-	return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 /* A sharded run (run --gpus): per GPU, its cases and its worker's wall
  * time, and how the worker ended when it did not end well. */
 static void print_shards(FILE *out, const json_t *receipt)
@@ -162,7 +155,7 @@ static void print_shards(FILE *out, const json_t *receipt)
 		fprintf(out, "gpu%" JSON_INTEGER_FORMAT " (%s): %" JSON_INTEGER_FORMAT " cases in %.2f s",
 			json_integer_value(json_object_get(gpu, "index")),
 			mb_print_terminal_safe(name, sizeof(name), json_string_value(json_object_get(gpu, "name"))),
-			json_integer_value(json_object_get(s, "cases")), num(s, "wall_ns") / NS_PER_S);
+			json_integer_value(json_object_get(s, "cases")), mb_json_num(s, "wall_ns") / NS_PER_S);
 		if (how && strcmp(how, "exited with status 0"))
 			fprintf(out, "; its worker %s", mb_print_terminal_safe(ended, sizeof(ended), how));
 		fprintf(out, "\n");
@@ -229,7 +222,7 @@ void mb_console_print_table_as(FILE *out, const json_t *receipt, mb_run_table_fo
 		print_shards(out, receipt);
 	if (json_is_object(good))
 		fprintf(out, "goodput: %.1f%% of %.2f s wall time was timed kernel work\n",
-			100 * num(good, "goodput_fraction"), num(good, "wall_ns") / NS_PER_S);
+			100 * mb_json_num(good, "goodput_fraction"), mb_json_num(good, "wall_ns") / NS_PER_S);
 	if (fmt == MB_RUN_TABLE_MARKDOWN)
 		fputs("\n", out);
 	if (skipped)

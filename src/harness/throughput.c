@@ -11,13 +11,6 @@
 #define FLOPS_PER_TFLOP 1e12
 #define NS_PER_S 1000000000LL
 
-static double ceiling_value(const json_t *ceilings, const char *key)
-{
-	const json_t *v = ceilings ? json_object_get(ceilings, key) : NULL;
-
-	return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 void mb_traffic_model(mb_traffic *out, const mb_row *row, const mb_variant *v, const int64_t *axis, mb_dtype dtype)
 {
 	memset(out, 0, sizeof(*out));
@@ -40,8 +33,8 @@ void mb_traffic_model(mb_traffic *out, const mb_row *row, const mb_variant *v, c
 double mb_memory_ceiling_gbps(const json_t *ceilings, uint64_t read_bytes, uint64_t write_bytes, bool split,
 	const char **which)
 {
-	double copy = ceiling_value(ceilings, "copy_gbps");
-	double rd = ceiling_value(ceilings, "read_gbps"), wr = ceiling_value(ceilings, "write_gbps");
+	double copy = mb_json_num(ceilings, "copy_gbps");
+	double rd = mb_json_num(ceilings, "read_gbps"), wr = mb_json_num(ceilings, "write_gbps");
 	double total = (double)read_bytes + (double)write_bytes, f;
 
 	*which = "copy";
@@ -81,7 +74,7 @@ json_t *mb_throughput_json(const mb_traffic *t, uint64_t flops, double median_ns
 	double tflops = median_ns > 0 ? (double)flops / FLOPS_PER_TFLOP / secs : NAN;
 	const char *memory;
 	double bw = mb_memory_ceiling_gbps(ceilings, t->read_bytes, t->write_bytes, t->split, &memory);
-	double gemm = ceiling_value(ceilings, "gemm_tflops");
+	double gemm = mb_json_num(ceilings, "gemm_tflops");
 	double memory_time = bw > 0 ? (double)t->bytes / BYTES_PER_GB / bw : 0;
 	double gemm_time = gemm > 0 ? (double)flops / FLOPS_PER_TFLOP / gemm : 0;
 	/* the binding ceiling is the one whose floor time is larger */

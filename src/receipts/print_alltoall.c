@@ -21,13 +21,6 @@
 #define WIDTH_FRACTION 7
 #define NS_PER_US 1e3
 
-static double number(const json_t *o, const char *key)
-{
-	const json_t *v = json_object_get(o, key);
-
-	return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 /* `v` in at most `width` characters, as many decimals as fit (two at
  * most, nccl-tests' way), else an exponent; "-" when there is none. */
 static const char *fit(char *buf, int width, double v)
@@ -79,10 +72,10 @@ static void line(FILE *out, const json_t *kase)
 	char t[NUMBER_LEN], size[NUMBER_LEN] = "-", count[NUMBER_LEN] = "-", us[NUMBER_LEN], alg[NUMBER_LEN];
 	char bus[NUMBER_LEN], wrong[NUMBER_LEN], frac[NUMBER_LEN], safe[4 * TEXT_LEN];
 
-	snprintf(t, sizeof(t), "%.0f", number(json_object_get(kase, "shape"), "T"));
+	snprintf(t, sizeof(t), "%.0f", mb_json_num(json_object_get(kase, "shape"), "T"));
 	if (coll) {
-		snprintf(size, sizeof(size), "%.0f", number(coll, "bytes_per_rank"));
-		snprintf(count, sizeof(count), "%.0f", number(coll, "rows_per_rank"));
+		snprintf(size, sizeof(size), "%.0f", mb_json_num(coll, "bytes_per_rank"));
+		snprintf(count, sizeof(count), "%.0f", mb_json_num(coll, "rows_per_rank"));
 	}
 	if (json_is_integer(json_object_get(coll, "wrong")))
 		snprintf(wrong, sizeof(wrong), "%lld", (long long)json_integer_value(json_object_get(coll, "wrong")));
@@ -90,9 +83,9 @@ static void line(FILE *out, const json_t *kase)
 		snprintf(wrong, sizeof(wrong), "-");
 	fprintf(out, " " ROW_FMT, t, size, count, mb_text_get(kase, "dtype"),
 		mb_print_terminal_safe(safe, sizeof(safe), mb_text_get(kase, "variant")),
-		fit(us, WIDTH_TIME, number(json_object_get(kase, "timing"), "median_ns") / NS_PER_US),
-		fit(alg, WIDTH_BW, number(coll, "algbw_gbps")), fit(bus, WIDTH_BW, number(coll, "busbw_gbps")), wrong,
-		fit(frac, WIDTH_FRACTION, number(coll, "busbw_fraction_of_vendor")));
+		fit(us, WIDTH_TIME, mb_json_num(json_object_get(kase, "timing"), "median_ns") / NS_PER_US),
+		fit(alg, WIDTH_BW, mb_json_num(coll, "algbw_gbps")), fit(bus, WIDTH_BW, mb_json_num(coll, "busbw_gbps")), wrong,
+		fit(frac, WIDTH_FRACTION, mb_json_num(coll, "busbw_fraction_of_vendor")));
 	if (strcmp(status, "ok") != 0)
 		fprintf(out, "  %s", mb_print_terminal_safe(safe, sizeof(safe), status));
 	fputc('\n', out);
@@ -111,7 +104,7 @@ static void averages(FILE *out, const json_t *cases)
 
 	json_array_foreach(cases, i, c) {
 		const char *v = mb_text_get(c, "variant");
-		double b = number(json_object_get(c, "collective"), "busbw_gbps");
+		double b = mb_json_num(json_object_get(c, "collective"), "busbw_gbps");
 		int at = 0;
 		while (at < k && strcmp(names[at], v) != 0)
 			at++;

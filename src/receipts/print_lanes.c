@@ -17,12 +17,6 @@
 #define CELL_LEN 256
 #define MAX_COLS 8
 
-static double number(const json_t *o, const char *key)
-{
-	const json_t *v = json_object_get(o, key);
-	return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 static const char *text(const json_t *o, const char *key)
 {
 	const char *s = json_string_value(json_object_get(o, key));
@@ -118,11 +112,11 @@ static void print_runs(FILE *out, const json_t *runs, mb_print_format fmt)
 
 		snprintf(cells[0], CELL_LEN, "%s", text(run, "config"));
 		snprintf(cells[1], CELL_LEN, "%s", text(run, "mode"));
-		mb_text_duration(cells[2], CELL_LEN, number(run, "median_step_ns"));
-		mb_text_duration(cells[3], CELL_LEN, number(run, "median_busy_ns"));
-		snprintf(cells[4], CELL_LEN, "%.3f", number(run, "goodput"));
-		mb_text_duration(cells[5], CELL_LEN, number(run, "launch_gap_ns"));
-		mb_text_duration(cells[6], CELL_LEN, number(run, "first_step_ns"));
+		mb_text_duration(cells[2], CELL_LEN, mb_json_num(run, "median_step_ns"));
+		mb_text_duration(cells[3], CELL_LEN, mb_json_num(run, "median_busy_ns"));
+		snprintf(cells[4], CELL_LEN, "%.3f", mb_json_num(run, "goodput"));
+		mb_text_duration(cells[5], CELL_LEN, mb_json_num(run, "launch_gap_ns"));
+		mb_text_duration(cells[6], CELL_LEN, mb_json_num(run, "first_step_ns"));
 		table_row(out, &t, cells, fmt);
 	}
 	table_end(out, fmt);
@@ -131,7 +125,9 @@ static void print_runs(FILE *out, const json_t *runs, mb_print_format fmt)
 /* Deltas largest saving first: the rows the step most needs fused. */
 static int by_delta(const void *a, const void *b)
 {
-	double da = number(*(const json_t *const *)a, "delta_ns"), db = number(*(const json_t *const *)b, "delta_ns");
+	double da = mb_json_num(*(const json_t *const *)a, "delta_ns");
+	double db = mb_json_num(*(const json_t *const *)b, "delta_ns");
+
 	return (da < db) - (da > db);
 }
 
@@ -170,8 +166,8 @@ static void print_deltas(FILE *out, const json_t *deltas, mb_print_format fmt)
 		/* receipts before the lanes held every row: the fallback */
 		snprintf(cells[1], CELL_LEN, "%s", json_object_get(order[i], "variant") ? text(order[i], "variant") : "fallback");
 		snprintf(cells[2], CELL_LEN, "%s", text(order[i], "mode"));
-		mb_text_duration(cells[3], CELL_LEN, number(order[i], "delta_ns"));
-		snprintf(cells[4], CELL_LEN, "%+.2f%%", 100.0 * number(order[i], "delta_fraction"));
+		mb_text_duration(cells[3], CELL_LEN, mb_json_num(order[i], "delta_ns"));
+		snprintf(cells[4], CELL_LEN, "%+.2f%%", 100.0 * mb_json_num(order[i], "delta_fraction"));
 		snprintf(cells[5], CELL_LEN, "%s (%s)", meaning(cls), cls);
 		table_row(out, &t, cells, fmt);
 	}
@@ -201,12 +197,12 @@ static void print_stopping(FILE *out, const json_t *lane, mb_print_format fmt)
 		char s[CELL_LEN * 2], noise[64] = "", resolved[96] = "";
 		if (json_is_number(json_object_get(e, "fused_round_noise")))
 			snprintf(noise, sizeof(noise), "; all fused round to round %.2f%%",
-				100.0 * number(e, "fused_round_noise"));
+				100.0 * mb_json_num(e, "fused_round_noise"));
 		if (json_is_number(json_object_get(e, "resolvable_delta")))
 			snprintf(resolved, sizeof(resolved), "; resolves %.2f%% of the step (target %.2f%%, worst %s)",
-				100.0 * number(e, "resolvable_delta"), 100.0 * number(e, "target"), text(e, "worst_config"));
+				100.0 * mb_json_num(e, "resolvable_delta"), 100.0 * mb_json_num(e, "target"), text(e, "worst_config"));
 		snprintf(s, sizeof(s), "%s: %.0f rounds, stopped by %s%s%s; shuffle seed %lld", text(e, "mode"),
-			number(e, "rounds"), text(e, "stopped"), resolved, noise,
+			mb_json_num(e, "rounds"), text(e, "stopped"), resolved, noise,
 			(long long)json_integer_value(json_object_get(e, "seed")));
 		line(out, item, s, fmt);
 	}
@@ -234,9 +230,9 @@ void mb_print_lanes(FILE *out, const json_t *receipt, mb_print_format fmt)
 		put(out, text(lane, "pattern"), fmt);
 		fputs(fmt == MB_PRINT_HTML ? ")</h4>\n" : fmt == MB_PRINT_MARKDOWN ? ")\n\n" : ")\n", out);
 		snprintf(summary, sizeof(summary), "tokens %.0f, hidden %.0f, %s, %.0f steps a round, up to %.0f rounds",
-			number(shape, "tokens"), number(shape, "hidden"),
+			mb_json_num(shape, "tokens"), mb_json_num(shape, "hidden"),
 			json_is_false(json_object_get(lane, "backward")) ? "forward only" : "forward and backward",
-			number(lane, "steps"), number(lane, "rounds"));
+			mb_json_num(lane, "steps"), mb_json_num(lane, "rounds"));
 		line(out, "", summary, fmt);
 		if (fmt == MB_PRINT_MARKDOWN)
 			fputs("\n", out);

@@ -20,13 +20,6 @@
 static const char *const headers[RUN_COLS] = {"row", "family", "variant", "dtype", "mode", "shape", "status",
 	"median", "noise", "spread", "speedup", "GB/s", "of ceiling", "check err/tol", "conv"};
 
-static double num(const json_t *o, const char *key)
-{
-	const json_t *v = json_object_get(o, key);
-
-	return json_is_number(v) ? json_number_value(v) : NAN;
-}
-
 /* The shape's axes only ("T=4096,H=2048"): the family has its column. */
 static void axes_text(char *buf, size_t len, const json_t *kase)
 {
@@ -42,7 +35,7 @@ double mb_print_error_over_tolerance(const json_t *kase, bool *estimate)
 {
 	const json_t *c = json_object_get(kase, "correctness"), *tol = json_object_get(c, "tolerance");
 	const json_t *exact = json_object_get(c, "error_over_tolerance");
-	double by_abs, by_rel, abs = num(tol, "abs"), rel = num(tol, "rel");
+	double by_abs, by_rel, abs = mb_json_num(tol, "abs"), rel = mb_json_num(tol, "rel");
 
 	*estimate = false;
 	if (!json_is_object(c))
@@ -53,8 +46,8 @@ double mb_print_error_over_tolerance(const json_t *kase, bool *estimate)
 	 * was nearest to breaking, an estimate (the largest absolute and the
 	 * largest relative error need not be the same element's) */
 	*estimate = true;
-	by_abs = abs > 0 ? num(c, "max_abs") / abs : INFINITY;
-	by_rel = rel > 0 ? num(c, "max_rel") / rel : INFINITY;
+	by_abs = abs > 0 ? mb_json_num(c, "max_abs") / abs : INFINITY;
+	by_rel = rel > 0 ? mb_json_num(c, "max_rel") / rel : INFINITY;
 	return isfinite(fmin(by_abs, by_rel)) ? fmin(by_abs, by_rel) : NAN;
 }
 
@@ -85,17 +78,17 @@ static void case_cells(char cells[RUN_COLS][CELL_MAX], const json_t *k, const mb
 	axes_text(cells[5], CELL_MAX, k);
 	snprintf(cells[6], CELL_MAX, "%s", mb_text_get(k, "status"));
 	if (json_is_object(t)) {
-		mb_text_duration(cells[7], CELL_MAX, num(t, "median_ns"));
-		if (isfinite(num(t, "rel_noise")))
-			snprintf(cells[8], CELL_MAX, "%.2f%%", PERCENT * num(t, "rel_noise"));
-		if (json_array_size(json_object_get(t, "repetitions")) > 1 && isfinite(num(t, "between_run_noise")))
-			snprintf(cells[9], CELL_MAX, "%.2f%%", PERCENT * num(t, "between_run_noise"));
+		mb_text_duration(cells[7], CELL_MAX, mb_json_num(t, "median_ns"));
+		if (isfinite(mb_json_num(t, "rel_noise")))
+			snprintf(cells[8], CELL_MAX, "%.2f%%", PERCENT * mb_json_num(t, "rel_noise"));
+		if (json_array_size(json_object_get(t, "repetitions")) > 1 && isfinite(mb_json_num(t, "between_run_noise")))
+			snprintf(cells[9], CELL_MAX, "%.2f%%", PERCENT * mb_json_num(t, "between_run_noise"));
 		snprintf(cells[14], CELL_MAX, "%s", json_is_true(json_object_get(t, "converged")) ? "yes" : "NO");
 	}
 	if (p && isfinite(p->speedup))
 		snprintf(cells[10], CELL_MAX, "%.2fx vs %s", p->speedup, mb_text_get(p->alt, "variant"));
-	if (isfinite(num(tp, "gbps")))
-		snprintf(cells[11], CELL_MAX, "%.1f", num(tp, "gbps"));
+	if (isfinite(mb_json_num(tp, "gbps")))
+		snprintf(cells[11], CELL_MAX, "%.1f", mb_json_num(tp, "gbps"));
 	mb_print_ceiling_text(cells[12], CELL_MAX, k);
 	if (json_is_object(corr))
 		snprintf(cells[13], CELL_MAX, "%s %s%.2g", json_is_true(json_object_get(corr, "passed")) ? "pass" : "FAIL",
@@ -193,14 +186,14 @@ static void csv_table(FILE *out, const json_t *cases, const mb_verdict_set *set)
 		axes_text(axes, sizeof(axes), k);
 		mb_print_csv_field(out, axes, false);
 		mb_print_csv_field(out, mb_text_get(k, "status"), false);
-		csv_number(out, num(t, "median_ns"), false);
-		csv_number(out, num(t, "rel_noise"), false);
-		csv_number(out, json_array_size(json_object_get(t, "repetitions")) > 1 ? num(t, "between_run_noise") : NAN,
+		csv_number(out, mb_json_num(t, "median_ns"), false);
+		csv_number(out, mb_json_num(t, "rel_noise"), false);
+		csv_number(out, json_array_size(json_object_get(t, "repetitions")) > 1 ? mb_json_num(t, "between_run_noise") : NAN,
 			false);
 		csv_number(out, p ? p->speedup : NAN, false);
 		mb_print_csv_field(out, p ? mb_text_get(p->alt, "variant") : "", false);
-		csv_number(out, num(tp, "gbps"), false);
-		csv_number(out, num(tp, "fraction_of_ceiling"), false);
+		csv_number(out, mb_json_num(tp, "gbps"), false);
+		csv_number(out, mb_json_num(tp, "fraction_of_ceiling"), false);
 		mb_print_csv_field(out, mb_text_get(tp, "ceiling"), false);
 		csv_number(out, eot, false);
 		mb_print_csv_field(out, isfinite(eot) ? (estimate ? "true" : "false") : "", false);

@@ -184,9 +184,7 @@ static void shape_text(char *buf, size_t len, const json_t *kase)
 
 static double timing_num(const json_t *kase, const char *key)
 {
-	const json_t *v = json_object_get(json_object_get(kase, "timing"), key);
-
-	return json_is_number(v) ? json_number_value(v) : NAN;
+	return mb_json_num(json_object_get(kase, "timing"), key);
 }
 
 static bool case_ok(const json_t *kase)

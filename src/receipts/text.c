@@ -92,3 +92,10 @@ json_t *mb_json_real_or_null(double v)
 {
 	return isfinite(v) ? json_real(v) : json_null();
 }
+
+double mb_json_num(const json_t *obj, const char *key)
+{
+	const json_t *v = json_object_get(obj, key);
+
+	return json_is_number(v) ? json_number_value(v) : NAN;
+}

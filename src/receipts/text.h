@@ -28,6 +28,9 @@ void mb_text_duration(char *buf, size_t len, double ns);
 
 /* A JSON number, or null where v is not finite (JSON has no NaN). */
 json_t *mb_json_real_or_null(double v);
+/* The number member `key` of `obj` (NULL allowed), or NaN where it is
+ * missing or not a number. */
+double mb_json_num(const json_t *obj, const char *key);
 
 /* Median of a case from the receipt (NaN without timing). */
 double mb_text_median_ns(const json_t *kase);

@@ -158,13 +158,6 @@ static bool in_list(const char *const *list, size_t n, const char *s)
 	return false;
 }
 
-static double median_of(const json_t *kase)
-{
-	const json_t *t = json_object_get(kase, "timing");
-
-	return json_is_object(t) ? json_number_value(json_object_get(t, "median_ns")) : NAN;
-}
-
 int64_t mb_verdict_scratch_bytes(const json_t *kase)
 {
 	const json_t *mem = json_object_get(kase, "memory");
@@ -273,8 +266,8 @@ static bool memory_win(const mb_verdict_pair *p)
 
 static void pair_numbers(mb_verdict_pair *p, mb_verdict_trade trade)
 {
-	double fused = median_of(p->fused), alt = median_of(p->alt);
-	double fb = p->fallback ? median_of(p->fallback) : NAN;
+	double fused = mb_text_median_ns(p->fused), alt = mb_text_median_ns(p->alt);
+	double fb = p->fallback ? mb_text_median_ns(p->fallback) : NAN;
 	bool timed = isfinite(fused) && isfinite(alt);
 
 	p->speedup = timed && fused > 0.0 ? alt / fused : NAN;
@@ -310,9 +303,9 @@ static const json_t *best_alternative(const json_t *const *cases, size_t n, cons
 		if (kind_is(cases[j], "fallback") && !*fallback)
 			*fallback = cases[j];
 		if (mb_verdict_case_wrong(cases[j]) || strcmp(mb_text_get(cases[j], "status"), "ok")
-			|| !isfinite(median_of(cases[j])))
+			|| !isfinite(mb_text_median_ns(cases[j])))
 			continue;
-		if (!best || median_of(cases[j]) < median_of(best))
+		if (!best || mb_text_median_ns(cases[j]) < mb_text_median_ns(best))
 			best = cases[j];
 	}
 	return best;

@@ -17,11 +17,6 @@ static const json_t *prov(const json_t *r)
 	return json_object_get(r, "provenance");
 }
 
-static double timing_num(const json_t *kase, const char *key)
-{
-	return mb_json_num(json_object_get(kase, "timing"), key);
-}
-
 void mb_report_revision_text(char *buf, size_t len, const json_t *r, const char *name)
 {
 	const char *rev = mb_text_revision(r, name);
@@ -261,7 +256,7 @@ int mb_report_box_build(mb_report_box *b, const json_t *k)
 	const json_t *t = json_object_get(k, "timing");
 	const json_t *samples = json_object_get(t, "samples_ns"), *ex = json_object_get(t, "excluded");
 	size_t n = json_array_size(samples), i;
-	double median = timing_num(k, "median_ns");
+	double median = mb_text_timing(k, "median_ns");
 	bool *skip;
 	json_t *v;
 

@@ -182,14 +182,9 @@ static void shape_text(char *buf, size_t len, const json_t *kase)
 		mb_text_appendf(buf, len, "%s%s=%" JSON_INTEGER_FORMAT, buf[0] ? "," : "", key, json_integer_value(v));
 }
 
-static double timing_num(const json_t *kase, const char *key)
-{
-	return mb_json_num(json_object_get(kase, "timing"), key);
-}
-
 static bool case_ok(const json_t *kase)
 {
-	return !strcmp(mb_text_get(kase, "status"), "ok") && timing_num(kase, "median_ns") > 0;
+	return !strcmp(mb_text_get(kase, "status"), "ok") && mb_text_timing(kase, "median_ns") > 0;
 }
 
 static enum style kind_style(const char *kind)
@@ -632,9 +627,9 @@ static void case_title(FILE *out, const json_t *k, const char *variant)
 	char ceiling[64];
 
 	mb_print_ceiling_text(ceiling, sizeof(ceiling), k);
-	mb_text_duration(med, sizeof(med), timing_num(k, "median_ns"));
-	mb_text_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
-	mb_text_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
+	mb_text_duration(med, sizeof(med), mb_text_timing(k, "median_ns"));
+	mb_text_duration(p10, sizeof(p10), mb_text_timing(k, "p10_ns"));
+	mb_text_duration(p90, sizeof(p90), mb_text_timing(k, "p90_ns"));
 	fputs("<title>", out);
 	esc(out, variant);
 	fputs(" ", out);
@@ -645,7 +640,7 @@ static void case_title(FILE *out, const json_t *k, const char *variant)
 	esc(out, mb_text_get(k, "family"));
 	fprintf(out, ": median %s, p10 %s, p90 %s; %zu samples, noise %.2f%%", med, p10, p90,
 		json_array_size(json_object_get(json_object_get(k, "timing"), "samples_ns")),
-		PERCENT * timing_num(k, "rel_noise"));
+		PERCENT * mb_text_timing(k, "rel_noise"));
 	if (strcmp(ceiling, "-"))
 		fprintf(out, "; %s ceiling", ceiling);
 	fputs("</title>", out);
@@ -661,10 +656,10 @@ static bool time_domain(const row_view *v, double *lo, double *hi)
 
 		if (!k || !case_ok(k))
 			continue;
-		a = timing_num(k, "p10_ns");
-		b = timing_num(k, "p90_ns");
-		a = a > 0 ? a : timing_num(k, "median_ns");
-		b = b > 0 ? b : timing_num(k, "median_ns");
+		a = mb_text_timing(k, "p10_ns");
+		b = mb_text_timing(k, "p90_ns");
+		a = a > 0 ? a : mb_text_timing(k, "median_ns");
+		b = b > 0 ? b : mb_text_timing(k, "median_ns");
 		*lo = fmin(*lo, a);
 		*hi = fmax(*hi, b);
 	}
@@ -710,9 +705,9 @@ static void time_chart(FILE *out, const row_view *v, const layout *l, const mb_r
 				fputs("</title></g>\n", out);
 				continue;
 			}
-			med = timing_num(k, "median_ns");
-			a = timing_num(k, "p10_ns");
-			b = timing_num(k, "p90_ns");
+			med = mb_text_timing(k, "median_ns");
+			a = mb_text_timing(k, "p10_ns");
+			b = mb_text_timing(k, "p90_ns");
 			fputs("<g>", out);
 			if (a > 0 && b > 0)
 				fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.6\"/>"
@@ -773,7 +768,7 @@ static void box_title(FILE *out, const mb_report_box *b, const json_t *k, const 
 {
 	char med[32];
 
-	mb_text_duration(med, sizeof(med), timing_num(k, "median_ns"));
+	mb_text_duration(med, sizeof(med), mb_text_timing(k, "median_ns"));
 	fputs("<title>", out);
 	esc(out, variant);
 	fputs(" ", out);
@@ -865,9 +860,9 @@ static void case_table(FILE *out, const row_view *v)
 
 			if (!k)
 				continue;
-			mb_text_duration(med, sizeof(med), timing_num(k, "median_ns"));
-			mb_text_duration(p10, sizeof(p10), timing_num(k, "p10_ns"));
-			mb_text_duration(p90, sizeof(p90), timing_num(k, "p90_ns"));
+			mb_text_duration(med, sizeof(med), mb_text_timing(k, "median_ns"));
+			mb_text_duration(p10, sizeof(p10), mb_text_timing(k, "p10_ns"));
+			mb_text_duration(p90, sizeof(p90), mb_text_timing(k, "p90_ns"));
 			mb_print_ceiling_text(ceiling, sizeof(ceiling), k);
 			fputs("<tr><td>", out);
 			esc(out, v->cats[c].dtype);
@@ -885,7 +880,7 @@ static void case_table(FILE *out, const row_view *v)
 			fputs("</td><td>", out);
 			esc(out, v->s[s].variant);
 			fprintf(out, "</td><td class=\"num\">%s</td><td class=\"num range\">%s&nbsp;&ndash; %s</td><td class=\"num\">%.2f%%</td>"
-				"<td class=\"num\">%zu</td><td>%s</td></tr>\n", med, p10, p90, PERCENT * timing_num(k, "rel_noise"),
+				"<td class=\"num\">%zu</td><td>%s</td></tr>\n", med, p10, p90, PERCENT * mb_text_timing(k, "rel_noise"),
 				json_array_size(json_object_get(json_object_get(k, "timing"), "samples_ns")), ceiling);
 		}
 	fputs("</table></div>\n", out);

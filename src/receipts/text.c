@@ -62,6 +62,11 @@ void mb_text_duration(char *buf, size_t len, double ns)
 		snprintf(buf, len, "%.0f ns", ns);
 }
 
+double mb_text_timing(const json_t *kase, const char *key)
+{
+	return mb_json_num(json_object_get(kase, "timing"), key);
+}
+
 double mb_text_median_ns(const json_t *kase)
 {
 	const json_t *t = json_object_get(kase, "timing");

@@ -32,6 +32,10 @@ json_t *mb_json_real_or_null(double v);
  * missing or not a number. */
 double mb_json_num(const json_t *obj, const char *key);
 
+/* The number `key` of a case's timing object ("median_ns", "p90_ns",
+ * "rel_noise"), or NaN where it is missing or not a number. */
+double mb_text_timing(const json_t *kase, const char *key);
+
 /* Median of a case from the receipt (NaN without timing). */
 double mb_text_median_ns(const json_t *kase);
 

@@ -54,7 +54,9 @@
  *
  * Rounds: each round runs every configuration of every mode still going
  * (warm-up steps, then `steps` timed steps), in an order shuffled from the
- * lane's seed and the round's number. After each round a mode stops when
+ * lane's seed and the round's number. A configuration's warm-up is queued
+ * behind the steps of the one before, so the device does not idle between
+ * configurations within a round. After each round a mode stops when
  * every alternative configuration's step median resolves a delta of
  * `resolve` (the between-round rule of receipts/compare.h, mb_repetition_cmp,
  * and the medians' own noise) after `min_rounds`, or at `max_rounds`; the

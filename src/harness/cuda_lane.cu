@@ -425,9 +425,11 @@ int rounds(lane_run *L, mb_error *err)
 	for (int round = 0;; round++) {
 		double mode_ns[MB_LANE_MODE_COUNT] = {0};
 		int n = 0;
-		for (int c = 0; c < L->n_configs; c++)
-			if (!L->progress[L->configs[c].mode].stopped)
+		for (int c = 0; c < L->n_configs; c++) {
+			const mb_lane_progress *p = &L->progress[L->configs[c].mode];
+			if (!p->stopped && !p->noise.settled[c])
 				units[n++] = c;
+		}
 		mb_lane_shuffle(order, n, s->seed, round);
 		/* The host's time is charged to the configuration it waits for:
 		 * the one before while c warms up, c while its steps are queued
@@ -453,7 +455,7 @@ int rounds(lane_run *L, mb_error *err)
 			p->rounds++;
 			p->round_ns = mode_ns[s->modes[m]];
 			p->wall_ns += p->round_ns;
-			if ((rc = mb_lane_noise_of(&noise, L->configs, L->samples, L->n_configs, s->modes[m], err)))
+			if ((rc = mb_lane_noise_of(&noise, L->configs, L->samples, L->n_configs, s->modes[m], s, err)))
 				return rc;
 			mb_lane_after_round(p, s, &noise);
 		}

@@ -462,11 +462,12 @@ static int find_config(const mb_lane_config *configs, int n, const char *name, m
 }
 
 int mb_lane_noise_of(mb_lane_noise *out, const mb_lane_config *configs, const mb_lane_samples *samples, int n,
-	mb_lane_mode mode, mb_error *err)
+	mb_lane_mode mode, const mb_lane_spec *spec, mb_error *err)
 {
 	int f = find_config(configs, n, "fused", mode), rc = 0, nm;
 	double *medians = NULL;
 
+	memset(out, 0, sizeof(*out));
 	out->fused_round_noise = NAN;
 	out->resolvable = INFINITY;
 	out->worst = -1;
@@ -489,6 +490,10 @@ int mb_lane_noise_of(mb_lane_noise *out, const mb_lane_config *configs, const mb
 		if (!(least <= out->resolvable)) {
 			out->resolvable = least;
 			out->worst = c;
+		}
+		if (nm >= spec->min_rounds && least <= spec->resolve) {
+			out->settled[c] = true;
+			out->n_settled++;
 		}
 	}
 	return rc;
@@ -722,6 +727,13 @@ static json_t *stopping_json(const mb_lane_spec *spec, const mb_lane_outcome *o)
 			json_object_set_new(e, "resolvable_delta", json_real(p->noise.resolvable));
 		if (p->noise.worst >= 0 && p->noise.worst < o->n_configs)
 			json_object_set_new(e, "worst_config", json_string(o->configs[p->noise.worst].name));
+		if (p->noise.n_settled) {
+			json_t *settled = json_array();
+			for (int c = 0; c < o->n_configs; c++)
+				if (p->noise.settled[c])
+					json_array_append_new(settled, json_string(o->configs[c].name));
+			json_object_set_new(e, "settled", settled);
+		}
 		json_array_append_new(out, e);
 	}
 	return out;

@@ -61,7 +61,10 @@
  * `resolve` (the between-round rule of receipts/compare.h, mb_repetition_cmp,
  * and the medians' own noise) after `min_rounds`, or at `max_rounds`; the
  * rounds stop before one that would overrun `budget_s`, counted from the
- * lane's start. The receipt says which, per mode.
+ * lane's start. The receipt says which, per mode. A configuration whose
+ * own delta is already resolved sits out the later rounds (settled, in
+ * mb_lane_noise), so that the rounds left go to the unresolved ones; its
+ * round medians are then fewer than all fused's.
  */
 #ifndef MB_HARNESS_LANE_H
 #define MB_HARNESS_LANE_H
@@ -247,11 +250,20 @@ typedef struct mb_lane_noise {
 	 * INFINITY under two rounds */
 	double resolvable;
 	int worst;                   /* the configuration that sets it, or -1 */
+	/* per configuration of the mode: its own least resolvable delta is
+	 * within `resolve` (after min_rounds). A settled configuration sits
+	 * out the rounds after, so that the budget goes to the ones still
+	 * unresolved; all fused never settles (every delta is against it),
+	 * and one that no longer resolves as the fused rounds grow comes
+	 * back. */
+	bool settled[MB_LANE_MAX_CONFIGS];
+	int n_settled;
 } mb_lane_noise;
 
-/* `samples[i]` belongs to `configs[i]`. Returns 0 or a negative MB_E*. */
+/* `samples[i]` belongs to `configs[i]`; `spec` gives min_rounds and
+ * resolve, for `settled`. Returns 0 or a negative MB_E*. */
 int mb_lane_noise_of(mb_lane_noise *out, const mb_lane_config *configs, const mb_lane_samples *samples, int n,
-	mb_lane_mode mode, mb_error *err);
+	mb_lane_mode mode, const mb_lane_spec *spec, mb_error *err);
 
 /* Where a mode's rounds stand. */
 typedef struct mb_lane_progress {

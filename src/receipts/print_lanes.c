@@ -194,15 +194,18 @@ static void print_stopping(FILE *out, const json_t *lane, mb_print_format fmt)
 	const json_t *e;
 
 	json_array_foreach(json_object_get(lane, "stopping"), i, e) {
-		char s[CELL_LEN * 2], noise[64] = "", resolved[96] = "";
+		char s[CELL_LEN * 2], noise[64] = "", resolved[96] = "", settled[48] = "";
 		if (json_is_number(json_object_get(e, "fused_round_noise")))
 			snprintf(noise, sizeof(noise), "; all fused round to round %.2f%%",
 				100.0 * mb_json_num(e, "fused_round_noise"));
 		if (json_is_number(json_object_get(e, "resolvable_delta")))
 			snprintf(resolved, sizeof(resolved), "; resolves %.2f%% of the step (target %.2f%%, worst %s)",
 				100.0 * mb_json_num(e, "resolvable_delta"), 100.0 * mb_json_num(e, "target"), text(e, "worst_config"));
-		snprintf(s, sizeof(s), "%s: %.0f rounds, stopped by %s%s%s; shuffle seed %lld", text(e, "mode"),
-			mb_json_num(e, "rounds"), text(e, "stopped"), resolved, noise,
+		if (json_array_size(json_object_get(e, "settled")))
+			snprintf(settled, sizeof(settled), "; %zu configurations settled early",
+				json_array_size(json_object_get(e, "settled")));
+		snprintf(s, sizeof(s), "%s: %.0f rounds, stopped by %s%s%s%s; shuffle seed %lld", text(e, "mode"),
+			mb_json_num(e, "rounds"), text(e, "stopped"), resolved, noise, settled,
 			(long long)json_integer_value(json_object_get(e, "seed")));
 		line(out, item, s, fmt);
 	}

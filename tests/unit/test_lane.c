@@ -387,7 +387,7 @@ static void test_stop_rule(void)
 	/* quiet rounds: a 1% delta resolves at min_rounds */
 	fill(&x[0], 1e6, 30, 3, quiet);
 	fill(&x[1], 1.01e6, 30, 3, quiet);
-	CHECK(mb_lane_noise_of(&noise, c, x, 2, MB_LANE_EAGER, &err) == 0);
+	CHECK(mb_lane_noise_of(&noise, c, x, 2, MB_LANE_EAGER, &s, &err) == 0);
 	CHECK_MSG(noise.resolvable < 0.01 && noise.worst == 1, "resolvable %g", noise.resolvable);
 	CHECK_MSG(noise.fused_round_noise > 0 && noise.fused_round_noise < 0.002, "noise %g", noise.fused_round_noise);
 	p[0].rounds = 3;
@@ -399,7 +399,7 @@ static void test_stop_rule(void)
 	memset(p, 0, sizeof(p));
 	fill(&x[0], 1e6, 30, 3, noisy);
 	fill(&x[1], 1.01e6, 30, 3, noisy);
-	CHECK(mb_lane_noise_of(&noise, c, x, 2, MB_LANE_EAGER, &err) == 0);
+	CHECK(mb_lane_noise_of(&noise, c, x, 2, MB_LANE_EAGER, &s, &err) == 0);
 	CHECK_MSG(noise.resolvable > 0.01 && noise.fused_round_noise > 0.01, "resolvable %g", noise.resolvable);
 	p[0].rounds = 3;
 	mb_lane_after_round(&p[0], &s, &noise);
@@ -418,9 +418,51 @@ static void test_stop_rule(void)
 	/* one round: nothing to say about the spread yet */
 	fill(&x[0], 1e6, 10, 1, NULL);
 	fill(&x[1], 1e6, 10, 1, NULL);
-	CHECK(mb_lane_noise_of(&noise, c, x, 2, MB_LANE_EAGER, &err) == 0);
+	CHECK(mb_lane_noise_of(&noise, c, x, 2, MB_LANE_EAGER, &s, &err) == 0);
 	CHECK(isinf(noise.resolvable) && isnan(noise.fused_round_noise));
 	mb_lane_samples_free(&x[0]), mb_lane_samples_free(&x[1]);
+}
+
+/* A configuration whose own delta is resolved settles (it sits out the
+ * later rounds); a noisy one and all fused do not, nor any before
+ * min_rounds; one settles again only while it still resolves. */
+static void test_settle(void)
+{
+	static const double quiet[] = {0.001, -0.001, 0.0005, -0.0005};
+	static const double noisy[] = {0.02, -0.02, 0.015, -0.015};
+	mb_lane_spec s = small_spec("A");
+	mb_lane_config c[3];
+	mb_lane_samples x[3];
+	mb_lane_noise noise;
+	mb_error err;
+
+	memset(c, 0, sizeof(c));
+	snprintf(c[0].name, sizeof(c[0].name), "fused");
+	snprintf(c[1].name, sizeof(c[1].name), "rope_qk:fallback");
+	snprintf(c[2].name, sizeof(c[2].name), "residual_rmsnorm:fallback");
+	c[0].row = -1, c[1].row = 0, c[2].row = 1;
+
+	fill(&x[0], 1e6, 30, 3, quiet);
+	fill(&x[1], 1.05e6, 30, 3, quiet);
+	fill(&x[2], 1.01e6, 30, 3, noisy);
+	CHECK(mb_lane_noise_of(&noise, c, x, 3, MB_LANE_EAGER, &s, &err) == 0);
+	CHECK_MSG(!noise.settled[0] && noise.settled[1] && !noise.settled[2] && noise.n_settled == 1,
+		"settled %d %d %d", noise.settled[0], noise.settled[1], noise.settled[2]);
+	CHECK(noise.worst == 2 && noise.resolvable > s.resolve);
+
+	/* the same rounds, but min_rounds not reached: nothing settles */
+	s.min_rounds = 4;
+	CHECK(mb_lane_noise_of(&noise, c, x, 3, MB_LANE_EAGER, &s, &err) == 0);
+	CHECK(noise.n_settled == 0 && !noise.settled[1]);
+	s.min_rounds = 3;
+
+	/* all fused grows noisy rounds: the settled one no longer resolves */
+	mb_lane_samples_free(&x[0]);
+	fill(&x[0], 1e6, 30, 3, noisy);
+	CHECK(mb_lane_noise_of(&noise, c, x, 3, MB_LANE_EAGER, &s, &err) == 0);
+	CHECK(!noise.settled[1] && noise.n_settled == 0);
+	for (int i = 0; i < 3; i++)
+		mb_lane_samples_free(&x[i]);
 }
 
 /* The printers rank the rows by their saving: rope_qk (5%) above the
@@ -477,7 +519,7 @@ static void test_lane_json(void)
 	memset(&o, 0, sizeof(o));
 	o.configs = c, o.n_configs = n, o.samples = samples, o.wall_ns = 2.5e9;
 	for (int m = 0; m < s.n_modes; m++) {
-		CHECK(mb_lane_noise_of(&o.progress[s.modes[m]].noise, c, samples, n, s.modes[m], &err) == 0);
+		CHECK(mb_lane_noise_of(&o.progress[s.modes[m]].noise, c, samples, n, s.modes[m], &s, &err) == 0);
 		o.progress[s.modes[m]].rounds = 3;
 		o.progress[s.modes[m]].stopped = "target";
 	}
@@ -520,6 +562,7 @@ int main(void)
 	test_suite_lanes();
 	test_shuffle();
 	test_stop_rule();
+	test_settle();
 	test_lane_json();
 	return mb_test_finish("test_lane");
 }

@@ -420,21 +420,24 @@ static int round_medians(double **out, const mb_lane_samples *s)
 }
 
 /* The comparison the receipt's delta and the verdict make: all fused
- * against `head`, with the rounds' medians as repetitions. */
+ * against `head`, with the rounds' medians as repetitions, and a delta
+ * counting from the lane's least effect (policy.h), as in the verdict. */
 static int compare_steps(mb_comparison *cmp, const mb_lane_samples *fused, const mb_lane_samples *head,
 	mb_error *err)
 {
 	double *bm = NULL, *hm = NULL;
 	int nb = round_medians(&bm, fused), nh = round_medians(&hm, head), rc;
 	mb_policy policy;
+	mb_thresholds t;
 
 	mb_policy_defaults(&policy);
+	t = mb_policy_lane_thresholds(&policy.t);
 	if (nb < 0 || nh < 0)
 		rc = mb_error_set(err, MB_ENOMEM, "lane", "out of memory for the rounds' medians");
 	else
 		rc = mb_compare_samples_reps(cmp, fused->step_ns, (size_t)fused->n, true, head->step_ns, (size_t)head->n,
 			true, bm, nb >= ROUNDS_FOR_SPREAD ? (size_t)nb : 0, hm, nh >= ROUNDS_FOR_SPREAD ? (size_t)nh : 0,
-			&policy.t, err);
+			&t, err);
 	free(bm);
 	free(hm);
 	return rc;

@@ -75,6 +75,14 @@ void mb_policy_defaults(mb_policy *out)
 	snprintf(out->source, sizeof(out->source), "built-in defaults");
 }
 
+mb_thresholds mb_policy_lane_thresholds(const mb_thresholds *t)
+{
+	mb_thresholds lane = *t;
+
+	lane.min_effect = t->lane_min_effect;
+	return lane;
+}
+
 void mb_policy_free(mb_policy *policy)
 {
 	if (!policy)

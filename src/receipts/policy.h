@@ -99,6 +99,10 @@ typedef struct mb_policy {
 /* The built-in policy (nothing to free, but mb_policy_free is harmless). */
 void mb_policy_defaults(mb_policy *out);
 
+/* `t` as a lane step's delta is judged: min_effect is lane_min_effect
+ * (the lane's own deltas and the verdict's run-level evidence alike). */
+mb_thresholds mb_policy_lane_thresholds(const mb_thresholds *t);
+
 /* Read policy.toml at `path` (mb_toml_parse_file, at most
  * MB_POLICY_MAX_BYTES), validate it with mb_schema_builtin("policy") and
  * merge it over the defaults. Errors name the file and the key. The one

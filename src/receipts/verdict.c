@@ -1304,11 +1304,10 @@ static const json_t *lane_best_delta(const json_t *lane, const char *row, const 
 static int lane_evidence(mb_row_verdict *v, const json_t *receipt, const mb_thresholds *t, mb_error *err)
 {
 	static const char *const modes[] = {"eager", "graph"};
-	mb_thresholds lt = *t;
+	const mb_thresholds lt = mb_policy_lane_thresholds(t);
 	size_t i;
 	json_t *lane;
 
-	lt.min_effect = t->lane_min_effect;
 	json_array_foreach(json_object_get(receipt, "lanes"), i, lane) {
 		for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
 			const json_t *delta = lane_best_delta(lane, v->row, modes[m]);

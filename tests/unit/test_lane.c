@@ -513,9 +513,11 @@ static void test_lane_json(void)
 	c = configs_of(&r, &s, &n);
 	samples = calloc((size_t)n, sizeof(*samples));
 	for (int k = 0; k < n; k++)
-		/* the rope_qk fallback makes the step 5% slower, the others nothing */
-		fill(&samples[k], strstr(c[k].name, "rope_qk:") || !strcmp(c[k].name, "fallback") ? 1.05e6 : 1.0e6, 30, 3,
-			quiet);
+		/* the rope_qk fallback makes the step 5% slower, residual_rmsnorm_bwd's
+		 * 1.5% (a lane delta counts from lane_min_effect, not from the
+		 * isolated cases' 2%), the others nothing */
+		fill(&samples[k], strstr(c[k].name, "rope_qk:") || !strcmp(c[k].name, "fallback") ? 1.05e6
+			: strstr(c[k].name, "residual_rmsnorm_bwd:") ? 1.015e6 : 1.0e6, 30, 3, quiet);
 	memset(&o, 0, sizeof(o));
 	o.configs = c, o.n_configs = n, o.samples = samples, o.wall_ns = 2.5e9;
 	for (int m = 0; m < s.n_modes; m++) {
@@ -535,11 +537,14 @@ static void test_lane_json(void)
 		CHECK(json_string_value(json_object_get(d, "variant")));
 		if (!strcmp(row, "rope_qk"))
 			slower += !strcmp(cls, "SLOWER") && fabs(json_number_value(json_object_get(d, "delta_fraction")) - 0.05) < 1e-3;
+		else if (!strcmp(row, "residual_rmsnorm_bwd"))
+			slower += !strcmp(cls, "SLOWER") && fabs(json_number_value(json_object_get(d, "delta_fraction")) - 0.015) < 1e-3;
 		else
 			same += !strcmp(cls, "SAME");
 	}
-	/* rope_qk in two modes; residual_rmsnorm, its backward and rope_qk_bwd SAME */
-	CHECK_MSG(slower == 2 && same == 6, "%d slower, %d same", slower, same);
+	/* rope_qk and residual_rmsnorm_bwd in two modes; residual_rmsnorm and
+	 * rope_qk_bwd SAME */
+	CHECK_MSG(slower == 4 && same == 4, "%d slower, %d same", slower, same);
 	CHECK(json_array_size(json_object_get(lane, "runs")) == (size_t)n);
 	CHECK(json_array_size(json_object_get(lane, "stopping")) == 2);
 	CHECK(json_number_value(json_object_get(lane, "wall_ns")) == 2.5e9);

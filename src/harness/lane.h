@@ -52,7 +52,9 @@
  * host inside a call (syncs_host) cannot run there: the row stays fused,
  * and the lane's `fused_only` says so.
  *
- * Rounds: each round runs every configuration of every mode still going
+ * Rounds: after a second of all fused steps, untimed, that brings the
+ * device from the set-up's idle gaps to a steady load, each round runs
+ * every configuration of every mode still going
  * (warm-up steps, then `steps` timed steps), in an order shuffled from the
  * lane's seed and the round's number. A configuration's warm-up is queued
  * behind the steps of the one before, so the device does not idle between

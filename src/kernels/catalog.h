@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "kernels/dtype.h"
+#include "receipts/error.h"
 
 #define MB_MAX_AXES 8
 #define MB_MAX_TENSORS 8
@@ -182,8 +183,10 @@ typedef struct mb_row {
 	int n_axes;
 	const char *axes[MB_MAX_AXES];
 	/* Row-specific shape rules beyond "every axis is a positive integer"
-	 * (D even, Hq a multiple of Hk...). Returns 0, or -1 with `why` set. */
-	int (*check_shape)(const int64_t *axis, char *why, size_t why_len);
+	 * (D even, Hq a multiple of Hk...). Returns 0, or MB_EINVAL with
+	 * `err`'s text saying which rule the shape breaks and its `where`
+	 * empty: the caller names the suite, case or lane. */
+	int (*check_shape)(const int64_t *axis, mb_error *err);
 	/* Fill `out` (MB_MAX_TENSORS long); inputs first, then outputs.
 	 * Returns the tensor count. */
 	int (*tensors)(const int64_t *axis, mb_tensor_spec *out);
@@ -230,8 +233,9 @@ const char *mb_row_status_name(mb_row_status status);
 /* "time", "memory", "both". */
 const char *mb_row_trades_name(mb_row_trades trades);
 /* Whether the row's status and condition agree: a conditional row names a
- * condition, no other row does. 0, or -1 with `why` set. */
-int mb_row_status_check(const mb_row *row, char *why, size_t why_len);
+ * condition, no other row does. 0, or MB_EINVAL with `err` set (where: the
+ * row's name). */
+int mb_row_status_check(const mb_row *row, mb_error *err);
 const char *mb_variant_kind_name(mb_variant_kind kind);
 /* "rope_qk, residual_rmsnorm" for messages naming the known rows. */
 void mb_catalog_names(char *buf, size_t len);

@@ -426,27 +426,20 @@ void mb_oracle_moe_alltoall(const int64_t *axis, const float *const *in, double 
 /* Row positions (the fallback's, the fused variant's slot map) are int32. */
 #define MAX_COPIES INT32_MAX
 
-static int a2a_check_shape(const int64_t *a, char *why, size_t why_len)
+static int a2a_check_shape(const int64_t *a, mb_error *err)
 {
-	if (a[AX_K] > a[AX_E] || a[AX_K] > MB_A2A_MAX_K) {
-		snprintf(why, why_len, "K = %lld: top-K needs K <= E (%lld) and K <= %d", (long long)a[AX_K],
-			(long long)a[AX_E], MB_A2A_MAX_K);
-		return -1;
-	}
-	if (a[AX_E] > MB_A2A_MAX_E) {
-		snprintf(why, why_len, "E = %lld: at most %d experts", (long long)a[AX_E], MB_A2A_MAX_E);
-		return -1;
-	}
-	if (a[AX_G] > MB_A2A_MAX_GPUS || a[AX_E] % a[AX_G] != 0) {
-		snprintf(why, why_len, "G = %lld: the E = %lld experts are spread evenly over at most %d GPUs, so G "
-			"must divide E", (long long)a[AX_G], (long long)a[AX_E], MB_A2A_MAX_GPUS);
-		return -1;
-	}
-	if (a[AX_T] > MAX_COPIES / a[AX_K] || a[AX_T] > MAX_COPIES / a[AX_G]) {
-		snprintf(why, why_len, "T = %lld: T x K and T x G must fit in 32 bits (row positions)",
-			(long long)a[AX_T]);
-		return -1;
-	}
+	if (a[AX_K] > a[AX_E] || a[AX_K] > MB_A2A_MAX_K)
+		return mb_error_set(err, MB_EINVAL, NULL, "K = %lld: top-K needs K <= E (%lld) and K <= %d",
+			(long long)a[AX_K], (long long)a[AX_E], MB_A2A_MAX_K);
+	if (a[AX_E] > MB_A2A_MAX_E)
+		return mb_error_set(err, MB_EINVAL, NULL, "E = %lld: at most %d experts", (long long)a[AX_E],
+			MB_A2A_MAX_E);
+	if (a[AX_G] > MB_A2A_MAX_GPUS || a[AX_E] % a[AX_G] != 0)
+		return mb_error_set(err, MB_EINVAL, NULL, "G = %lld: the E = %lld experts are spread evenly over at "
+			"most %d GPUs, so G must divide E", (long long)a[AX_G], (long long)a[AX_E], MB_A2A_MAX_GPUS);
+	if (a[AX_T] > MAX_COPIES / a[AX_K] || a[AX_T] > MAX_COPIES / a[AX_G])
+		return mb_error_set(err, MB_EINVAL, NULL, "T = %lld: T x K and T x G must fit in 32 bits (row "
+			"positions)", (long long)a[AX_T]);
 	return 0;
 }
 

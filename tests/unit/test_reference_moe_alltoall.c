@@ -132,18 +132,18 @@ static void loads_are_uneven(void)
 static void shape_rules(void)
 {
 	const mb_row *r = row();
-	char why[256];
+	mb_error why;
 
 	CHECK(r && r->min_gpus == 2 && r->block == 'E' && r->n_axes == MB_A2A_N_AXES);
 	if (!r)
 		return;
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 2}, why, sizeof(why)) == 0);
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 8}, why, sizeof(why)) == 0);
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 3}, why, sizeof(why)) == -1 && strstr(why, "divide"));
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 4, 6, 2}, why, sizeof(why)) == -1 && strstr(why, "K <= E"));
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 9, 2}, why, sizeof(why)) == -1);
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 2048, 6, 2}, why, sizeof(why)) == -1);
-	CHECK(r->check_shape((int64_t[]){INT32_MAX, 2048, 64, 6, 2}, why, sizeof(why)) == -1 && strstr(why, "32 bits"));
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 2}, &why) == 0);
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 8}, &why) == 0);
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 3}, &why) == MB_EINVAL && strstr(why.text, "divide"));
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 4, 6, 2}, &why) == MB_EINVAL && strstr(why.text, "K <= E"));
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 9, 2}, &why) == MB_EINVAL);
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 2048, 6, 2}, &why) == MB_EINVAL);
+	CHECK(r->check_shape((int64_t[]){INT32_MAX, 2048, 64, 6, 2}, &why) == MB_EINVAL && strstr(why.text, "32 bits"));
 }
 
 static void variants(void)

@@ -221,26 +221,22 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int mb_a2a_hashes_distinct(const mb_a2a_routing *rt, char *why, size_t why_len)
+int mb_a2a_hashes_distinct(const mb_a2a_routing *rt, mb_error *err)
 {
 	const int64_t T = rt->d.T;
 	uint64_t *sorted = malloc((size_t)T * sizeof(*sorted));
 	int rc = 0;
 
-	if (!sorted) {
-		snprintf(why, why_len, "out of host memory");
-		return -1;
-	}
+	if (!sorted)
+		return mb_error_set(err, MB_ENOMEM, NULL, "out of host memory");
 	for (int s = 0; s < rt->d.G && !rc; s++) {
 		memcpy(sorted, rt->xhash + s * T, (size_t)T * sizeof(*sorted));
 		qsort(sorted, (size_t)T, sizeof(*sorted), cmp_u64);
-		for (int64_t t = 1; t < T && !rc; t++) {
-			if (sorted[t] == sorted[t - 1]) {
-				snprintf(why, why_len, "two of rank %d's tokens have one row hash (%016llx): the dispatch "
-					"check could not tell them apart", s, (unsigned long long)sorted[t]);
-				rc = -1;
-			}
-		}
+		for (int64_t t = 1; t < T && !rc; t++)
+			if (sorted[t] == sorted[t - 1])
+				rc = mb_error_set(err, MB_EINVAL, NULL, "two of rank %d's tokens have one row hash "
+					"(%016llx): the dispatch check could not tell them apart", s,
+					(unsigned long long)sorted[t]);
 	}
 	free(sorted);
 	return rc;

@@ -287,10 +287,10 @@ static void exact_check(const mb_a2a_dims *dims)
 	static delivery_buf b;
 	mb_a2a_routing rt;
 	mb_a2a_tally t;
-	char why[256];
+	mb_error why;
 
 	routing_of(&rt, dims);
-	CHECK(mb_a2a_hashes_distinct(&rt, why, sizeof(why)) == 0);
+	CHECK(mb_a2a_hashes_distinct(&rt, &why) == 0);
 	for (int v = 0; v < MB_A2A_N_VARIANTS; v++) {
 		for (int d = 0; d < dims->G; d++) {
 			int64_t total = 0;
@@ -333,7 +333,7 @@ static void exact_check(const mb_a2a_dims *dims)
 	CHECK(check(&b, &rt, MB_A2A_VENDOR_SENDRECV, 1, &t) == 1 && strstr(t.first, "returned row 3"));
 	/* a hash that cannot tell two tokens apart is refused */
 	rt.xhash[dims->T + 1] = rt.xhash[dims->T + 2];
-	CHECK(mb_a2a_hashes_distinct(&rt, why, sizeof(why)) == -1 && strstr(why, "rank 1"));
+	CHECK(mb_a2a_hashes_distinct(&rt, &why) == MB_EINVAL && strstr(why.text, "rank 1"));
 	mb_a2a_routing_free(&rt);
 }
 

@@ -315,7 +315,7 @@ int run_steps(lane_run *L, int c, int round, mb_error *err)
 	if (rc == 0)
 		LANE_TRY(cudaStreamSynchronize(L->stream), "steps");
 	if (rc == 0 && L->cupti && ((rc = mb_cupti_flush(err)) == 0))
-		rc = mb_cupti_collect(L->calls, first_id, s->steps, NULL, 0, err);
+		rc = mb_cupti_collect(L->calls, first_id, s->steps, NULL, 0, NULL, 0, err);
 	for (int i = 0; rc == 0 && i < s->steps; i++) {
 		float ms = 0;
 		LANE_TRY(cudaEventElapsedTime(&ms, L->ev[2 * i], L->ev[2 * i + 1]), "step");

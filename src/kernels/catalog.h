@@ -25,8 +25,6 @@
 #define MB_MAX_TENSORS 8
 #define MB_MAX_VARIANTS 8
 #define MB_MAX_KERNEL_PATTERNS 4
-/* mhc_sinkhorn's fallback launches 42 kernels (two per Sinkhorn iteration) */
-#define MB_MAX_LAUNCHES 48
 
 typedef enum mb_row_status {
 	MB_ROW_KEEP,
@@ -196,9 +194,12 @@ typedef struct mb_row {
 	/* The bytes model of variant `v`, launch by launch: what each launch
 	 * must read and write at least (every tensor it touches, once; a
 	 * fallback's intermediates count where they are written and where they
-	 * are read back). Fills `out` (MB_MAX_LAUNCHES long) and returns the
-	 * launch count; the reference variant has the fused model. NULL: the
-	 * row has only `bytes`, split neither by launch nor by direction. */
+	 * are read back). Returns the launch count and fills `out` with that
+	 * many entries; `out` NULL only counts them, so that a caller sizes
+	 * `out` by the row and no row's launches are capped (harness/
+	 * throughput.h, mb_traffic_model). The reference variant has the fused
+	 * model. NULL: the row has only `bytes`, split neither by launch nor by
+	 * direction. */
 	int (*traffic)(const int64_t *axis, mb_dtype dtype, const struct mb_variant *v,
 		struct mb_launch_traffic *out);
 	uint64_t (*flops)(const int64_t *axis);

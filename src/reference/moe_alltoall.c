@@ -490,6 +490,9 @@ static void a2a_model_make(a2a_model *m, const int64_t *a, mb_dtype dtype)
 	m->vendor = (uint64_t)a[AX_G] * (uint64_t)(a[AX_T] * a[AX_K] / a[AX_G]);
 }
 
+/* The fused variant's launches per call, a2a_fused_traffic's entries. */
+#define A2A_FUSED_LAUNCHES 6
+
 /* The fused variant, launch by launch: pack (x and the routing read,
  * each token's rows and metadata written per destination, the slot map
  * written), the count exchange, the dispatch, the expert (rows and
@@ -515,7 +518,7 @@ static int a2a_fused_traffic(const a2a_model *m, const mb_variant *v, mb_launch_
 static void a2a_fused_totals(const int64_t *a, mb_dtype dtype, uint64_t *read_bytes, uint64_t *write_bytes)
 {
 	static const mb_variant fused = {.name = "fused", .kernel_patterns = {"own", "nccl"}};
-	mb_launch_traffic launches[MB_MAX_LAUNCHES];
+	mb_launch_traffic launches[A2A_FUSED_LAUNCHES];
 	a2a_model m;
 	int n;
 
@@ -639,7 +642,7 @@ const mb_row mb_row_moe_alltoall = {
 			"experts and weights (block-reserved slots), counts exchanged and read by the host, "
 			"one grouped ncclSend/ncclRecv for the rows and metadata, the destination pre-sums its "
 			"experts, one row per (token, GPU) back, one kernel sums them into y",
-			.launches_per_call = 6, .kernel_patterns = {"moe_a2a_fused", "SendRecv"},
+			.launches_per_call = A2A_FUSED_LAUNCHES, .kernel_patterns = {"moe_a2a_fused", "SendRecv"},
 			.dtype_mask = MB_DTYPE_ALL, .syncs_host = true},
 		{.name = "grouped_sendrecv", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
 			.description = "grouped ncclSend/ncclRecv as a framework's MoE layer: per-block expert "

@@ -173,18 +173,20 @@ static void traffic_model(const int64_t *axis)
 	for (int d = 0; r && d < MB_DTYPE_COUNT; d++) {
 		for (int i = 0; i < r->n_variants; i++) {
 			const mb_variant *v = &r->variants[i];
-			mb_launch_traffic l[MB_MAX_LAUNCHES];
+			const int n = r->traffic(axis, (mb_dtype)d, v, NULL);
+			mb_launch_traffic *l = n > 0 ? calloc((size_t)n, sizeof(*l)) : NULL;
 			uint64_t total = 0;
-			int n = r->traffic(axis, (mb_dtype)d, v, l);
 			CHECK_MSG(n == (v->kind == MB_VARIANT_REFERENCE ? 1 : v->launches_per_call), "%s: %d launches", v->name,
 				n);
-			for (int k = 0; k < n && k < MB_MAX_LAUNCHES; k++) {
+			CHECK(l && r->traffic(axis, (mb_dtype)d, v, l) == n);
+			for (int k = 0; l && k < n; k++) {
 				bool named = v->kind == MB_VARIANT_REFERENCE;
 				for (int p = 0; p < MB_MAX_KERNEL_PATTERNS && v->kernel_patterns[p]; p++)
 					named = named || strcmp(v->kernel_patterns[p], l[k].kernel) == 0;
 				CHECK_MSG(named && l[k].read_bytes + l[k].write_bytes > 0, "%s launch %d", v->name, k);
 				total += l[k].read_bytes + l[k].write_bytes;
 			}
+			free(l);
 			if (v->kind == MB_VARIANT_FUSED || v->kind == MB_VARIANT_REFERENCE)
 				CHECK_MSG(total == r->bytes(axis, (mb_dtype)d), "%s: %llu, bytes() %llu", v->name,
 					(unsigned long long)total, (unsigned long long)r->bytes(axis, (mb_dtype)d));

@@ -69,9 +69,13 @@ typedef struct mb_batch {
 	double *events_ns;  /* NULL when the backend has no second clock */
 	double *span_ns;
 	int *launches;
-	/* each launch's own time, n rows of MB_MAX_LAUNCHES in start order (NAN
-	 * past the call's launches); NULL when the backend cannot tell */
+	/* each launch's own time, n rows of launch_cap in start order (NAN
+	 * past the call's launches); NULL when the backend cannot tell or the
+	 * driver keeps none. The driver sizes the rows by the variant's bytes
+	 * model at the case's shape (its launch count, the same for every
+	 * batch of a case): the launches it takes medians of. */
 	double *launch_ns;
+	int launch_cap;
 	bool sagged;        /* the clock sagged during the batch: exclude it */
 } mb_batch;
 

@@ -317,9 +317,14 @@ typedef struct case_run {
 	mb_exact exact;              /* the backend's exact check, both calls */
 	mb_sampler s;
 	bool s_made;
+	/* the variant's bytes model at the case's shape: its launches are
+	 * what a call's launch times are kept for (launch_cap of them) */
+	mb_traffic traffic;
+	int launch_cap;
+	double *batch_launch_ns;     /* a batch's, MB_MAX_BATCH * launch_cap */
 	/* per timed call, beside the sampler's samples */
 	double *events_ns, *span_ns;
-	double *launch_ns;           /* MB_MAX_LAUNCHES per call, NAN where none */
+	double *launch_ns;           /* launch_cap per call, NAN where none */
 	int *launches;
 	int n_calls, cap_calls;
 	bool have_events;            /* the backend gives a second clock */
@@ -379,16 +384,17 @@ static int record_call(case_run *r, const mb_batch *b, int i, mb_error *err)
 		if (!grow_array((void **)&r->events_ns, cap, sizeof(double))
 			|| !grow_array((void **)&r->span_ns, cap, sizeof(double))
 			|| !grow_array((void **)&r->launches, cap, sizeof(int))
-			|| !grow_array((void **)&r->launch_ns, cap * MB_MAX_LAUNCHES, sizeof(double)))
+			|| (r->launch_cap > 0
+				&& !grow_array((void **)&r->launch_ns, cap * (size_t)r->launch_cap, sizeof(double))))
 			return mb_error_set(err, MB_ENOMEM, r->plan->id, "out of memory for samples");
 		r->cap_calls = (int)cap;
 	}
 	r->events_ns[r->n_calls] = b->events_ns ? b->events_ns[i] : NAN;
 	r->span_ns[r->n_calls] = b->span_ns ? b->span_ns[i] : NAN;
 	r->launches[r->n_calls] = b->launches ? b->launches[i] : -1;
-	for (int k = 0; k < MB_MAX_LAUNCHES; k++)
-		r->launch_ns[(size_t)r->n_calls * MB_MAX_LAUNCHES + k] =
-			b->launch_ns ? b->launch_ns[(size_t)i * MB_MAX_LAUNCHES + k] : NAN;
+	for (int k = 0; k < r->launch_cap; k++)
+		r->launch_ns[(size_t)r->n_calls * (size_t)r->launch_cap + (size_t)k] =
+			b->launch_ns ? b->launch_ns[(size_t)i * (size_t)r->launch_cap + (size_t)k] : NAN;
 	r->n_calls++;
 	return 0;
 }
@@ -398,9 +404,9 @@ static int record_call(case_run *r, const mb_batch *b, int i, mb_error *err)
 static int timed_batch(case_run *r, int n, int *timed, mb_error *err)
 {
 	double sample[MB_MAX_BATCH], events[MB_MAX_BATCH], span[MB_MAX_BATCH];
-	double launch_ns[MB_MAX_BATCH * MB_MAX_LAUNCHES];
 	int launches[MB_MAX_BATCH];
-	mb_batch b = {n, sample, events, span, launches, launch_ns, false};
+	mb_batch b = {.n = n, .sample_ns = sample, .events_ns = events, .span_ns = span, .launches = launches,
+		.launch_ns = r->batch_launch_ns, .launch_cap = r->launch_cap};
 	int rc;
 
 	if ((rc = r->be->time_batch(r->dc, &b, r->phases, &r->o, err)))
@@ -611,17 +617,18 @@ static double median_of(double *v, int n)
 	return mb_stats_quantile_sorted(v, (size_t)n, 0.5);
 }
 
-/* Each modelled launch's median time over the calls that ran exactly
- * that many launches (a call with another count cannot be matched launch
- * by launch); NAN where none did. */
+/* Each modelled launch's median time (out: n_launches, at most
+ * launch_cap) over the calls that ran exactly that many launches (a call
+ * with another count cannot be matched launch by launch); NAN where none
+ * did. */
 static void launch_medians(case_run *r, double *out, int n_launches)
 {
 	double *v = malloc((size_t)(r->n_calls ? r->n_calls : 1) * sizeof(*v));
 
-	for (int k = 0; k < MB_MAX_LAUNCHES; k++) {
+	for (int k = 0; k < n_launches; k++) {
 		int n = 0;
-		for (int i = 0; v && k < n_launches && i < r->n_calls; i++) {
-			double ns = r->launch_ns[(size_t)i * MB_MAX_LAUNCHES + k];
+		for (int i = 0; v && k < r->launch_cap && i < r->n_calls; i++) {
+			double ns = r->launch_ns[(size_t)i * (size_t)r->launch_cap + (size_t)k];
 			if (r->launches[i] == n_launches && !r->s.excluded[i] && isfinite(ns))
 				v[n++] = ns;
 		}
@@ -689,16 +696,19 @@ static void judge(case_run *r, const mb_check *merged)
 static json_t *throughput_json(case_run *r, const mb_dev_report *rep)
 {
 	const mb_row *row = r->plan->row;
-	double launch_median[MB_MAX_LAUNCHES];
-	mb_traffic traffic;
+	const mb_traffic moved = {.bytes = (uint64_t)rep->moved_bytes};
+	const mb_traffic *traffic = rep->moved_bytes > 0 ? &moved : &r->traffic;
+	double *launch_median = NULL;
+	json_t *o;
 
-	mb_traffic_model(&traffic, row, r->plan->variant, r->plan->axis,
-		r->be->fp32_variants ? MB_FP32 : r->plan->dtype);
-	if (rep->moved_bytes > 0)
-		traffic = (mb_traffic){.bytes = (uint64_t)rep->moved_bytes};
-	launch_medians(r, launch_median, traffic.n_launches);
-	return mb_throughput_json(&traffic, r->exact.moves_only ? 0 : row->flops(r->plan->axis),
+	/* without room the launches' medians are not known: NULL says so */
+	if (traffic->n_launches > 0
+		&& (launch_median = malloc((size_t)traffic->n_launches * sizeof(*launch_median))))
+		launch_medians(r, launch_median, traffic->n_launches);
+	o = mb_throughput_json(traffic, r->exact.moves_only ? 0 : row->flops(r->plan->axis),
 		mb_sampler_median(&r->s), launch_median, r->ceilings);
+	free(launch_median);
+	return o;
 }
 
 /* The receipt's results of a case that ran to its end. */
@@ -766,6 +776,23 @@ static void case_run_free(case_run *r)
 	free(r->span_ns);
 	free(r->launch_ns);
 	free(r->launches);
+	free(r->batch_launch_ns);
+	mb_traffic_free(&r->traffic);
+}
+
+/* The variant's bytes model at the case's shape, and room for a batch's
+ * launch times: as many per call as the model has launches, which is
+ * all the receipt's per-launch medians read (launch_medians). */
+static int model_traffic(case_run *r, mb_error *err)
+{
+	if (mb_traffic_model(&r->traffic, r->plan->row, r->plan->variant, r->plan->axis,
+		r->be->fp32_variants ? MB_FP32 : r->plan->dtype))
+		return mb_error_set(err, MB_ENOMEM, r->plan->id, "out of memory for the bytes model");
+	r->launch_cap = r->traffic.n_launches > 0 ? r->traffic.n_launches : 0;
+	if (r->launch_cap > 0
+		&& !(r->batch_launch_ns = malloc((size_t)MB_MAX_BATCH * (size_t)r->launch_cap * sizeof(double))))
+		return mb_error_set(err, MB_ENOMEM, r->plan->id, "out of memory for launch times");
+	return 0;
 }
 
 /* One case into r->c. A device failure is the case's status; a negative
@@ -779,7 +806,9 @@ static int run_case(case_run *r, mb_error *err)
 		mb_case_json_set_status(r->c, "skipped", "the variant has no launch for this dtype");
 		return 0;
 	}
-	rc = prepare(r, err);
+	rc = model_traffic(r, err);
+	if (rc == 0)
+		rc = prepare(r, err);
 	if (rc == 0)
 		rc = sample(r, &converged, err);
 	if (rc == MB_DEVICE_FAILED) {

@@ -326,7 +326,6 @@ static void notice(a2a_run *r, const char *fmt, ...)
 static int make_plan(a2a_run *r, mb_error *err)
 {
 	const a2a_args *a = r->a;
-	char why[512];
 	int rc = 0;
 
 	r->plan.cases = calloc((size_t)a->n_tokens * MB_A2A_N_VARIANTS, sizeof(mb_case_plan));
@@ -339,8 +338,8 @@ static int make_plan(a2a_run *r, mb_error *err)
 			if (a->variant_on[v])
 				rc = mb_plan_case(&r->plan.cases[r->plan.n_cases++], r->row, mb_row_find_variant(r->row,
 					mb_a2a_variant_name((mb_a2a_variant)v)), a->dtype, MB_MODE_HOT, FAMILY, axis, CMD, err);
-		if (!rc && r->row->check_shape(axis, why, sizeof(why)))
-			rc = mb_error_set(err, MB_EINVAL, r->plan.cases[first].id, "%s", why);
+		if (!rc && (rc = r->row->check_shape(axis, err)))
+			mb_error_prefix(err, r->plan.cases[first].id);
 	}
 	return rc;
 }

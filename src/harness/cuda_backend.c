@@ -54,7 +54,6 @@
  * takes the host less time to enqueue than the flush before it takes the
  * device. */
 #define COLD_HELD_CALLS 2
-_Static_assert(MB_CUPTI_MAX_LAUNCHES == MB_MAX_LAUNCHES, "CUPTI keeps as many launch times as a bytes model has launches");
 
 #define POISON_BYTE 0xFF /* 0xFFFF... is a NaN in fp32, fp16 and bf16 */
 #define DEVICES_QUERY_TIMEOUT_MS 60000
@@ -237,6 +236,10 @@ struct mb_dev_case {
 	enum { MEM_NOT_YET, MEM_WATCHING, MEM_MEASURED } mem;
 	size_t mem_free_before;
 	int64_t mem_driver_extra;
+	/* CUPTI's launch times of a batch's calls, launch_cap (the batch's)
+	 * per call; room for launch_ns_len */
+	int64_t *launch_ns;
+	size_t launch_ns_len;
 };
 
 /* A CUDA failure as the case's outcome. `launched` says whether it came
@@ -393,6 +396,20 @@ static int cuda_arm(mb_dev_case *dc, mb_outcome *o)
 	return 0;
 }
 
+/* Room in dc->launch_ns for `len` launch times. */
+static int launch_room(mb_dev_case *dc, size_t len, mb_error *err)
+{
+	int64_t *p;
+
+	if (len <= dc->launch_ns_len)
+		return 0;
+	if (!(p = realloc(dc->launch_ns, len * sizeof(*p))))
+		return mb_error_set(err, MB_ENOMEM, dc->plan->id, "out of memory for %zu launch times", len);
+	dc->launch_ns = p;
+	dc->launch_ns_len = len;
+	return 0;
+}
+
 /* How many calls one batch may hold the stream for: each call queues its
  * events and launches, and the queue must not fill while the blocker
  * holds it. */
@@ -447,6 +464,7 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 	mb_cupti_call calls[2 * MB_MAX_BATCH];
 	bool cold = dc->plan->mode == MB_MODE_COLD, held = false;
 	int n = b->n, hold = cold ? COLD_HELD_CALLS : held_calls(dc), rc = 0;
+	const size_t cap = b->launch_ns ? (size_t)b->launch_cap : 0;
 	uint64_t first_id;
 	cudaError_t ce = cudaSuccess;
 	int64_t t_start = mb_now_ns();
@@ -454,6 +472,8 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 	if (!cold && n > hold)
 		n = hold;
 	b->n = n;
+	if (B.cupti && (rc = launch_room(dc, (size_t)n * cap, err)) != 0)
+		return rc;
 	first_id = B.next_id;
 	B.next_id += 2 * (uint64_t)n; /* calls first, then their flushes */
 	if (!dc->clock_read) {
@@ -487,7 +507,8 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 	if (B.cupti && (rc = mb_cupti_flush(err)) != 0)
 		return rc;
 	int64_t t_flushed = mb_now_ns();
-	if (B.cupti && (rc = mb_cupti_collect(calls, first_id, 2 * n, &dc->kernels, n, err)) != 0)
+	if (B.cupti && (rc = mb_cupti_collect(calls, first_id, 2 * n, &dc->kernels, n, dc->launch_ns, (int)cap,
+		err)) != 0)
 		return rc;
 	if (!B.cupti)
 		b->launch_ns = NULL;
@@ -509,8 +530,9 @@ static int cuda_time_batch(mb_dev_case *dc, mb_batch *b, mb_phase_ns *phases, mb
 			: dc->plan->variant->syncs_host ? (double)calls[i].span_ns : (double)calls[i].busy_ns;
 		b->span_ns[i] = B.cupti ? (double)calls[i].span_ns : b->events_ns[i];
 		b->launches[i] = B.cupti ? calls[i].launches : -1;
-		for (int k = 0; b->launch_ns && k < MB_MAX_LAUNCHES; k++)
-			b->launch_ns[i * MB_MAX_LAUNCHES + k] = k < calls[i].launches ? (double)calls[i].launch_ns[k] : NAN;
+		for (size_t k = 0; b->launch_ns && k < cap; k++)
+			b->launch_ns[(size_t)i * cap + k] = (int)k < calls[i].launches
+				? (double)dc->launch_ns[(size_t)i * cap + k] : NAN;
 		/* the flushes' device time; without CUPTI it stays in idle time */
 		if (B.cupti && cold)
 			phases->l2_flush += calls[n + i].busy_ns;
@@ -593,6 +615,7 @@ static void cuda_close(mb_dev_case *dc)
 	mb_cupti_kernels_free(&dc->kernels);
 	if (dc->nvtx)
 		nvtxRangePop();
+	free(dc->launch_ns);
 	free(dc);
 }
 

@@ -219,7 +219,7 @@ static int time_op(double *cupti_ns, double *events_ns, probe_op op, void *ctx, 
 		}
 		events_ns[i] = (double)ms * 1e6;
 		if (use_cupti) {
-			if ((rc = mb_cupti_flush(err)) != 0 || (rc = mb_cupti_collect(&call, id, 1, NULL, 0, err)) != 0)
+			if ((rc = mb_cupti_flush(err)) != 0 || (rc = mb_cupti_collect(&call, id, 1, NULL, 0, NULL, 0, err)) != 0)
 				goto cleanup;
 			/* A call CUPTI attributed nothing to would read as zero
 			 * time: take the event time and say so. */

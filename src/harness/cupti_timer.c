@@ -401,7 +401,7 @@ static int kernel_add(mb_cupti_kernels *k, const op_rec *op)
 }
 
 int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
-	mb_cupti_kernels *kernels, int n_listed, mb_error *err)
+	mb_cupti_kernels *kernels, int n_listed, int64_t *launch_ns, int launch_cap, mb_error *err)
 {
 	int rc = 0;
 	uint64_t *first_start = NULL, *last_end = NULL;
@@ -426,8 +426,9 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 		calls[i].span_ns = 0;
 		calls[i].launches = 0;
 		calls[i].memcpy_ns = calls[i].memset_ns = 0;
-		memset(calls[i].launch_ns, 0, sizeof calls[i].launch_ns);
 	}
+	if (launch_ns != NULL)
+		memset(launch_ns, 0, (size_t)n_listed * (size_t)launch_cap * sizeof *launch_ns);
 	/* API records inside a call's window map their correlation id to the
 	 * call, unless an external correlation record already did. */
 	qsort(T.exts, T.n_exts, sizeof *T.exts, cmp_ext);
@@ -485,8 +486,8 @@ int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
 	qsort(ordered, n_ordered, sizeof *ordered, cmp_timed_op);
 	for (size_t k = 0, at = 0; k < n_ordered; k++) {
 		at = k > 0 && ordered[k].call == ordered[k - 1].call ? at + 1 : 0;
-		if (at < MB_CUPTI_MAX_LAUNCHES)
-			calls[ordered[k].call].launch_ns[at] = (int64_t)(ordered[k].end - ordered[k].start);
+		if (launch_ns != NULL && ordered[k].call < (size_t)n_listed && at < (size_t)launch_cap)
+			launch_ns[ordered[k].call * (size_t)launch_cap + at] = (int64_t)(ordered[k].end - ordered[k].start);
 	}
 cleanup:
 	T.n_ops = 0;
@@ -525,7 +526,10 @@ int mb_cupti_call_begin(uint64_t id, mb_error *err) { return no_cupti(err); }
 int mb_cupti_call_end(mb_error *err) { return no_cupti(err); }
 int mb_cupti_flush(mb_error *err) { return no_cupti(err); }
 int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
-	mb_cupti_kernels *kernels, int n_listed, mb_error *err) { return no_cupti(err); }
+	mb_cupti_kernels *kernels, int n_listed, int64_t *launch_ns, int launch_cap, mb_error *err)
+{
+	return no_cupti(err);
+}
 void mb_cupti_discard(void) {}
 void mb_cupti_counts(uint64_t *ops, uint64_t *exts, uint64_t *apis) { *ops = *exts = *apis = 0; }
 

@@ -25,9 +25,6 @@
 extern "C" {
 #endif
 
-/* Launches of one call whose durations are kept one by one. */
-#define MB_CUPTI_MAX_LAUNCHES 48
-
 /* What one bracketed call ran. */
 typedef struct mb_cupti_call {
 	uint64_t id;
@@ -35,8 +32,6 @@ typedef struct mb_cupti_call {
 	int64_t span_ns;  /* first start to last end */
 	int launches;     /* kernels, memcpys and memsets seen */
 	int64_t memcpy_ns, memset_ns; /* the part of busy_ns that copies and sets took */
-	/* the first MB_CUPTI_MAX_LAUNCHES of them, in the order they started */
-	int64_t launch_ns[MB_CUPTI_MAX_LAUNCHES];
 } mb_cupti_call;
 
 /* The kernels seen across collected calls, one entry per distinct name
@@ -76,9 +71,12 @@ int mb_cupti_flush(mb_error *err);
  * gathered so far, add the kernels of the first `n_listed` of them to
  * `kernels` (may be NULL; the rest are work such as cache flushes that is
  * timed but not the variant's), then drop every gathered record. A call
- * with no records gets launches = 0. */
+ * with no records gets launches = 0. `launch_ns` (the caller's, may be
+ * NULL) gets each of the first n_listed calls' first `launch_cap` launch
+ * durations in the order they started, row i at i * launch_cap, 0 past
+ * the call's launches. */
 int mb_cupti_collect(mb_cupti_call *calls, uint64_t first_id, int n,
-	mb_cupti_kernels *kernels, int n_listed, mb_error *err);
+	mb_cupti_kernels *kernels, int n_listed, int64_t *launch_ns, int launch_cap, mb_error *err);
 
 /* Drop every gathered record (for work that was not bracketed). */
 void mb_cupti_discard(void);

@@ -278,10 +278,10 @@ static int tensor_index(const mb_tensor_spec *t, int n, const char *name)
  * 0 with the error set. */
 static int row_tensors(builder *b, const mb_row *row, const int64_t *axis, mb_tensor_spec *t)
 {
-	char why[256] = "";
+	mb_error why = {0};
 
-	if (row->check_shape && row->check_shape(axis, why, sizeof(why)))
-		return fail(b, "%s refuses the lane's shape: %s", row->name, why), 0;
+	if (row->check_shape && row->check_shape(axis, &why))
+		return fail(b, "%s refuses the lane's shape: %s", row->name, why.text), 0;
 	return row->tensors(axis, t);
 }
 

@@ -109,6 +109,12 @@ static int failed_text(mb_outcome *o, const char *status, const char *text)
 	return MB_DEVICE_FAILED;
 }
 
+/* A failure of moe_alltoall's device side: "oom" where memory ran out. */
+static int failed_code(mb_outcome *o, int code, const mb_error *why)
+{
+	return failed_text(o, code == MB_ENOMEM ? "oom" : "crashed", why->text);
+}
+
 /* Every process's outcome of a step: 0 where all went well, else
  * MB_DEVICE_FAILED with the first failing process's status and text. */
 static int agreed(int rc, mb_outcome *o)
@@ -238,12 +244,13 @@ static int open_ranks(mb_dev_case *dc, mb_outcome *o)
 		rank_case *rk = &dc->rank[i];
 		mb_a2a_io io = {rk->x, rk->expert, rk->weight, rk->y};
 		size_t before = 0, after = 0, total = 0;
-		char why[MB_WORLD_TEXT_BYTES];
+		mb_error why;
+		int rc;
 		cudaSetDevice(rk->wr->device);
 		cudaMemGetInfo(&before, &total);
-		if (mb_a2a_rank_open(&rk->ar, &dc->d, dc->v, rk->wr->rank, rk->wr->device, rk->wr->comm, rk->wr->stream,
-			&io, vendor(dc->v) ? 0 : mb_a2a_rows_received(&dc->rt, dc->v, rk->wr->rank), why, sizeof(why)))
-			return failed_text(o, strstr(why, "out of memory") ? "oom" : "crashed", why);
+		if ((rc = mb_a2a_rank_open(&rk->ar, &dc->d, dc->v, rk->wr->rank, rk->wr->device, rk->wr->comm,
+			rk->wr->stream, &io, vendor(dc->v) ? 0 : mb_a2a_rows_received(&dc->rt, dc->v, rk->wr->rank), &why)))
+			return failed_code(o, rc, &why);
 		cudaMemGetInfo(&after, &total);
 		rk->rec.device_bytes = (int64_t)(before > after ? before - after : 0) + 2 * dc->d.T * dc->row_bytes;
 	}
@@ -259,7 +266,7 @@ static int route(mb_dev_case *dc, const mb_input_params *p, mb_outcome *o)
 	const uint64_t n = (uint64_t)d->G * (uint64_t)(d->T * d->E);
 	float *logits = malloc(n * sizeof(float));
 	uint64_t *mine = malloc((size_t)(W->n_local * d->T) * sizeof(uint64_t));
-	char why[MB_WORLD_TEXT_BYTES];
+	mb_error why;
 	int rc = 0;
 
 	if (logits)
@@ -272,8 +279,8 @@ static int route(mb_dev_case *dc, const mb_input_params *p, mb_outcome *o)
 	if ((rc = agreed(rc, o)) == 0) {
 		mb_world_gather(W, mine, dc->rt.xhash, (size_t)d->T * sizeof(uint64_t));
 		/* every process has every hash: each decides alike */
-		if (mb_a2a_hashes_distinct(&dc->rt, why, sizeof(why)))
-			rc = failed_text(o, "skipped", why);
+		if (mb_a2a_hashes_distinct(&dc->rt, &why))
+			rc = failed_text(o, "skipped", why.text);
 	}
 	free(mine);
 	return rc ? rc : open_ranks(dc, o);
@@ -288,24 +295,25 @@ static int nb_fill(mb_dev_case *dc, int tensor, const mb_input_params *p, mb_out
 
 static int nb_poison(mb_dev_case *dc, mb_outcome *o)
 {
-	char why[MB_WORLD_TEXT_BYTES];
+	mb_error why;
 	int rc = 0;
 
 	for (int i = 0; i < W->n_local && !rc; i++)
-		if (mb_a2a_rank_poison(dc->rank[i].ar, why, sizeof(why)))
-			rc = failed_text(o, "crashed", why);
+		if (mb_a2a_rank_poison(dc->rank[i].ar, &why))
+			rc = failed_text(o, "crashed", why.text);
 	return agreed(rc, o);
 }
 
 static int call_ranks(mb_dev_case *dc, mb_outcome *o)
 {
 	mb_a2a_rank *ranks[MB_WORLD_MAX_RANKS];
-	char why[MB_WORLD_TEXT_BYTES];
+	mb_error why;
+	int rc;
 
 	for (int i = 0; i < W->n_local; i++)
 		ranks[i] = dc->rank[i].ar;
-	if (mb_a2a_call(ranks, W->n_local, why, sizeof(why)))
-		return failed_text(o, strstr(why, "out of memory") ? "oom" : "crashed", why);
+	if ((rc = mb_a2a_call(ranks, W->n_local, &why)))
+		return failed_code(o, rc, &why);
 	return 0;
 }
 

@@ -869,7 +869,8 @@ static int check_family_shapes(const mb_suite *suite, const mb_row *row, const j
 	mb_shape_iter it;
 	int64_t axis[MB_MAX_AXES] = {0};
 	uint64_t elems, bytes;
-	char path[MB_ERROR_WHERE_MAX], where[MB_ERROR_WHERE_MAX], shape[256], why[256];
+	char path[MB_ERROR_WHERE_MAX], where[MB_ERROR_WHERE_MAX], shape[256];
+	mb_error why;
 
 	mb_keypath_key(path, sizeof(path), fampath, "axes");
 	mb_suite_where(where, sizeof(where), suite->path, path);
@@ -884,10 +885,10 @@ static int check_family_shapes(const mb_suite *suite, const mb_row *row, const j
 			mb_row_footprint(row, axis, MB_FP32, &elems, &bytes) < 0)
 			return mb_error_set(err, MB_EINVAL, where, "shape %s overflows 64-bit element counts",
 				shape);
-		why[0] = '\0';
-		if (row->check_shape && row->check_shape(axis, why, sizeof(why)) < 0)
+		mb_error_clear(&why);
+		if (row->check_shape && row->check_shape(axis, &why) < 0)
 			return mb_error_set(err, MB_EINVAL, where, "shape %s: %s", shape,
-				why[0] ? why : "not a valid shape for this row");
+				why.text[0] ? why.text : "not a valid shape for this row");
 	}
 	return 0;
 }

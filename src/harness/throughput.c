@@ -3,6 +3,7 @@
 #include "harness/throughput.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "receipts/text.h"
@@ -11,20 +12,34 @@
 #define FLOPS_PER_TFLOP 1e12
 #define NS_PER_S 1000000000LL
 
-void mb_traffic_model(mb_traffic *out, const mb_row *row, const mb_variant *v, const int64_t *axis, mb_dtype dtype)
+int mb_traffic_model(mb_traffic *out, const mb_row *row, const mb_variant *v, const int64_t *axis, mb_dtype dtype)
 {
+	int n;
+
 	memset(out, 0, sizeof(*out));
 	if (!row->traffic) {
 		out->bytes = row->bytes(axis, dtype);
-		return;
+		return 0;
 	}
 	out->split = true;
-	out->n_launches = row->traffic(axis, dtype, v, out->launch);
+	/* counted first, then filled: the row says how many there are */
+	n = row->traffic(axis, dtype, v, NULL);
+	if (n > 0 && !(out->launch = calloc((size_t)n, sizeof(*out->launch))))
+		return MB_ENOMEM;
+	out->n_launches = n > 0 ? row->traffic(axis, dtype, v, out->launch) : n;
 	for (int k = 0; k < out->n_launches; k++) {
 		out->read_bytes += out->launch[k].read_bytes;
 		out->write_bytes += out->launch[k].write_bytes;
 	}
 	out->bytes = out->read_bytes + out->write_bytes;
+	return 0;
+}
+
+void mb_traffic_free(mb_traffic *t)
+{
+	free(t->launch);
+	t->launch = NULL;
+	t->n_launches = 0;
 }
 
 /* Read shares of the three probe points: write-only, copy, read-only. */

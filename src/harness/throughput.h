@@ -15,11 +15,16 @@ typedef struct mb_traffic {
 	bool split;              /* read and write bytes known, launch by launch */
 	uint64_t read_bytes, write_bytes;
 	uint64_t bytes;          /* their sum, or the row's total when not split */
-	int n_launches;
-	mb_launch_traffic launch[MB_MAX_LAUNCHES];
+	int n_launches;          /* as many as the row's model has: no cap */
+	mb_launch_traffic *launch; /* n_launches of them; owned where
+	                              mb_traffic_model made it */
 } mb_traffic;
 
-void mb_traffic_model(mb_traffic *out, const mb_row *row, const mb_variant *v, const int64_t *axis, mb_dtype dtype);
+/* The model of variant `v` at `axis`. 0, or MB_ENOMEM (*out then holds
+ * nothing to free). Release with mb_traffic_free. */
+int mb_traffic_model(mb_traffic *out, const mb_row *row, const mb_variant *v, const int64_t *axis, mb_dtype dtype);
+/* What mb_traffic_model allocated; a zeroed mb_traffic too. */
+void mb_traffic_free(mb_traffic *t);
 
 /* The memory bandwidth (GB/s) a kernel moving these bytes can reach: the
  * probe's read-only, copy and write-only rates interpolated by the read

@@ -100,16 +100,15 @@ const char *mb_row_trades_name(mb_row_trades trades)
 	return (unsigned)trades < COUNT(names) ? names[trades] : "?";
 }
 
-int mb_row_status_check(const mb_row *row, char *why, size_t why_len)
+int mb_row_status_check(const mb_row *row, mb_error *err)
 {
 	bool conditional = row->status == MB_ROW_CONDITIONAL;
 	bool named = row->condition && *row->condition;
 
 	if (conditional == named)
 		return 0;
-	snprintf(why, why_len, "%s: status %s %s", row->name, mb_row_status_name(row->status),
+	return mb_error_set(err, MB_EINVAL, row->name, "status %s %s", mb_row_status_name(row->status),
 		conditional ? "needs a named condition (.condition)" : "takes no condition (only conditional does)");
-	return -1;
 }
 
 const char *mb_variant_kind_name(mb_variant_kind kind)

@@ -19,13 +19,12 @@
 #include <stdint.h>
 
 #include "kernels/dtype.h"
+#include "receipts/error.h"
 
 #define MB_MAX_AXES 8
 #define MB_MAX_TENSORS 8
 #define MB_MAX_VARIANTS 8
 #define MB_MAX_KERNEL_PATTERNS 4
-/* mhc_sinkhorn's fallback launches 42 kernels (two per Sinkhorn iteration) */
-#define MB_MAX_LAUNCHES 48
 
 typedef enum mb_row_status {
 	MB_ROW_KEEP,
@@ -182,8 +181,10 @@ typedef struct mb_row {
 	int n_axes;
 	const char *axes[MB_MAX_AXES];
 	/* Row-specific shape rules beyond "every axis is a positive integer"
-	 * (D even, Hq a multiple of Hk...). Returns 0, or -1 with `why` set. */
-	int (*check_shape)(const int64_t *axis, char *why, size_t why_len);
+	 * (D even, Hq a multiple of Hk...). Returns 0, or MB_EINVAL with
+	 * `err`'s text saying which rule the shape breaks and its `where`
+	 * empty: the caller names the suite, case or lane. */
+	int (*check_shape)(const int64_t *axis, mb_error *err);
 	/* Fill `out` (MB_MAX_TENSORS long); inputs first, then outputs.
 	 * Returns the tensor count. */
 	int (*tensors)(const int64_t *axis, mb_tensor_spec *out);
@@ -193,9 +194,12 @@ typedef struct mb_row {
 	/* The bytes model of variant `v`, launch by launch: what each launch
 	 * must read and write at least (every tensor it touches, once; a
 	 * fallback's intermediates count where they are written and where they
-	 * are read back). Fills `out` (MB_MAX_LAUNCHES long) and returns the
-	 * launch count; the reference variant has the fused model. NULL: the
-	 * row has only `bytes`, split neither by launch nor by direction. */
+	 * are read back). Returns the launch count and fills `out` with that
+	 * many entries; `out` NULL only counts them, so that a caller sizes
+	 * `out` by the row and no row's launches are capped (harness/
+	 * throughput.h, mb_traffic_model). The reference variant has the fused
+	 * model. NULL: the row has only `bytes`, split neither by launch nor by
+	 * direction. */
 	int (*traffic)(const int64_t *axis, mb_dtype dtype, const struct mb_variant *v,
 		struct mb_launch_traffic *out);
 	uint64_t (*flops)(const int64_t *axis);
@@ -230,8 +234,9 @@ const char *mb_row_status_name(mb_row_status status);
 /* "time", "memory", "both". */
 const char *mb_row_trades_name(mb_row_trades trades);
 /* Whether the row's status and condition agree: a conditional row names a
- * condition, no other row does. 0, or -1 with `why` set. */
-int mb_row_status_check(const mb_row *row, char *why, size_t why_len);
+ * condition, no other row does. 0, or MB_EINVAL with `err` set (where: the
+ * row's name). */
+int mb_row_status_check(const mb_row *row, mb_error *err);
 const char *mb_variant_kind_name(mb_variant_kind kind);
 /* "rope_qk, residual_rmsnorm" for messages naming the known rows. */
 void mb_catalog_names(char *buf, size_t len);

@@ -492,23 +492,24 @@ static ncclDataType_t nccl_type(mb_dtype dtype)
 	return dtype == MB_FP32 ? ncclFloat32 : dtype == MB_FP16 ? ncclFloat16 : ncclBfloat16;
 }
 
-static int cuda_failed(cudaError_t ce, const mb_a2a_rank *r, const char *what, char *why, size_t why_len)
+/* MB_ENOMEM for the device's out-of-memory (the case is then "oom"), else
+ * MB_EDEVICE. */
+static int cuda_failed(cudaError_t ce, const mb_a2a_rank *r, const char *what, mb_error *err)
 {
-	snprintf(why, why_len, "rank %d (device %d): %s: %s", r->rank, r->device, what, cudaGetErrorString(ce));
-	return -1;
+	return mb_error_set(err, ce == cudaErrorMemoryAllocation ? MB_ENOMEM : MB_EDEVICE, NULL,
+		"rank %d (device %d): %s: %s", r->rank, r->device, what, cudaGetErrorString(ce));
 }
 
 #define CUDA_TRY(r, call, what) \
 	do { \
 		cudaError_t ce_ = (call); \
 		if (ce_ != cudaSuccess) \
-			return cuda_failed(ce_, (r), (what), why, why_len); \
+			return cuda_failed(ce_, (r), (what), err); \
 	} while (0)
 
-static int nccl_failed(ncclResult_t nr, const char *what, char *why, size_t why_len)
+static int nccl_failed(ncclResult_t nr, const char *what, mb_error *err)
 {
-	snprintf(why, why_len, "%s: %s", what, ncclGetErrorString(nr));
-	return -1;
+	return mb_error_set(err, MB_EDEVICE, NULL, "%s: %s", what, ncclGetErrorString(nr));
 }
 
 extern "C" int mb_a2a_nccl_version(void)
@@ -517,7 +518,7 @@ extern "C" int mb_a2a_nccl_version(void)
 	return ncclGetVersion(&v) == ncclSuccess ? v : 0;
 }
 
-static int rank_alloc(mb_a2a_rank *r, void **p, size_t bytes, const char *what, char *why, size_t why_len)
+static int rank_alloc(mb_a2a_rank *r, void **p, size_t bytes, const char *what, mb_error *err)
 {
 	*p = NULL;
 	if (bytes == 0)
@@ -549,7 +550,7 @@ extern "C" void mb_a2a_rank_close(mb_a2a_rank *r)
 }
 
 /* Row j of the vendors' send buffer is x[j mod T]. */
-static int vendor_fill(mb_a2a_rank *r, char *why, size_t why_len)
+static int vendor_fill(mb_a2a_rank *r, mb_error *err)
 {
 	const int64_t total = r->vendor_rows * r->d.G;
 	int64_t j = 0;
@@ -564,17 +565,15 @@ static int vendor_fill(mb_a2a_rank *r, char *why, size_t why_len)
 }
 
 extern "C" int mb_a2a_rank_open(mb_a2a_rank **out, const mb_a2a_dims *d, mb_a2a_variant v, int rank, int device,
-	void *comm, void *stream, const mb_a2a_io *io, int64_t recv_cap_rows, char *why, size_t why_len)
+	void *comm, void *stream, const mb_a2a_io *io, int64_t recv_cap_rows, mb_error *err)
 {
 	mb_a2a_rank *r = new (std::nothrow) mb_a2a_rank();
 	const int G = d->G;
 	int rc = 0;
 
 	*out = NULL;
-	if (!r) {
-		snprintf(why, why_len, "rank %d: out of host memory", rank);
-		return -1;
-	}
+	if (!r)
+		return mb_error_set(err, MB_ENOMEM, NULL, "rank %d: out of host memory", rank);
 	r->d = *d;
 	r->v = v;
 	r->rank = rank;
@@ -588,89 +587,82 @@ extern "C" int mb_a2a_rank_open(mb_a2a_rank **out, const mb_a2a_dims *d, mb_a2a_
 	r->n_blocks = (d->T * d->K + CHUNK - 1) / CHUNK;
 	r->vendor_rows = mb_a2a_vendor_rows_per_peer(d);
 	if (G < 1 || G > MB_A2A_MAX_GPUS || d->E % G || d->K > MB_A2A_MAX_K || d->E > MB_A2A_MAX_E) {
-		snprintf(why, why_len, "rank %d: unsupported shape (G %d, E %lld, K %lld)", rank, G, (long long)d->E,
-			(long long)d->K);
 		delete r;
-		return -1;
+		return mb_error_set(err, MB_EINVAL, NULL, "rank %d: unsupported shape (G %d, E %lld, K %lld)", rank, G,
+			(long long)d->E, (long long)d->K);
 	}
 	int sms = 0;
 	if (cudaSetDevice(device) != cudaSuccess
 		|| cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-		snprintf(why, why_len, "rank %d: cannot use device %d", rank, device);
 		delete r;
-		return -1;
+		return mb_error_set(err, MB_EDEVICE, NULL, "rank %d: cannot use device %d", rank, device);
 	}
 	r->max_row_blocks = (int64_t)(sms > 0 ? sms : 1) * ROW_BLOCKS_PER_SM;
 	if (cudaHostAlloc((void **)&r->h_send_counts, MB_A2A_MAX_E * sizeof(int32_t), cudaHostAllocDefault) != cudaSuccess
 		|| cudaHostAlloc((void **)&r->h_recv_counts, MB_A2A_MAX_E * sizeof(int32_t), cudaHostAllocDefault)
 			!= cudaSuccess) {
-		snprintf(why, why_len, "rank %d: cannot allocate pinned host memory for the counts", rank);
 		mb_a2a_rank_close(r);
-		return -1;
+		return mb_error_set(err, MB_EDEVICE, NULL, "rank %d: cannot allocate pinned host memory for the counts",
+			rank);
 	}
 	switch (v) {
 	case MB_A2A_FALLBACK:
 		r->send_cap = d->T * d->K;
-		rc = rank_alloc(r, (void **)&r->blk, (size_t)(r->n_blocks * d->E) * sizeof(int32_t), "block counts", why,
-			why_len);
+		rc = rank_alloc(r, (void **)&r->blk, (size_t)(r->n_blocks * d->E) * sizeof(int32_t), "block counts", err);
 		if (!rc)
-			rc = rank_alloc(r, (void **)&r->totals, (size_t)d->E * sizeof(int32_t), "expert totals", why, why_len);
+			rc = rank_alloc(r, (void **)&r->totals, (size_t)d->E * sizeof(int32_t), "expert totals", err);
 		if (!rc)
-			rc = rank_alloc(r, (void **)&r->recv_counts, (size_t)d->E * sizeof(int32_t), "received counts", why,
-				why_len);
+			rc = rank_alloc(r, (void **)&r->recv_counts, (size_t)d->E * sizeof(int32_t), "received counts", err);
 		if (!rc)
-			rc = rank_alloc(r, (void **)&r->pos, (size_t)(d->T * d->K) * sizeof(int32_t), "positions", why, why_len);
+			rc = rank_alloc(r, (void **)&r->pos, (size_t)(d->T * d->K) * sizeof(int32_t), "positions", err);
 		break;
 	case MB_A2A_FUSED:
 		r->send_cap = (int64_t)G * d->T;
-		rc = rank_alloc(r, (void **)&r->fill, (size_t)G * sizeof(int32_t), "destination counts", why, why_len);
+		rc = rank_alloc(r, (void **)&r->fill, (size_t)G * sizeof(int32_t), "destination counts", err);
 		if (!rc)
-			rc = rank_alloc(r, (void **)&r->recv_counts, (size_t)G * sizeof(int32_t), "received counts", why,
-				why_len);
+			rc = rank_alloc(r, (void **)&r->recv_counts, (size_t)G * sizeof(int32_t), "received counts", err);
 		if (!rc)
-			rc = rank_alloc(r, (void **)&r->slot_map, (size_t)(d->T * G) * sizeof(int32_t), "slot map", why,
-				why_len);
+			rc = rank_alloc(r, (void **)&r->slot_map, (size_t)(d->T * G) * sizeof(int32_t), "slot map", err);
 		if (!rc)
 			rc = rank_alloc(r, (void **)&r->send_meta, (size_t)r->send_cap * sizeof(mb_a2a_meta), "send metadata",
-				why, why_len);
+				err);
 		if (!rc)
 			rc = rank_alloc(r, (void **)&r->recv_meta, (size_t)recv_cap_rows * sizeof(mb_a2a_meta),
-				"received metadata", why, why_len);
+				"received metadata", err);
 		break;
 	case MB_A2A_VENDOR_ALLTOALL:
 	case MB_A2A_VENDOR_SENDRECV:
 		r->send_cap = r->recv_cap = r->vendor_rows * G;
 		break;
 	default:
-		snprintf(why, why_len, "rank %d: unknown variant %d", rank, (int)v);
-		rc = -1;
+		rc = mb_error_set(err, MB_EINVAL, NULL, "rank %d: unknown variant %d", rank, (int)v);
 	}
 	if (!rc)
-		rc = rank_alloc(r, &r->send, (size_t)(r->send_cap * r->row_bytes), "send buffer", why, why_len);
+		rc = rank_alloc(r, &r->send, (size_t)(r->send_cap * r->row_bytes), "send buffer", err);
 	if (!rc)
-		rc = rank_alloc(r, &r->recv, (size_t)(r->recv_cap * r->row_bytes), "receive buffer", why, why_len);
+		rc = rank_alloc(r, &r->recv, (size_t)(r->recv_cap * r->row_bytes), "receive buffer", err);
 	if (!rc && (v == MB_A2A_FALLBACK || v == MB_A2A_FUSED))
-		rc = rank_alloc(r, &r->out, (size_t)(r->recv_cap * r->row_bytes), "expert output", why, why_len);
+		rc = rank_alloc(r, &r->out, (size_t)(r->recv_cap * r->row_bytes), "expert output", err);
 	if (!rc)
-		rc = rank_alloc(r, &r->ret, (size_t)(r->send_cap * r->row_bytes), "return buffer", why, why_len);
+		rc = rank_alloc(r, &r->ret, (size_t)(r->send_cap * r->row_bytes), "return buffer", err);
 	if (!rc && (v == MB_A2A_VENDOR_ALLTOALL || v == MB_A2A_VENDOR_SENDRECV))
-		rc = vendor_fill(r, why, why_len);
+		rc = vendor_fill(r, err);
 	if (!rc)
-		rc = mb_a2a_rank_poison(r, why, why_len);
+		rc = mb_a2a_rank_poison(r, err);
 	if (!rc) {
 		const cudaError_t ce = cudaStreamSynchronize(r->stream);
 		if (ce != cudaSuccess)
-			rc = cuda_failed(ce, r, "setting up the buffers", why, why_len);
+			rc = cuda_failed(ce, r, "setting up the buffers", err);
 	}
 	if (rc) {
 		mb_a2a_rank_close(r);
-		return -1;
+		return rc;
 	}
 	*out = r;
 	return 0;
 }
 
-extern "C" int mb_a2a_rank_poison(mb_a2a_rank *r, char *why, size_t why_len)
+extern "C" int mb_a2a_rank_poison(mb_a2a_rank *r, mb_error *err)
 {
 	CUDA_TRY(r, cudaSetDevice(r->device), "cudaSetDevice");
 	CUDA_TRY(r, cudaMemsetAsync(r->io.y, POISON_BYTE, (size_t)(r->d.T * r->row_bytes), r->stream), "poisoning y");
@@ -758,7 +750,7 @@ static void fused_combine_as(const mb_a2a_rank *r)
 
 /* The fallback's counts: per block of routing entries, then their scan
  * into per-expert totals (what each peer gets) and offsets. */
-static int fallback_count(mb_a2a_rank *r, char *why, size_t why_len)
+static int fallback_count(mb_a2a_rank *r, mb_error *err)
 {
 	const int64_t n = r->d.T * r->d.K;
 
@@ -772,7 +764,7 @@ static int fallback_count(mb_a2a_rank *r, char *why, size_t why_len)
 }
 
 /* The fallback's copies, one per (token, k), in expert order. */
-static int fallback_pack(mb_a2a_rank *r, char *why, size_t why_len)
+static int fallback_pack(mb_a2a_rank *r, mb_error *err)
 {
 	const int64_t n = r->d.T * r->d.K;
 	const unsigned blocks = (unsigned)r->n_blocks;
@@ -789,7 +781,7 @@ static int fallback_pack(mb_a2a_rank *r, char *why, size_t why_len)
 	return 0;
 }
 
-static int fused_pack(mb_a2a_rank *r, char *why, size_t why_len)
+static int fused_pack(mb_a2a_rank *r, mb_error *err)
 {
 	const unsigned blocks = (unsigned)((r->d.T + PACK_TOKENS - 1) / PACK_TOKENS);
 
@@ -811,7 +803,7 @@ static int fused_pack(mb_a2a_rank *r, char *why, size_t why_len)
 /* Queue `fn` for every rank inside one NCCL group; the group is closed
  * whatever happens, as NCCL needs. */
 template <typename F>
-static int nccl_group(mb_a2a_rank *const *ranks, int n, const char *what, F fn, char *why, size_t why_len)
+static int nccl_group(mb_a2a_rank *const *ranks, int n, const char *what, F fn, mb_error *err)
 {
 	ncclResult_t nr = ncclGroupStart(), end;
 
@@ -820,14 +812,14 @@ static int nccl_group(mb_a2a_rank *const *ranks, int n, const char *what, F fn, 
 	end = ncclGroupEnd();
 	if (nr == ncclSuccess)
 		nr = end;
-	return nr == ncclSuccess ? 0 : nccl_failed(nr, what, why, why_len);
+	return nr == ncclSuccess ? 0 : nccl_failed(nr, what, err);
 }
 
 /* Counts per peer: `per_peer` int32 from `send` + p * per_peer to p, from
  * p into `recv` + p * per_peer; then both read into pinned host memory
  * and every rank's stream waited for. */
 static int exchange_counts(mb_a2a_rank *const *ranks, int n, int32_t *(*send_of)(mb_a2a_rank *), int per_peer,
-	char *why, size_t why_len)
+	mb_error *err)
 {
 	int rc = nccl_group(ranks, n, "count exchange", [&](mb_a2a_rank *r) {
 		ncclResult_t nr = ncclSuccess;
@@ -837,7 +829,7 @@ static int exchange_counts(mb_a2a_rank *const *ranks, int n, int32_t *(*send_of)
 				nr = ncclRecv(r->recv_counts + p * per_peer, (size_t)per_peer, ncclInt32, p, r->comm, r->stream);
 		}
 		return nr;
-	}, why, why_len);
+	}, err);
 	if (rc)
 		return rc;
 	for (int i = 0; i < n; i++) {
@@ -856,7 +848,7 @@ static int exchange_counts(mb_a2a_rank *const *ranks, int n, int32_t *(*send_of)
 
 /* Rows per peer from the counts read back: `per_peer` counts each; the
  * send side at `send_base` + p * `send_stride` rows (stride 0: packed). */
-static int layout(mb_a2a_rank *r, int per_peer, int64_t send_stride, char *why, size_t why_len)
+static int layout(mb_a2a_rank *r, int per_peer, int64_t send_stride, mb_error *err)
 {
 	int64_t send_at = 0, recv_at = 0;
 
@@ -873,15 +865,13 @@ static int layout(mb_a2a_rank *r, int per_peer, int64_t send_stride, char *why, 
 		send_at += s;
 		recv_at += v;
 		if (s < 0 || v < 0 || (send_stride && s > send_stride)) {
-			snprintf(why, why_len, "rank %d: impossible counts for peer %d (%lld to send, %lld to receive)",
-				r->rank, p, (long long)s, (long long)v);
-			return -1;
+			return mb_error_set(err, MB_EINVAL, NULL, "rank %d: impossible counts for peer %d (%lld to send, "
+				"%lld to receive)", r->rank, p, (long long)s, (long long)v);
 		}
 	}
 	if (recv_at > r->recv_cap || (!send_stride && send_at > r->send_cap)) {
-		snprintf(why, why_len, "rank %d: the dispatch brings %lld rows, the buffers hold %lld (the host's "
-			"routing and the device's disagree)", r->rank, (long long)recv_at, (long long)r->recv_cap);
-		return -1;
+		return mb_error_set(err, MB_EINVAL, NULL, "rank %d: the dispatch brings %lld rows, the buffers hold %lld "
+			"(the host's routing and the device's disagree)", r->rank, (long long)recv_at, (long long)r->recv_cap);
 	}
 	return 0;
 }
@@ -939,26 +929,28 @@ static int32_t *fused_send_counts(mb_a2a_rank *r)
 /* As a framework's MoE layer: counts, their exchange and the host's read
  * of them (to size the sends), then the pack, the dispatch, the experts,
  * the return and the combine, each after the last. */
-static int call_fallback(mb_a2a_rank *const *ranks, int n, char *why, size_t why_len)
+static int call_fallback(mb_a2a_rank *const *ranks, int n, mb_error *err)
 {
+	int rc;
+
 	for (int i = 0; i < n; i++) {
 		CUDA_TRY(ranks[i], cudaSetDevice(ranks[i]->device), "cudaSetDevice");
-		if (fallback_count(ranks[i], why, why_len))
-			return -1;
+		if ((rc = fallback_count(ranks[i], err)))
+			return rc;
 	}
-	if (exchange_counts(ranks, n, fallback_send_counts, (int)ranks[0]->per_gpu, why, why_len))
-		return -1;
+	if ((rc = exchange_counts(ranks, n, fallback_send_counts, (int)ranks[0]->per_gpu, err)))
+		return rc;
 	for (int i = 0; i < n; i++) {
-		if (layout(ranks[i], (int)ranks[i]->per_gpu, 0, why, why_len))
-			return -1;
+		if ((rc = layout(ranks[i], (int)ranks[i]->per_gpu, 0, err)))
+			return rc;
 		CUDA_TRY(ranks[i], cudaSetDevice(ranks[i]->device), "cudaSetDevice");
-		if (fallback_pack(ranks[i], why, why_len))
-			return -1;
+		if ((rc = fallback_pack(ranks[i], err)))
+			return rc;
 	}
-	if (nccl_group(ranks, n, "fallback dispatch", [](mb_a2a_rank *r) {
+	if ((rc = nccl_group(ranks, n, "fallback dispatch", [](mb_a2a_rank *r) {
 		return swap_rows(r, r->send, r->send_off, r->send_rows, r->recv, r->recv_off, r->recv_rows, NULL, NULL);
-	}, why, why_len))
-		return -1;
+	}, err)))
+		return rc;
 	for (int i = 0; i < n; i++) {
 		mb_a2a_rank *r = ranks[i];
 		const int64_t rows = recv_total(r);
@@ -968,10 +960,10 @@ static int call_fallback(mb_a2a_rank *const *ranks, int n, char *why, size_t why
 			CUDA_TRY(r, cudaGetLastError(), "fallback expert kernel");
 		}
 	}
-	if (nccl_group(ranks, n, "fallback combine", [](mb_a2a_rank *r) {
+	if ((rc = nccl_group(ranks, n, "fallback combine", [](mb_a2a_rank *r) {
 		return swap_rows(r, r->out, r->recv_off, r->recv_rows, r->ret, r->send_off, r->send_rows, NULL, NULL);
-	}, why, why_len))
-		return -1;
+	}, err)))
+		return rc;
 	for (int i = 0; i < n; i++) {
 		mb_a2a_rank *r = ranks[i];
 		CUDA_TRY(r, cudaSetDevice(r->device), "cudaSetDevice");
@@ -981,23 +973,25 @@ static int call_fallback(mb_a2a_rank *const *ranks, int n, char *why, size_t why
 	return 0;
 }
 
-static int call_fused(mb_a2a_rank *const *ranks, int n, char *why, size_t why_len)
+static int call_fused(mb_a2a_rank *const *ranks, int n, mb_error *err)
 {
+	int rc;
+
 	for (int i = 0; i < n; i++) {
 		CUDA_TRY(ranks[i], cudaSetDevice(ranks[i]->device), "cudaSetDevice");
-		if (fused_pack(ranks[i], why, why_len))
-			return -1;
+		if ((rc = fused_pack(ranks[i], err)))
+			return rc;
 	}
-	if (exchange_counts(ranks, n, fused_send_counts, 1, why, why_len))
-		return -1;
+	if ((rc = exchange_counts(ranks, n, fused_send_counts, 1, err)))
+		return rc;
 	for (int i = 0; i < n; i++)
-		if (layout(ranks[i], 1, ranks[i]->d.T, why, why_len))
-			return -1;
-	if (nccl_group(ranks, n, "fused dispatch", [](mb_a2a_rank *r) {
+		if ((rc = layout(ranks[i], 1, ranks[i]->d.T, err)))
+			return rc;
+	if ((rc = nccl_group(ranks, n, "fused dispatch", [](mb_a2a_rank *r) {
 		return swap_rows(r, r->send, r->send_off, r->send_rows, r->recv, r->recv_off, r->recv_rows, r->send_meta,
 			r->recv_meta);
-	}, why, why_len))
-		return -1;
+	}, err)))
+		return rc;
 	for (int i = 0; i < n; i++) {
 		mb_a2a_rank *r = ranks[i];
 		const int64_t rows = recv_total(r);
@@ -1007,10 +1001,10 @@ static int call_fused(mb_a2a_rank *const *ranks, int n, char *why, size_t why_le
 			CUDA_TRY(r, cudaGetLastError(), "fused expert kernel");
 		}
 	}
-	if (nccl_group(ranks, n, "fused combine", [](mb_a2a_rank *r) {
+	if ((rc = nccl_group(ranks, n, "fused combine", [](mb_a2a_rank *r) {
 		return swap_rows(r, r->out, r->recv_off, r->recv_rows, r->ret, r->send_off, r->send_rows, NULL, NULL);
-	}, why, why_len))
-		return -1;
+	}, err)))
+		return rc;
 	for (int i = 0; i < n; i++) {
 		mb_a2a_rank *r = ranks[i];
 		CUDA_TRY(r, cudaSetDevice(r->device), "cudaSetDevice");
@@ -1029,8 +1023,10 @@ static void vendor_layout(mb_a2a_rank *r)
 	}
 }
 
-static int call_vendor(mb_a2a_rank *const *ranks, int n, bool alltoall, char *why, size_t why_len)
+static int call_vendor(mb_a2a_rank *const *ranks, int n, bool alltoall, mb_error *err)
 {
+	int rc;
+
 	for (int i = 0; i < n; i++)
 		vendor_layout(ranks[i]);
 	for (int leg = 0; leg < 2; leg++) {
@@ -1045,44 +1041,38 @@ static int call_vendor(mb_a2a_rank *const *ranks, int n, bool alltoall, char *wh
 			return ncclAlltoAll(leg == 0 ? r->send : r->recv, leg == 0 ? r->recv : r->ret,
 				(size_t)(r->vendor_rows * r->d.H), nccl_type(r->d.dtype), r->comm, r->stream);
 		};
-		if (alltoall && ncclAlltoAll == NULL) {
-			snprintf(why, why_len, "ncclAlltoAll is not in the NCCL library loaded (%d); it came with 2.28",
-				mb_a2a_nccl_version());
-			return -1;
-		}
-		if (alltoall ? nccl_group(ranks, n, "ncclAlltoAll", a2a, why, why_len)
-			: nccl_group(ranks, n, "vendor send/recv", sendrecv, why, why_len))
-			return -1;
+		if (alltoall && ncclAlltoAll == NULL)
+			return mb_error_set(err, MB_EUNSUPPORTED, NULL, "ncclAlltoAll is not in the NCCL library loaded "
+				"(%d); it came with 2.28", mb_a2a_nccl_version());
+		if ((rc = alltoall ? nccl_group(ranks, n, "ncclAlltoAll", a2a, err)
+			: nccl_group(ranks, n, "vendor send/recv", sendrecv, err)))
+			return rc;
 #else
-		if (alltoall) {
-			snprintf(why, why_len, "ncclAlltoAll needs NCCL 2.28 or later; built with %d", NCCL_VERSION_CODE);
-			return -1;
-		}
-		if (nccl_group(ranks, n, "vendor send/recv", sendrecv, why, why_len))
-			return -1;
+		if (alltoall)
+			return mb_error_set(err, MB_EUNSUPPORTED, NULL, "ncclAlltoAll needs NCCL 2.28 or later; built with %d",
+				NCCL_VERSION_CODE);
+		if ((rc = nccl_group(ranks, n, "vendor send/recv", sendrecv, err)))
+			return rc;
 #endif
 	}
 	return 0;
 }
 
-extern "C" int mb_a2a_call(mb_a2a_rank *const *ranks, int n, char *why, size_t why_len)
+extern "C" int mb_a2a_call(mb_a2a_rank *const *ranks, int n, mb_error *err)
 {
-	if (n < 1) {
-		snprintf(why, why_len, "no ranks");
-		return -1;
-	}
+	if (n < 1)
+		return mb_error_set(err, MB_EINVAL, NULL, "no ranks");
 	switch (ranks[0]->v) {
 	case MB_A2A_FALLBACK:
-		return call_fallback(ranks, n, why, why_len);
+		return call_fallback(ranks, n, err);
 	case MB_A2A_FUSED:
-		return call_fused(ranks, n, why, why_len);
+		return call_fused(ranks, n, err);
 	case MB_A2A_VENDOR_ALLTOALL:
-		return call_vendor(ranks, n, true, why, why_len);
+		return call_vendor(ranks, n, true, err);
 	case MB_A2A_VENDOR_SENDRECV:
-		return call_vendor(ranks, n, false, why, why_len);
+		return call_vendor(ranks, n, false, err);
 	default:
-		snprintf(why, why_len, "unknown variant %d", (int)ranks[0]->v);
-		return -1;
+		return mb_error_set(err, MB_EINVAL, NULL, "unknown variant %d", (int)ranks[0]->v);
 	}
 }
 
@@ -1095,27 +1085,24 @@ extern "C" int mb_a2a_nccl_version(void)
 }
 
 extern "C" int mb_a2a_rank_open(mb_a2a_rank **out, const mb_a2a_dims *d, mb_a2a_variant v, int rank, int device,
-	void *comm, void *stream, const mb_a2a_io *io, int64_t recv_cap_rows, char *why, size_t why_len)
+	void *comm, void *stream, const mb_a2a_io *io, int64_t recv_cap_rows, mb_error *err)
 {
 	*out = NULL;
-	snprintf(why, why_len, "built without NCCL");
-	return -1;
+	return mb_error_set(err, MB_EUNSUPPORTED, NULL, "built without NCCL");
 }
 
 extern "C" void mb_a2a_rank_close(mb_a2a_rank *r)
 {
 }
 
-extern "C" int mb_a2a_rank_poison(mb_a2a_rank *r, char *why, size_t why_len)
+extern "C" int mb_a2a_rank_poison(mb_a2a_rank *r, mb_error *err)
 {
-	snprintf(why, why_len, "built without NCCL");
-	return -1;
+	return mb_error_set(err, MB_EUNSUPPORTED, NULL, "built without NCCL");
 }
 
-extern "C" int mb_a2a_call(mb_a2a_rank *const *ranks, int n, char *why, size_t why_len)
+extern "C" int mb_a2a_call(mb_a2a_rank *const *ranks, int n, mb_error *err)
 {
-	snprintf(why, why_len, "built without NCCL");
-	return -1;
+	return mb_error_set(err, MB_EUNSUPPORTED, NULL, "built without NCCL");
 }
 
 extern "C" void mb_a2a_rank_view(const mb_a2a_rank *r, mb_a2a_view *out)

@@ -24,7 +24,8 @@
  * one mb_a2a_rank per GPU rank, driven by one host thread for all the
  * ranks of its process (the multi-rank backend, harness/nccl_backend.c,
  * under `megabench alltoall`). Nothing here prints; failures come back as
- * text in a caller's buffer.
+ * a negative MB_E* code and the caller's mb_error (receipts/error.h, the
+ * lowest layer), its text the whole message and its `where` empty.
  */
 #ifndef MB_KERNELS_MOE_ALLTOALL_H
 #define MB_KERNELS_MOE_ALLTOALL_H
@@ -33,6 +34,7 @@
 #include <stdint.h>
 
 #include "kernels/dtype.h"
+#include "receipts/error.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -125,25 +127,29 @@ typedef struct mb_a2a_rank mb_a2a_rank;
  * `device` with stream `stream` (a cudaStream_t on that device): buffers
  * for a dispatch that receives at most `recv_cap_rows` rows. `io` is
  * borrowed and must outlive the rank. The vendor variants fill their send
- * buffer here (row j is x[j mod T]). 0, or -1 with `why` set. The current
- * device is `device` on return. */
+ * buffer here (row j is x[j mod T]). 0, or a negative MB_E* code with
+ * `err`'s text set: MB_ENOMEM when memory, the device's or the host's, ran
+ * out. The current device is `device` on return. */
 int mb_a2a_rank_open(mb_a2a_rank **out, const mb_a2a_dims *d, mb_a2a_variant v, int rank, int device,
-	void *comm, void *stream, const mb_a2a_io *io, int64_t recv_cap_rows, char *why, size_t why_len);
+	void *comm, void *stream, const mb_a2a_io *io, int64_t recv_cap_rows, mb_error *err);
 void mb_a2a_rank_close(mb_a2a_rank *r);
 
 /* NaN bytes (0xff) over what the next call writes on this rank (y, the
  * receive, expert-output and return buffers), queued on its stream: a
  * call that fails to write something cannot pass a check with what an
- * earlier call left behind. 0, or -1 with `why` set. */
-int mb_a2a_rank_poison(mb_a2a_rank *r, char *why, size_t why_len);
+ * earlier call left behind. 0, or a negative MB_E* code with `err`'s text
+ * set. */
+int mb_a2a_rank_poison(mb_a2a_rank *r, mb_error *err);
 
 /* One call of the variant on `n` ranks of one communicator (every rank of
  * this process), queued on their streams: pack, counts, dispatch, expert,
  * combine. The fallback and the fused variant wait inside for the counts
  * (the host needs them to size the sends, as a framework's MoE layer
- * does); the vendor variants never wait. 0, or -1 with `why` set (a CUDA
- * or NCCL error, or a dispatch larger than a rank's receive buffers). */
-int mb_a2a_call(mb_a2a_rank *const *ranks, int n, char *why, size_t why_len);
+ * does); the vendor variants never wait. 0, or a negative MB_E* code with
+ * `err`'s text set: MB_ENOMEM when the device ran out of memory,
+ * MB_EDEVICE for another CUDA or NCCL error, MB_EINVAL for a dispatch
+ * larger than a rank's receive buffers. */
+int mb_a2a_call(mb_a2a_rank *const *ranks, int n, mb_error *err);
 
 /* What the rank's last call moved (mb_a2a_view). */
 void mb_a2a_rank_view(const mb_a2a_rank *r, mb_a2a_view *out);

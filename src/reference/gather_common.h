@@ -51,14 +51,12 @@ static inline int64_t gather_source_row(const int64_t *axis, const float *idx, i
 		} \
 	}
 
-static inline int gather_check_shape(const int64_t *axis, char *why, size_t len)
+static inline int gather_check_shape(const int64_t *axis, mb_error *err)
 {
 	/* the host keeps indices in fp32 (and fills them from fp32 bounds) */
-	if (axis[AX_S] > INDEX_EXACT_LIMIT) {
-		snprintf(why, len, "S must be at most %d so that every index is exact in fp32, got %lld",
-			INDEX_EXACT_LIMIT, (long long)axis[AX_S]);
-		return -1;
-	}
+	if (axis[AX_S] > INDEX_EXACT_LIMIT)
+		return mb_error_set(err, MB_EINVAL, NULL, "S must be at most %d so that every index is exact in fp32, "
+			"got %lld", INDEX_EXACT_LIMIT, (long long)axis[AX_S]);
 	return 0;
 }
 

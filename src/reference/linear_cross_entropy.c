@@ -808,17 +808,14 @@ static int lce_tensors(const int64_t *a, mb_tensor_spec *t)
 #define MIN_VOCAB 16384
 #define MIN_HIDDEN 64
 
-static int lce_check_shape(const int64_t *a, char *why, size_t why_len)
+static int lce_check_shape(const int64_t *a, mb_error *err)
 {
-	if (a[AX_V] < MIN_VOCAB || a[AX_H] < MIN_HIDDEN) {
-		snprintf(why, why_len, "V = %lld, H = %lld: the tolerance is derived for V >= %d and H >= %d",
-			(long long)a[AX_V], (long long)a[AX_H], MIN_VOCAB, MIN_HIDDEN);
-		return -1;
-	}
-	if (a[AX_V] > MAX_VOCAB) {
-		snprintf(why, why_len, "V = %lld: labels are exact in fp32 only below 2^24", (long long)a[AX_V]);
-		return -1;
-	}
+	if (a[AX_V] < MIN_VOCAB || a[AX_H] < MIN_HIDDEN)
+		return mb_error_set(err, MB_EINVAL, NULL, "V = %lld, H = %lld: the tolerance is derived for V >= %d "
+			"and H >= %d", (long long)a[AX_V], (long long)a[AX_H], MIN_VOCAB, MIN_HIDDEN);
+	if (a[AX_V] > MAX_VOCAB)
+		return mb_error_set(err, MB_EINVAL, NULL, "V = %lld: labels are exact in fp32 only below 2^24",
+			(long long)a[AX_V]);
 	return 0;
 }
 

@@ -175,22 +175,17 @@ void mb_oracle_mhc_sinkhorn(const int64_t *axis, const float *const *in, double 
 #define MHC_ABS (5900 * F32_EPS)
 #define MHC_REL_F32 (8 * F32_EPS)
 
-static int mhc_check(const int64_t *axis, char *why, size_t len)
+static int mhc_check(const int64_t *axis, mb_error *err)
 {
-	if (axis[AX_N] > MHC_MAX_STREAMS) {
-		snprintf(why, len, "N must be at most %d streams, got %lld", MHC_MAX_STREAMS, (long long)axis[AX_N]);
-		return -1;
-	}
-	if (axis[AX_W] > MHC_MAX_WIDTH) {
-		snprintf(why, len, "W must be at most %d (the tolerance's derivation), got %lld", MHC_MAX_WIDTH,
-			(long long)axis[AX_W]);
-		return -1;
-	}
-	if (axis[AX_I] != MHC_ITERATIONS) {
-		snprintf(why, len, "I must be %d: the fallback declares its launch count (two per iteration) once "
-			"for every shape, got %lld", MHC_ITERATIONS, (long long)axis[AX_I]);
-		return -1;
-	}
+	if (axis[AX_N] > MHC_MAX_STREAMS)
+		return mb_error_set(err, MB_EINVAL, NULL, "N must be at most %d streams, got %lld", MHC_MAX_STREAMS,
+			(long long)axis[AX_N]);
+	if (axis[AX_W] > MHC_MAX_WIDTH)
+		return mb_error_set(err, MB_EINVAL, NULL, "W must be at most %d (the tolerance's derivation), got %lld",
+			MHC_MAX_WIDTH, (long long)axis[AX_W]);
+	if (axis[AX_I] != MHC_ITERATIONS)
+		return mb_error_set(err, MB_EINVAL, NULL, "I must be %d: the fallback declares its launch count (two "
+			"per iteration) once for every shape, got %lld", MHC_ITERATIONS, (long long)axis[AX_I]);
 	return 0;
 }
 

@@ -66,12 +66,11 @@ DEFINE_MLA_ROPE(mb_oracle_mla_partial_rope, rotate_slice_f64, double)
 
 /* ---- the mla_partial_rope catalog row: shapes, bytes, tolerances, variants ------------------------------------------------ */
 
-static int mla_check(const int64_t *axis, char *why, size_t len)
+static int mla_check(const int64_t *axis, mb_error *err)
 {
-	if (axis[AX_DR] % 2) {
-		snprintf(why, len, "Dr must be even for rotate-half RoPE, got %lld", (long long)axis[AX_DR]);
-		return -1;
-	}
+	if (axis[AX_DR] % 2)
+		return mb_error_set(err, MB_EINVAL, NULL, "Dr must be even for rotate-half RoPE, got %lld",
+			(long long)axis[AX_DR]);
 	return 0;
 }
 

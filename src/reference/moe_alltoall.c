@@ -221,26 +221,22 @@ static int cmp_u64(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-int mb_a2a_hashes_distinct(const mb_a2a_routing *rt, char *why, size_t why_len)
+int mb_a2a_hashes_distinct(const mb_a2a_routing *rt, mb_error *err)
 {
 	const int64_t T = rt->d.T;
 	uint64_t *sorted = malloc((size_t)T * sizeof(*sorted));
 	int rc = 0;
 
-	if (!sorted) {
-		snprintf(why, why_len, "out of host memory");
-		return -1;
-	}
+	if (!sorted)
+		return mb_error_set(err, MB_ENOMEM, NULL, "out of host memory");
 	for (int s = 0; s < rt->d.G && !rc; s++) {
 		memcpy(sorted, rt->xhash + s * T, (size_t)T * sizeof(*sorted));
 		qsort(sorted, (size_t)T, sizeof(*sorted), cmp_u64);
-		for (int64_t t = 1; t < T && !rc; t++) {
-			if (sorted[t] == sorted[t - 1]) {
-				snprintf(why, why_len, "two of rank %d's tokens have one row hash (%016llx): the dispatch "
-					"check could not tell them apart", s, (unsigned long long)sorted[t]);
-				rc = -1;
-			}
-		}
+		for (int64_t t = 1; t < T && !rc; t++)
+			if (sorted[t] == sorted[t - 1])
+				rc = mb_error_set(err, MB_EINVAL, NULL, "two of rank %d's tokens have one row hash "
+					"(%016llx): the dispatch check could not tell them apart", s,
+					(unsigned long long)sorted[t]);
 	}
 	free(sorted);
 	return rc;
@@ -426,27 +422,20 @@ void mb_oracle_moe_alltoall(const int64_t *axis, const float *const *in, double 
 /* Row positions (the fallback's, the fused variant's slot map) are int32. */
 #define MAX_COPIES INT32_MAX
 
-static int a2a_check_shape(const int64_t *a, char *why, size_t why_len)
+static int a2a_check_shape(const int64_t *a, mb_error *err)
 {
-	if (a[AX_K] > a[AX_E] || a[AX_K] > MB_A2A_MAX_K) {
-		snprintf(why, why_len, "K = %lld: top-K needs K <= E (%lld) and K <= %d", (long long)a[AX_K],
-			(long long)a[AX_E], MB_A2A_MAX_K);
-		return -1;
-	}
-	if (a[AX_E] > MB_A2A_MAX_E) {
-		snprintf(why, why_len, "E = %lld: at most %d experts", (long long)a[AX_E], MB_A2A_MAX_E);
-		return -1;
-	}
-	if (a[AX_G] > MB_A2A_MAX_GPUS || a[AX_E] % a[AX_G] != 0) {
-		snprintf(why, why_len, "G = %lld: the E = %lld experts are spread evenly over at most %d GPUs, so G "
-			"must divide E", (long long)a[AX_G], (long long)a[AX_E], MB_A2A_MAX_GPUS);
-		return -1;
-	}
-	if (a[AX_T] > MAX_COPIES / a[AX_K] || a[AX_T] > MAX_COPIES / a[AX_G]) {
-		snprintf(why, why_len, "T = %lld: T x K and T x G must fit in 32 bits (row positions)",
-			(long long)a[AX_T]);
-		return -1;
-	}
+	if (a[AX_K] > a[AX_E] || a[AX_K] > MB_A2A_MAX_K)
+		return mb_error_set(err, MB_EINVAL, NULL, "K = %lld: top-K needs K <= E (%lld) and K <= %d",
+			(long long)a[AX_K], (long long)a[AX_E], MB_A2A_MAX_K);
+	if (a[AX_E] > MB_A2A_MAX_E)
+		return mb_error_set(err, MB_EINVAL, NULL, "E = %lld: at most %d experts", (long long)a[AX_E],
+			MB_A2A_MAX_E);
+	if (a[AX_G] > MB_A2A_MAX_GPUS || a[AX_E] % a[AX_G] != 0)
+		return mb_error_set(err, MB_EINVAL, NULL, "G = %lld: the E = %lld experts are spread evenly over at "
+			"most %d GPUs, so G must divide E", (long long)a[AX_G], (long long)a[AX_E], MB_A2A_MAX_GPUS);
+	if (a[AX_T] > MAX_COPIES / a[AX_K] || a[AX_T] > MAX_COPIES / a[AX_G])
+		return mb_error_set(err, MB_EINVAL, NULL, "T = %lld: T x K and T x G must fit in 32 bits (row "
+			"positions)", (long long)a[AX_T]);
 	return 0;
 }
 
@@ -501,6 +490,9 @@ static void a2a_model_make(a2a_model *m, const int64_t *a, mb_dtype dtype)
 	m->vendor = (uint64_t)a[AX_G] * (uint64_t)(a[AX_T] * a[AX_K] / a[AX_G]);
 }
 
+/* The fused variant's launches per call, a2a_fused_traffic's entries. */
+#define A2A_FUSED_LAUNCHES 6
+
 /* The fused variant, launch by launch: pack (x and the routing read,
  * each token's rows and metadata written per destination, the slot map
  * written), the count exchange, the dispatch, the expert (rows and
@@ -526,7 +518,7 @@ static int a2a_fused_traffic(const a2a_model *m, const mb_variant *v, mb_launch_
 static void a2a_fused_totals(const int64_t *a, mb_dtype dtype, uint64_t *read_bytes, uint64_t *write_bytes)
 {
 	static const mb_variant fused = {.name = "fused", .kernel_patterns = {"own", "nccl"}};
-	mb_launch_traffic launches[MB_MAX_LAUNCHES];
+	mb_launch_traffic launches[A2A_FUSED_LAUNCHES];
 	a2a_model m;
 	int n;
 
@@ -650,7 +642,7 @@ const mb_row mb_row_moe_alltoall = {
 			"experts and weights (block-reserved slots), counts exchanged and read by the host, "
 			"one grouped ncclSend/ncclRecv for the rows and metadata, the destination pre-sums its "
 			"experts, one row per (token, GPU) back, one kernel sums them into y",
-			.launches_per_call = 6, .kernel_patterns = {"moe_a2a_fused", "SendRecv"},
+			.launches_per_call = A2A_FUSED_LAUNCHES, .kernel_patterns = {"moe_a2a_fused", "SendRecv"},
 			.dtype_mask = MB_DTYPE_ALL, .syncs_host = true},
 		{.name = "grouped_sendrecv", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
 			.description = "grouped ncclSend/ncclRecv as a framework's MoE layer: per-block expert "

@@ -71,10 +71,11 @@ int mb_a2a_routing_make(mb_a2a_routing *out, const mb_a2a_dims *d, const float *
 void mb_a2a_routing_free(mb_a2a_routing *rt);
 /* Rows rank `dst` receives in variant v's dispatch, from every rank. */
 int64_t mb_a2a_rows_received(const mb_a2a_routing *rt, mb_a2a_variant v, int dst);
-/* 0 when the row hashes of each rank's tokens are distinct, else -1 with
- * `why` set: a received row is known by its hash, and a hash kernel that
- * returned a constant would otherwise pass every row. */
-int mb_a2a_hashes_distinct(const mb_a2a_routing *rt, char *why, size_t why_len);
+/* 0 when the row hashes of each rank's tokens are distinct, else MB_EINVAL
+ * (MB_ENOMEM out of host memory) with `err`'s text set: a received row is
+ * known by its hash, and a hash kernel that returned a constant would
+ * otherwise pass every row. */
+int mb_a2a_hashes_distinct(const mb_a2a_routing *rt, mb_error *err);
 
 #define MB_A2A_PROBLEM_BYTES 256
 

@@ -357,27 +357,20 @@ DEFINE_MOE_ROW_REFERENCES(moe_ffn_swiglu, MOE_SWIGLU)
 
 /* ---- the moe_ffn and moe_ffn_swiglu catalog rows: shapes, bytes, tolerances, variants ------------------------------------- */
 
-static int moe_check_shape(const int64_t *a, char *why, size_t why_len)
+static int moe_check_shape(const int64_t *a, mb_error *err)
 {
-	if (a[AX_K] > a[AX_E] || a[AX_K] > MOE_K_MAX) {
-		snprintf(why, why_len, "K (%lld) must be at most E (%lld) and at most %d", (long long)a[AX_K],
-			(long long)a[AX_E], MOE_K_MAX);
-		return -1;
-	}
-	if (a[AX_E] > MOE_E_MAX) {
-		snprintf(why, why_len, "E (%lld) must be at most %d", (long long)a[AX_E], MOE_E_MAX);
-		return -1;
-	}
-	if (a[AX_H] % MOE_TILE_COLS != 0 || a[AX_F] % MOE_TILE_COLS != 0) {
-		snprintf(why, why_len, "H (%lld) and F (%lld) must be multiples of %d (the grouped GEMM's column tile)",
+	if (a[AX_K] > a[AX_E] || a[AX_K] > MOE_K_MAX)
+		return mb_error_set(err, MB_EINVAL, NULL, "K (%lld) must be at most E (%lld) and at most %d",
+			(long long)a[AX_K], (long long)a[AX_E], MOE_K_MAX);
+	if (a[AX_E] > MOE_E_MAX)
+		return mb_error_set(err, MB_EINVAL, NULL, "E (%lld) must be at most %d", (long long)a[AX_E], MOE_E_MAX);
+	if (a[AX_H] % MOE_TILE_COLS != 0 || a[AX_F] % MOE_TILE_COLS != 0)
+		return mb_error_set(err, MB_EINVAL, NULL,
+			"H (%lld) and F (%lld) must be multiples of %d (the grouped GEMM's column tile)",
 			(long long)a[AX_H], (long long)a[AX_F], MOE_TILE_COLS);
-		return -1;
-	}
-	if (a[AX_T] > INT32_MAX / a[AX_K] || a[AX_H] > INT32_MAX / 8 || a[AX_F] > INT32_MAX / 8) {
-		snprintf(why, why_len, "T*K (T %lld, K %lld), H and F must fit in 32 bits", (long long)a[AX_T],
-			(long long)a[AX_K]);
-		return -1;
-	}
+	if (a[AX_T] > INT32_MAX / a[AX_K] || a[AX_H] > INT32_MAX / 8 || a[AX_F] > INT32_MAX / 8)
+		return mb_error_set(err, MB_EINVAL, NULL, "T*K (T %lld, K %lld), H and F must fit in 32 bits",
+			(long long)a[AX_T], (long long)a[AX_K]);
 	return 0;
 }
 

@@ -27,7 +27,7 @@ typedef struct mb_rope_names {
 	const char *x_q, *x_k, *out_q, *out_k;
 } mb_rope_names;
 
-int mb_rope_check_shape(const int64_t *axis, char *why, size_t len);
+int mb_rope_check_shape(const int64_t *axis, mb_error *err);
 /* Fills t[0..5] (x_q, x_k, cos, sin, out_q, out_k); returns 6. */
 int mb_rope_tensors(mb_tensor_spec *t, const int64_t *axis, const mb_rope_names *names);
 uint64_t mb_rope_bytes(const int64_t *axis, mb_dtype dtype);

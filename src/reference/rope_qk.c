@@ -64,12 +64,11 @@ void mb_oracle_rope_qk(const int64_t *axis, const float *const *in, double *cons
 
 /* ---- the rope_qk catalog row: shapes, bytes, tolerances, variants -------------------------------------------------------- */
 
-int mb_rope_check_shape(const int64_t *axis, char *why, size_t len)
+int mb_rope_check_shape(const int64_t *axis, mb_error *err)
 {
-	if (axis[AX_D] % 2) {
-		snprintf(why, len, "D must be even for rotate-half RoPE, got %lld", (long long)axis[AX_D]);
-		return -1;
-	}
+	if (axis[AX_D] % 2)
+		return mb_error_set(err, MB_EINVAL, NULL, "D must be even for rotate-half RoPE, got %lld",
+			(long long)axis[AX_D]);
 	return 0;
 }
 

@@ -209,20 +209,17 @@ static int ssm_tensors(const int64_t *a, mb_tensor_spec *t)
 	return IN_DT_BIAS + 2;
 }
 
-static int ssm_check_shape(const int64_t *a, char *why, size_t why_len)
+static int ssm_check_shape(const int64_t *a, mb_error *err)
 {
-	if (a[AX_P] % SSM_P_STEP != 0 || a[AX_P] > SSM_P_MAX || a[AX_N] % SSM_N_STEP != 0 || a[AX_N] > SSM_N_MAX) {
-		snprintf(why, why_len,
+	if (a[AX_P] % SSM_P_STEP != 0 || a[AX_P] > SSM_P_MAX || a[AX_N] % SSM_N_STEP != 0 || a[AX_N] > SSM_N_MAX)
+		return mb_error_set(err, MB_EINVAL, NULL,
 			"P (%lld) must be a multiple of %d up to %d and N (%lld) a multiple of %d up to %d: one CTA "
 			"holds a head's [P, N] state, rows of 16 bytes",
 			(long long)a[AX_P], SSM_P_STEP, SSM_P_MAX, (long long)a[AX_N], SSM_N_STEP, SSM_N_MAX);
-		return -1;
-	}
-	if (a[AX_B] * a[AX_NH] > SSM_GRID_YZ_MAX || (a[AX_L] + SSM_FALLBACK_CHUNK - 1) / SSM_FALLBACK_CHUNK > SSM_GRID_YZ_MAX) {
-		snprintf(why, why_len, "B*NH (%lld) and ceil(L/%d) (L = %lld) must be at most %d (grid dimensions)",
+	if (a[AX_B] * a[AX_NH] > SSM_GRID_YZ_MAX || (a[AX_L] + SSM_FALLBACK_CHUNK - 1) / SSM_FALLBACK_CHUNK > SSM_GRID_YZ_MAX)
+		return mb_error_set(err, MB_EINVAL, NULL,
+			"B*NH (%lld) and ceil(L/%d) (L = %lld) must be at most %d (grid dimensions)",
 			(long long)(a[AX_B] * a[AX_NH]), SSM_FALLBACK_CHUNK, (long long)a[AX_L], SSM_GRID_YZ_MAX);
-		return -1;
-	}
 	return 0;
 }
 

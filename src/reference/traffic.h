@@ -16,11 +16,12 @@
 
 #include "kernels/catalog.h"
 
-/* Append a launch to out (MB_MAX_LAUNCHES long), at *n. */
+/* Append a launch to out, at *n; out NULL: only count it (mb_row.traffic
+ * is asked for its count first). */
 static inline void mb_traffic_add(mb_launch_traffic *out, int *n, const char *kernel, uint64_t read_bytes,
 	uint64_t write_bytes)
 {
-	if (*n < MB_MAX_LAUNCHES)
+	if (out)
 		out[*n] = (mb_launch_traffic){kernel, read_bytes, write_bytes};
 	(*n)++;
 }

@@ -291,15 +291,13 @@ int mb_a2a_row_hash(void *stream, const void *rows, int64_t n_rows, int64_t row_
 }
 
 int mb_a2a_rank_open(mb_a2a_rank **out, const mb_a2a_dims *d, mb_a2a_variant v, int rank, int device, void *comm,
-	void *stream, const mb_a2a_io *io, int64_t recv_cap_rows, char *why, size_t why_len)
+	void *stream, const mb_a2a_io *io, int64_t recv_cap_rows, mb_error *err)
 {
 	mb_a2a_rank *r = calloc(1, sizeof(*r));
 
 	(void)rank, (void)comm, (void)stream;
-	if (!r) {
-		snprintf(why, why_len, "out of host memory");
-		return -1;
-	}
+	if (!r)
+		return mb_error_set(err, MB_ENOMEM, NULL, "out of host memory");
 	r->d = *d;
 	r->v = v;
 	r->io = *io;
@@ -319,8 +317,7 @@ int mb_a2a_rank_open(mb_a2a_rank **out, const mb_a2a_dims *d, mb_a2a_variant v, 
 	r->slot = malloc((size_t)(d->T * d->G) * sizeof(int32_t));
 	if (!r->send || !r->recv || !r->out || !r->ret || !r->send_meta || !r->recv_meta || !r->pos || !r->slot) {
 		mb_a2a_rank_close(r);
-		snprintf(why, why_len, "out of host memory");
-		return -1;
+		return mb_error_set(err, MB_ENOMEM, NULL, "out of host memory");
 	}
 	used[device] += (size_t)((2 * r->send_cap + 2 * r->recv_cap) * r->row);
 	for (int64_t j = 0; vendor(v) && j < r->send_cap; j++)
@@ -346,9 +343,9 @@ void mb_a2a_rank_close(mb_a2a_rank *r)
 	free(r);
 }
 
-int mb_a2a_rank_poison(mb_a2a_rank *r, char *why, size_t why_len)
+int mb_a2a_rank_poison(mb_a2a_rank *r, mb_error *err)
 {
-	(void)why, (void)why_len;
+	(void)err;
 	memset(r->io.y, 0xff, (size_t)(r->d.T * r->row));
 	memset(r->recv, 0xff, (size_t)(r->recv_cap * r->row));
 	memset(r->out, 0xff, (size_t)(r->recv_cap * r->row));
@@ -505,14 +502,12 @@ static void combine(mb_a2a_rank *r)
 	}
 }
 
-int mb_a2a_call(mb_a2a_rank *const *ranks, int n, char *why, size_t why_len)
+int mb_a2a_call(mb_a2a_rank *const *ranks, int n, mb_error *err)
 {
 	const long slow_us = env_number("MB_HOST_RANKS_SLOW_US", 0);
 
-	if (calls++ == env_number("MB_HOST_RANKS_FAIL_CALL", -1)) {
-		snprintf(why, why_len, "rank 1 (device 1): ncclGroupEnd: host stand-in failure");
-		return -1;
-	}
+	if (calls++ == env_number("MB_HOST_RANKS_FAIL_CALL", -1))
+		return mb_error_set(err, MB_EDEVICE, NULL, "rank 1 (device 1): ncclGroupEnd: host stand-in failure");
 	for (int i = 0; i < n; i++)
 		pack(ranks[i]);
 	for (int i = 0; i < n; i++)

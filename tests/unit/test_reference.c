@@ -68,10 +68,10 @@ static void catalog_rules(void)
 	const mb_row *rope = mb_catalog_find("rope_qk");
 	int64_t odd[4] = {8, 2, 1, 7}, huge[4] = {INT64_MAX / 2, 4, 2, 128};
 	uint64_t elems, bytes;
-	char why[128];
+	mb_error why;
 	size_t n;
 
-	CHECK(rope && rope->check_shape(odd, why, sizeof(why)) == -1 && strstr(why, "even"));
+	CHECK(rope && rope->check_shape(odd, &why) == MB_EINVAL && strstr(why.text, "even"));
 	CHECK(mb_row_footprint(rope, huge, MB_BF16, &elems, &bytes) == -1);
 	CHECK(mb_row_footprint(rope, (int64_t[]){2, 2, 1, 4}, MB_BF16, &elems, &bytes) == 0);
 	/* q 2x8, k 2x4, cos 2x2, sin 2x2, q_out 2x8, k_out 2x4 = 56 elements */
@@ -99,16 +99,16 @@ static void catalog_rules(void)
 	mb_catalog_rows_all(&n);
 	for (size_t i = 0; i < n; i++) {
 		const mb_row *r = mb_catalog_rows_all(&n)[i];
-		CHECK_MSG(mb_row_status_check(r, why, sizeof(why)) == 0, "%s", why);
+		CHECK_MSG(mb_row_status_check(r, &why) == 0, "%s: %s", why.where, why.text);
 	}
 	{
 		mb_row bad = *rope;
 		bad.status = MB_ROW_CONDITIONAL;
 		bad.condition = NULL;
-		CHECK(mb_row_status_check(&bad, why, sizeof(why)) == -1 && strstr(why, "needs a named condition"));
+		CHECK(mb_row_status_check(&bad, &why) == MB_EINVAL && strstr(why.text, "needs a named condition"));
 		bad.status = MB_ROW_KEEP;
 		bad.condition = "wins at T >= 32768";
-		CHECK(mb_row_status_check(&bad, why, sizeof(why)) == -1 && strstr(why, "takes no condition"));
+		CHECK(mb_row_status_check(&bad, &why) == MB_EINVAL && strstr(why.text, "takes no condition"));
 	}
 }
 

@@ -132,18 +132,18 @@ static void loads_are_uneven(void)
 static void shape_rules(void)
 {
 	const mb_row *r = row();
-	char why[256];
+	mb_error why;
 
 	CHECK(r && r->min_gpus == 2 && r->block == 'E' && r->n_axes == MB_A2A_N_AXES);
 	if (!r)
 		return;
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 2}, why, sizeof(why)) == 0);
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 8}, why, sizeof(why)) == 0);
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 3}, why, sizeof(why)) == -1 && strstr(why, "divide"));
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 4, 6, 2}, why, sizeof(why)) == -1 && strstr(why, "K <= E"));
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 9, 2}, why, sizeof(why)) == -1);
-	CHECK(r->check_shape((int64_t[]){4096, 2048, 2048, 6, 2}, why, sizeof(why)) == -1);
-	CHECK(r->check_shape((int64_t[]){INT32_MAX, 2048, 64, 6, 2}, why, sizeof(why)) == -1 && strstr(why, "32 bits"));
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 2}, &why) == 0);
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 8}, &why) == 0);
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 6, 3}, &why) == MB_EINVAL && strstr(why.text, "divide"));
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 4, 6, 2}, &why) == MB_EINVAL && strstr(why.text, "K <= E"));
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 64, 9, 2}, &why) == MB_EINVAL);
+	CHECK(r->check_shape((int64_t[]){4096, 2048, 2048, 6, 2}, &why) == MB_EINVAL);
+	CHECK(r->check_shape((int64_t[]){INT32_MAX, 2048, 64, 6, 2}, &why) == MB_EINVAL && strstr(why.text, "32 bits"));
 }
 
 static void variants(void)
@@ -173,18 +173,20 @@ static void traffic_model(const int64_t *axis)
 	for (int d = 0; r && d < MB_DTYPE_COUNT; d++) {
 		for (int i = 0; i < r->n_variants; i++) {
 			const mb_variant *v = &r->variants[i];
-			mb_launch_traffic l[MB_MAX_LAUNCHES];
+			const int n = r->traffic(axis, (mb_dtype)d, v, NULL);
+			mb_launch_traffic *l = n > 0 ? calloc((size_t)n, sizeof(*l)) : NULL;
 			uint64_t total = 0;
-			int n = r->traffic(axis, (mb_dtype)d, v, l);
 			CHECK_MSG(n == (v->kind == MB_VARIANT_REFERENCE ? 1 : v->launches_per_call), "%s: %d launches", v->name,
 				n);
-			for (int k = 0; k < n && k < MB_MAX_LAUNCHES; k++) {
+			CHECK(l && r->traffic(axis, (mb_dtype)d, v, l) == n);
+			for (int k = 0; l && k < n; k++) {
 				bool named = v->kind == MB_VARIANT_REFERENCE;
 				for (int p = 0; p < MB_MAX_KERNEL_PATTERNS && v->kernel_patterns[p]; p++)
 					named = named || strcmp(v->kernel_patterns[p], l[k].kernel) == 0;
 				CHECK_MSG(named && l[k].read_bytes + l[k].write_bytes > 0, "%s launch %d", v->name, k);
 				total += l[k].read_bytes + l[k].write_bytes;
 			}
+			free(l);
 			if (v->kind == MB_VARIANT_FUSED || v->kind == MB_VARIANT_REFERENCE)
 				CHECK_MSG(total == r->bytes(axis, (mb_dtype)d), "%s: %llu, bytes() %llu", v->name,
 					(unsigned long long)total, (unsigned long long)r->bytes(axis, (mb_dtype)d));
@@ -287,10 +289,10 @@ static void exact_check(const mb_a2a_dims *dims)
 	static delivery_buf b;
 	mb_a2a_routing rt;
 	mb_a2a_tally t;
-	char why[256];
+	mb_error why;
 
 	routing_of(&rt, dims);
-	CHECK(mb_a2a_hashes_distinct(&rt, why, sizeof(why)) == 0);
+	CHECK(mb_a2a_hashes_distinct(&rt, &why) == 0);
 	for (int v = 0; v < MB_A2A_N_VARIANTS; v++) {
 		for (int d = 0; d < dims->G; d++) {
 			int64_t total = 0;
@@ -333,7 +335,7 @@ static void exact_check(const mb_a2a_dims *dims)
 	CHECK(check(&b, &rt, MB_A2A_VENDOR_SENDRECV, 1, &t) == 1 && strstr(t.first, "returned row 3"));
 	/* a hash that cannot tell two tokens apart is refused */
 	rt.xhash[dims->T + 1] = rt.xhash[dims->T + 2];
-	CHECK(mb_a2a_hashes_distinct(&rt, why, sizeof(why)) == -1 && strstr(why, "rank 1"));
+	CHECK(mb_a2a_hashes_distinct(&rt, &why) == MB_EINVAL && strstr(why.text, "rank 1"));
 	mb_a2a_routing_free(&rt);
 }
 

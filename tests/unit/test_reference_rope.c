@@ -289,16 +289,16 @@ static void tolerance_covers_gpu(const char *row_name, const int64_t *axis)
 static void catalog_rules(void)
 {
 	const mb_row *bwd = mb_catalog_find("rope_qk_bwd"), *mla = mb_catalog_find("mla_partial_rope");
-	char why[128];
+	mb_error why;
 	uint64_t elems, bytes;
 
 	CHECK(bwd && mla);
 	if (!bwd || !mla)
 		return;
 	CHECK(bwd->block == 'A' && mla->block == 'A');
-	CHECK(bwd->check_shape((int64_t[]){8, 2, 1, 7}, why, sizeof(why)) == -1 && strstr(why, "even"));
-	CHECK(mla->check_shape((int64_t[]){8, 2, 128, 63}, why, sizeof(why)) == -1 && strstr(why, "Dr"));
-	CHECK(mla->check_shape((int64_t[]){8, 16, 128, 64}, why, sizeof(why)) == 0);
+	CHECK(bwd->check_shape((int64_t[]){8, 2, 1, 7}, &why) == MB_EINVAL && strstr(why.text, "even"));
+	CHECK(mla->check_shape((int64_t[]){8, 2, 128, 63}, &why) == MB_EINVAL && strstr(why.text, "Dr"));
+	CHECK(mla->check_shape((int64_t[]){8, 16, 128, 64}, &why) == 0);
 	/* rope_qk_bwd T=2, Hq=2, Hk=1, D=4: dq_out 16, dk_out 8, cos 4, sin 4,
 	 * dq 16, dk 8 = 56 elements, each read or written once */
 	CHECK(mb_row_footprint(bwd, (int64_t[]){2, 2, 1, 4}, MB_BF16, &elems, &bytes) == 0);

@@ -33,8 +33,8 @@ static void test_memory_ceiling(void)
 	const char *which;
 	mb_traffic two_to_one = {.split = true, .read_bytes = 2000000000u, .write_bytes = 1000000000u,
 		.bytes = 3000000000u, .n_launches = 2,
-		.launch = {{"a", 1000000000u, 1000000000u}, {"b", 1000000000u, 0}}};
-	double launch_ns[MB_MAX_LAUNCHES] = {2e6, NAN};
+		.launch = (mb_launch_traffic[]){{"a", 1000000000u, 1000000000u}, {"b", 1000000000u, 0}}};
+	double launch_ns[2] = {2e6, NAN};
 
 	CHECK(fabs(mb_memory_ceiling_gbps(ceil, 1, 0, true, &which) - 1400.0) < 1e-9 && !strcmp(which, "memory"));
 	CHECK(fabs(mb_memory_ceiling_gbps(ceil, 0, 1, true, &which) - 800.0) < 1e-9);

@@ -343,8 +343,8 @@ int finish_steps(lane_run *L, mb_error *err)
 	L->pending = -1;
 	out = &L->samples[c];
 	LANE_TRY(cudaEventSynchronize(L->ev[2 * s->steps - 1]), "steps");
-	if (L->cupti && ((rc = mb_cupti_flush(err)) || (rc = mb_cupti_collect(L->calls, L->pending_id, s->steps, NULL, 0, NULL, 0,
-		err))))
+	if (L->cupti && ((rc = mb_cupti_flush(err))
+		|| (rc = mb_cupti_collect(L->calls, L->pending_id, s->steps, NULL, 0, NULL, 0, err))))
 		return rc;
 	for (int i = 0; i < s->steps; i++) {
 		float ms = 0;

@@ -346,6 +346,10 @@ static void test_shuffle(void)
 		CHECK_MSG(first[i] > 60 && first[i] < 140, "configuration %d first %d times in 600", i, first[i]);
 }
 
+/* Round shifts for fill(): rounds 0.1% apart, and 2% apart. */
+static const double quiet[] = {0.001, -0.001, 0.0005, -0.0005};
+static const double noisy[] = {0.02, -0.02, 0.015, -0.015};
+
 /* `n` steps over `rounds` rounds at `median` ns, round r scaled by
  * 1 + round_shift[r % 4], steps within a round spread by 0.1%. */
 static void fill(mb_lane_samples *s, double median, int n, int rounds, const double *round_shift)
@@ -368,8 +372,6 @@ static void fill(mb_lane_samples *s, double median, int n, int rounds, const dou
 
 static void test_stop_rule(void)
 {
-	static const double quiet[] = {0.001, -0.001, 0.0005, -0.0005};
-	static const double noisy[] = {0.02, -0.02, 0.015, -0.015};
 	mb_lane_spec s = small_spec("A");
 	mb_lane_config c[2];
 	mb_lane_samples x[2];
@@ -428,8 +430,6 @@ static void test_stop_rule(void)
  * min_rounds; one settles again only while it still resolves. */
 static void test_settle(void)
 {
-	static const double quiet[] = {0.001, -0.001, 0.0005, -0.0005};
-	static const double noisy[] = {0.02, -0.02, 0.015, -0.015};
 	mb_lane_spec s = small_spec("A");
 	mb_lane_config c[3];
 	mb_lane_samples x[3];
@@ -495,7 +495,6 @@ static void check_printed(json_t *lane)
 
 static void test_lane_json(void)
 {
-	static const double quiet[] = {0.001, -0.001, 0.0005, -0.0005};
 	mb_lane_spec s = small_spec("AA");
 	mb_lane_recipe r;
 	mb_lane_config *c;

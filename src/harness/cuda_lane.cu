@@ -416,10 +416,13 @@ int prime(lane_run *L)
 }
 
 /* Before the first round: all fused steps back to back, untimed, for
- * SETTLE_NS. prime() leaves the device idle between its one-off steps
- * and the clocks drop; the first configuration of round 0 then ran
- * 7 to 14% slow in the dense lane (eager, runs g and h on H100s), always
- * the same configuration, since the order follows the lane's seed. */
+ * SETTLE_NS. prime() idles the device long enough between its one-off
+ * steps (captures, syncs) for the clocks to fall towards idle, and they
+ * take a while to come back under load (a gap of a few milliseconds
+ * within a round does the opposite: queue_warmup); the first
+ * configuration of round 0 then ran 7 to 14% slow in the dense lane
+ * (eager, runs g and h on H100s), always the same configuration, since
+ * the order follows the lane's seed. */
 int settle(lane_run *L)
 {
 	int c = -1;

@@ -147,11 +147,18 @@ struct lane_run {
 	cudaGraphExec_t graph[MB_LANE_MAX_CONFIGS];
 	void **buf;
 	cudaStream_t stream;
-	cudaEvent_t *ev;
-	mb_cupti_call *calls;        /* one per timed step */
-	int pending;                 /* the configuration queued, not read back; -1: none */
+	/* two events per step of a sweep, for two sweeps: the one queued and
+	 * the one before, read back while it runs */
+	cudaEvent_t ev[2][2 * MB_LANE_MAX_CONFIGS];
+	mb_cupti_call calls[MB_LANE_MAX_CONFIGS]; /* one per step of a sweep */
+	/* the sweep queued, not read back: its configurations in the order
+	 * they ran, its round, its events' half and first correlation id */
+	int pending[MB_LANE_MAX_CONFIGS];
+	int n_pending;
 	int pending_round;
-	uint64_t pending_id;         /* its first step's correlation id */
+	int pending_half;
+	uint64_t pending_id;
+	double round_gpu_ns[MB_LANE_MODE_COUNT]; /* the round's timed steps so far, per mode */
 	bool cupti;
 	uint64_t next_id;
 	int64_t start_ns;
@@ -288,12 +295,12 @@ int failed(lane_run *L, const char *what, cudaError_t ce)
 			return failed(L, (what), ce_); \
 	} while (0)
 
-/* Queue c's warm-up steps, unbracketed (CUPTI drops their records). They
- * run while the host reads back the configuration before (finish_steps),
- * so the device does not idle between configurations: an idle gap lets
- * the clocks rise, and the next steps then start fast and slow down step
- * by step (runs c to e on H100s: the first timed step of a round 0.7 to
- * 1.4% under the round's median, the last 0.4 to 0.7% over). */
+/* Queue `warmup` untimed steps of c, unbracketed (CUPTI drops their
+ * records). They run while the host reads the sweep before back
+ * (finish_sweep), so the device does not idle between sweeps: an idle
+ * gap lets the clocks rise, and the steps after it start fast and slow
+ * down step by step (runs c to e on H100s: the first timed step of a
+ * configuration's block 0.7 to 1.4% under its round's median). */
 int queue_warmup(lane_run *L, int c)
 {
 	for (int i = 0; i < L->spec->warmup; i++)
@@ -301,61 +308,64 @@ int queue_warmup(lane_run *L, int c)
 	return 0;
 }
 
-/* Queue c's timed steps, each bracketed and between two events; c is then
- * pending until finish_steps reads it back. Returns 0, 1 with L->error set
- * for a device failure, or a negative MB_E*. */
-int queue_steps(lane_run *L, int c, int round, mb_error *err)
+/* Queue one timed step of each of configs[0 .. n-1], in that order, each
+ * bracketed and between two events; the sweep is then pending until
+ * finish_sweep reads it back. Returns 0, 1 with L->error set for a device
+ * failure, or a negative MB_E*. */
+int queue_sweep(lane_run *L, const int *configs, int n, int round, mb_error *err)
 {
-	const mb_lane_spec *s = L->spec;
+	cudaEvent_t *ev;
 
-	if (mb_lane_samples_reserve(&L->samples[c], s->steps))
-		return mb_error_set(err, MB_ENOMEM, s->name, "out of memory for lane samples");
-	L->pending = c;
+	L->pending_half ^= 1;
+	ev = L->ev[L->pending_half];
 	L->pending_round = round;
 	L->pending_id = L->next_id;
-	for (int i = 0; i < s->steps; i++) {
-		mb_lane_samples *out = &L->samples[c];
+	for (int i = 0; i < n; i++) {
+		mb_lane_samples *out = &L->samples[configs[i]];
 		int64_t t0 = mb_now_ns();
 		int rc;
+		L->pending[i] = configs[i];
+		L->n_pending = i + 1;
 		if (L->cupti && (rc = mb_cupti_call_begin(L->next_id++, err)))
 			return rc;
-		LANE_TRY(cudaEventRecord(L->ev[2 * i], L->stream), "step");
-		LANE_TRY(one_step(L, c), "step");
-		LANE_TRY(cudaEventRecord(L->ev[2 * i + 1], L->stream), "step");
+		LANE_TRY(cudaEventRecord(ev[2 * i], L->stream), "step");
+		LANE_TRY(one_step(L, configs[i]), "step");
+		LANE_TRY(cudaEventRecord(ev[2 * i + 1], L->stream), "step");
 		if (L->cupti && (rc = mb_cupti_call_end(err)))
 			return rc;
-		out->host_ns[out->n + i] = (double)(mb_now_ns() - t0);
+		out->host_ns[out->n] = (double)(mb_now_ns() - t0);
 	}
 	return 0;
 }
 
-/* Wait for the pending configuration's last step (not for work queued
- * after it) and read its steps back: event times and CUPTI records.
- * Returns as queue_steps does; 0 when nothing is pending. */
-int finish_steps(lane_run *L, mb_error *err)
+/* Wait for the pending sweep's last step (not for work queued after it)
+ * and read its steps back: event times and CUPTI records, a sample each.
+ * Returns as queue_sweep does; 0 when nothing is pending. */
+int finish_sweep(lane_run *L, mb_error *err)
 {
-	const mb_lane_spec *s = L->spec;
-	int c = L->pending, rc = 0;
-	mb_lane_samples *out;
+	int n = L->n_pending, rc = 0;
+	cudaEvent_t *ev = L->ev[L->pending_half];
 
-	if (c < 0)
+	if (n == 0)
 		return 0;
-	L->pending = -1;
-	out = &L->samples[c];
-	LANE_TRY(cudaEventSynchronize(L->ev[2 * s->steps - 1]), "steps");
+	L->n_pending = 0;
+	LANE_TRY(cudaEventSynchronize(ev[2 * n - 1]), "steps");
 	if (L->cupti && ((rc = mb_cupti_flush(err))
-		|| (rc = mb_cupti_collect(L->calls, L->pending_id, s->steps, NULL, 0, NULL, 0, err))))
+		|| (rc = mb_cupti_collect(L->calls, L->pending_id, n, NULL, 0, NULL, 0, err))))
 		return rc;
-	for (int i = 0; i < s->steps; i++) {
+	for (int i = 0; i < n; i++) {
+		int c = L->pending[i];
+		mb_lane_samples *out = &L->samples[c];
 		float ms = 0;
-		LANE_TRY(cudaEventElapsedTime(&ms, L->ev[2 * i], L->ev[2 * i + 1]), "step");
-		out->step_ns[out->n + i] = (double)ms * NS_PER_MS;
-		out->busy_ns[out->n + i] = L->cupti ? (double)L->calls[i].busy_ns : NAN;
-		out->memcpy_ns[out->n + i] = L->cupti ? (double)L->calls[i].memcpy_ns : NAN;
-		out->memset_ns[out->n + i] = L->cupti ? (double)L->calls[i].memset_ns : NAN;
-		out->round[out->n + i] = L->pending_round;
+		LANE_TRY(cudaEventElapsedTime(&ms, ev[2 * i], ev[2 * i + 1]), "step");
+		out->step_ns[out->n] = (double)ms * NS_PER_MS;
+		out->busy_ns[out->n] = L->cupti ? (double)L->calls[i].busy_ns : NAN;
+		out->memcpy_ns[out->n] = L->cupti ? (double)L->calls[i].memcpy_ns : NAN;
+		out->memset_ns[out->n] = L->cupti ? (double)L->calls[i].memset_ns : NAN;
+		out->round[out->n] = L->pending_round;
+		out->n++;
+		L->round_gpu_ns[L->configs[c].mode] += out->step_ns[out->n - 1];
 	}
-	out->n += s->steps;
 	return 0;
 }
 
@@ -439,45 +449,50 @@ int settle(lane_run *L)
 }
 
 /* Rounds until every mode stops (lane.h: the target, the budget or
- * max_rounds), the configurations of the modes still going in a new
- * shuffled order each round. */
+ * max_rounds). A round is `steps` sweeps; a sweep runs one step of every
+ * configuration of the modes still going that has not settled, in an
+ * order shuffled from the lane's seed and the sweep's number. */
 int rounds(lane_run *L, mb_error *err)
 {
 	const mb_lane_spec *s = L->spec;
-	int units[MB_LANE_MAX_CONFIGS], order[MB_LANE_MAX_CONFIGS], rc;
+	int units[MB_LANE_MAX_CONFIGS], order[MB_LANE_MAX_CONFIGS], sweep[MB_LANE_MAX_CONFIGS], rc;
 
 	for (int round = 0;; round++) {
-		double mode_ns[MB_LANE_MODE_COUNT] = {0};
+		double gpu_ns = 0;
+		int64_t t0 = mb_now_ns();
 		int n = 0;
 		for (int c = 0; c < L->n_configs; c++) {
 			const mb_lane_progress *p = &L->progress[L->configs[c].mode];
-			if (!p->stopped && !p->noise.settled[c])
-				units[n++] = c;
+			if (p->stopped || p->noise.settled[c])
+				continue;
+			if (mb_lane_samples_reserve(&L->samples[c], s->steps))
+				return mb_error_set(err, MB_ENOMEM, s->name, "out of memory for lane samples");
+			units[n++] = c;
 		}
-		mb_lane_shuffle(order, n, s->seed, round);
-		/* The host's time is charged to the configuration it waits for:
-		 * the one before while c warms up, c while its steps are queued
-		 * and, for the round's last, read back. */
-		for (int k = 0; k <= n; k++) {
-			int c = k < n ? units[order[k]] : -1, before = L->pending;
-			int64_t t0 = mb_now_ns(), t1;
-			if ((c >= 0 && (rc = queue_warmup(L, c))) || (rc = finish_steps(L, err)))
+		if (n == 0) /* all fused never settles: a going mode has it */
+			return 0;
+		memset(L->round_gpu_ns, 0, sizeof(L->round_gpu_ns));
+		for (int k = 0; k < s->steps; k++) {
+			mb_lane_shuffle(order, n, s->seed, round * s->steps + k);
+			for (int i = 0; i < n; i++)
+				sweep[i] = units[order[i]];
+			if ((rc = queue_warmup(L, sweep[0])) || (rc = finish_sweep(L, err))
+				|| (rc = queue_sweep(L, sweep, n, round, err)))
 				return rc;
-			t1 = mb_now_ns();
-			if (before >= 0)
-				mode_ns[L->configs[before].mode] += (double)(t1 - t0);
-			if (c >= 0 && (rc = queue_steps(L, c, round, err)))
-				return rc;
-			if (c >= 0)
-				mode_ns[L->configs[c].mode] += (double)(mb_now_ns() - t1);
 		}
+		if ((rc = finish_sweep(L, err)))
+			return rc;
+		/* the round's wall time, shared between the modes as their
+		 * steps shared the device */
+		for (int m = 0; m < MB_LANE_MODE_COUNT; m++)
+			gpu_ns += L->round_gpu_ns[m];
 		for (int m = 0; m < s->n_modes; m++) {
 			mb_lane_progress *p = &L->progress[s->modes[m]];
 			mb_lane_noise noise;
 			if (p->stopped)
 				continue;
 			p->rounds++;
-			p->round_ns = mode_ns[s->modes[m]];
+			p->round_ns = gpu_ns > 0 ? (double)(mb_now_ns() - t0) * L->round_gpu_ns[s->modes[m]] / gpu_ns : 0;
 			p->wall_ns += p->round_ns;
 			if ((rc = mb_lane_noise_of(&noise, L->configs, L->samples, L->n_configs, s->modes[m], s, err)))
 				return rc;
@@ -511,12 +526,9 @@ int run_all(lane_run *L, mb_error *err)
 	snprintf(L->error, sizeof(L->error), "built without cuBLAS: lanes need it for their GEMMs");
 	return 1;
 #endif
-	L->ev = (cudaEvent_t *)calloc(2 * (size_t)L->spec->steps, sizeof(cudaEvent_t));
-	L->calls = (mb_cupti_call *)calloc((size_t)L->spec->steps, sizeof(mb_cupti_call));
-	if (!L->ev || !L->calls)
-		return mb_error_set(err, MB_ENOMEM, L->spec->name, "out of memory");
-	for (int i = 0; i < 2 * L->spec->steps; i++)
-		LANE_TRY(cudaEventCreate(&L->ev[i]), "events");
+	for (int h = 0; h < 2; h++)
+		for (int i = 0; i < 2 * L->n_configs; i++)
+			LANE_TRY(cudaEventCreate(&L->ev[h][i]), "events");
 	if ((rc = fill_buffers(L)) || (rc = prime(L)) || (rc = settle(L)))
 		return rc;
 	return rounds(L, err);
@@ -527,11 +539,10 @@ void release(lane_run *L)
 	for (int c = 0; c < MB_LANE_MAX_CONFIGS; c++)
 		if (L->graph[c])
 			cudaGraphExecDestroy(L->graph[c]);
-	for (int i = 0; L->ev && i < 2 * L->spec->steps; i++)
-		if (L->ev[i])
-			cudaEventDestroy(L->ev[i]);
-	free(L->ev);
-	free(L->calls);
+	for (int h = 0; h < 2; h++)
+		for (int i = 0; i < 2 * L->n_configs; i++)
+			if (L->ev[h][i])
+				cudaEventDestroy(L->ev[h][i]);
 	for (int b = 0; L->buf && b < L->recipe.n_buffers; b++)
 		cudaFree(L->buf[b]);
 	free(L->buf);
@@ -561,7 +572,6 @@ extern "C" int mb_lane_run(json_t **out, const mb_lane_spec *spec, mb_error *err
 	L->start_ns = mb_now_ns();
 	L->spec = spec;
 	L->next_id = LANE_ID_BASE;
-	L->pending = -1;
 	if ((rc = mb_lane_recipe_build(&L->recipe, spec, err))) {
 		free(L);
 		return rc;

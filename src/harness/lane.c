@@ -533,12 +533,12 @@ bool mb_lane_next_round(mb_lane_progress *p, const mb_lane_spec *spec, double el
 	return false;
 }
 
-void mb_lane_shuffle(int *order, int n, uint64_t seed, int round)
+void mb_lane_shuffle(int *order, int n, uint64_t seed, int number)
 {
 	char name[32];
 	mb_rng rng;
 
-	snprintf(name, sizeof(name), "round %d", round);
+	snprintf(name, sizeof(name), "sweep %d", number);
 	mb_rng_seed(&rng, mb_case_seed(seed, name));
 	for (int i = 0; i < n; i++)
 		order[i] = i;

@@ -54,11 +54,17 @@
  *
  * Rounds: after a second of all fused steps, untimed, that brings the
  * device from the set-up's idle gaps to a steady load, each round runs
- * every configuration of every mode still going
- * (warm-up steps, then `steps` timed steps), in an order shuffled from the
- * lane's seed and the round's number. A configuration's warm-up is queued
- * behind the steps of the one before, so the device does not idle between
- * configurations within a round. After each round a mode stops when
+ * `steps` sweeps. A sweep is one timed step of every configuration of
+ * every mode still going, in an order shuffled from the lane's seed and
+ * the sweep's number, after `warmup` untimed steps of its first
+ * configuration, which keep the device busy while the host reads the
+ * sweep before back. A configuration's steps are thus spread over the
+ * round, not run back to back: the power controller's slow swings (on a
+ * card at its power cap, episodes of a few steps 5 to 10% slow) then
+ * fall on every configuration alike instead of on the one whose block
+ * they hit (runs h to j on H100s: the dense lane's round medians of one
+ * configuration spread 0.7 to 3.4%, its steps within a block 0.5 to
+ * 1.7%). After each round a mode stops when
  * every alternative configuration's step median resolves a delta of
  * `resolve` (the between-round rule of receipts/compare.h, mb_repetition_cmp,
  * and the medians' own noise) after `min_rounds`, or at `max_rounds`; the
@@ -120,8 +126,8 @@ typedef struct mb_lane_spec {
 	int64_t mhc_streams;         /* 0: no mHC */
 	int64_t mhc_iterations;
 	bool backward;
-	int steps;                   /* timed steps per configuration, mode and round */
-	int warmup;                  /* untimed steps before them, each round */
+	int steps;                   /* sweeps per round: timed steps per configuration, mode and round */
+	int warmup;                  /* untimed steps before each sweep */
 	int min_rounds, max_rounds;
 	double budget_s;             /* the lane's wall time, set-up included */
 	double resolve;              /* the step delta (a fraction) the rounds must resolve */
@@ -287,8 +293,9 @@ void mb_lane_after_round(mb_lane_progress *p, const mb_lane_spec *spec, const mb
 bool mb_lane_next_round(mb_lane_progress *p, const mb_lane_spec *spec, double elapsed_ns);
 
 /* order[0 .. n-1]: a permutation of 0 .. n-1, the same for the same seed
- * and round, different between rounds. */
-void mb_lane_shuffle(int *order, int n, uint64_t seed, int round);
+ * and number (a sweep's, counted over the lane), different between
+ * numbers. */
+void mb_lane_shuffle(int *order, int n, uint64_t seed, int number);
 
 /* What a lane measured, for the receipt. */
 typedef struct mb_lane_outcome {

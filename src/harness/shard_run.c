@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -129,34 +128,6 @@ static int worker_plan(mb_plan *out, size_t **out_global, const worker_job *job)
 	return 0;
 }
 
-/* Worker `slot` of `n` keeps the slot-th of n equal runs of the cores the
- * run may use (its affinity mask), so that n workers' host work (the
- * references and checks, each spread over mb_cpus_usable(), which reads
- * the mask) shares the host instead of oversubscribing it: with four
- * workers on one host each used every core, and their checks took 2.6
- * times as long as on one GPU (run j). The case children inherit the
- * mask, and the worker reports the cores it kept (the shard's `cores`).
- * *share gets the run, or every core when there are fewer than n;
- * returns its count, 0 where the mask cannot be read. */
-static int core_share(cpu_set_t *share, int slot, int n)
-{
-	cpu_set_t all;
-	int count, k = 0;
-
-	if (sched_getaffinity(0, sizeof(all), &all))
-		return 0;
-	count = CPU_COUNT(&all);
-	if (n < 2 || count < n) {
-		*share = all;
-		return count;
-	}
-	CPU_ZERO(share);
-	for (int c = 0; c < CPU_SETSIZE; c++)
-		if (CPU_ISSET(c, &all) && (int64_t)k++ * n / count == slot)
-			CPU_SET(c, share);
-	return CPU_COUNT(share);
-}
-
 static int worker_main(int fd, void *arg)
 {
 	const worker_job *job = arg;
@@ -169,7 +140,6 @@ static int worker_main(int fd, void *arg)
 	struct sigaction sa = {0};
 	json_t *receipt = NULL;
 	char text[MB_ERROR_WHERE_MAX + MB_ERROR_TEXT_MAX] = "";
-	cpu_set_t cores;
 	mb_error err;
 	int rc;
 
@@ -181,8 +151,6 @@ static int worker_main(int fd, void *arg)
 		setenv(VISIBLE_ENV, job->visible, 1);
 	if (!job->so->simulated)
 		setenv(MB_DEVICE_ENV, WORKER_DEVICE, 1);
-	if (core_share(&cores, job->slot, job->so->n_gpus))
-		sched_setaffinity(0, sizeof(cores), &cores);
 	mb_error_clear(&err);
 	rc = worker_plan(&plan, &global, job);
 	if (rc == 0) {
@@ -205,9 +173,6 @@ static int worker_main(int fd, void *arg)
 	/* its cases and notices already went to the parent, one by one */
 	json_object_del(receipt, "cases");
 	json_object_del(receipt, "notices");
-	/* the cores it ran on, as the kernel has its mask */
-	if (receipt && !sched_getaffinity(0, sizeof(cores), &cores))
-		json_object_set_new(receipt, "cores", json_integer(CPU_COUNT(&cores)));
 	forward(&fw, json_pack("{s:o?, s:i, s:s}", "receipt", receipt, "rc", rc, "error", text));
 	free(plan.cases);
 	free(global);
@@ -764,7 +729,6 @@ static json_t *shards_json(const shard_state *st, const size_t *counts)
 		json_t *dealt = mb_shard_slot_rows(st->rows, st->n_rows, st->o->plan, k), *row;
 		json_t *rows = json_array(), *split = json_array();
 		json_t *lanes = mb_shard_slot_lanes(st->costs, &st->deal, k);
-		json_t *cores = json_object_get(w->receipt, "cores");
 		size_t i;
 
 		json_array_foreach(dealt, i, row) {
@@ -784,8 +748,6 @@ static json_t *shards_json(const shard_state *st, const size_t *counts)
 		json_decref(lanes);
 		if (json_is_object(ceilings))
 			json_object_set(shard, "ceilings", (json_t *)ceilings);
-		if (json_integer_value(cores) > 0)
-			json_object_set(shard, "cores", cores);
 		json_array_append_new(shards, shard);
 	}
 	return shards;

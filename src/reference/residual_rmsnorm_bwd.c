@@ -195,7 +195,7 @@ static uint64_t bwd_flops(const int64_t *a)
 const mb_row mb_row_residual_rmsnorm_bwd = {
 	MB_ROW_NAME(residual_rmsnorm_bwd, "fp32, pairwise over H and over tokens, "),
 	.block = 'X',
-	.status = MB_ROW_KEEP,
+	.status = MB_ROW_EXPERIMENTAL,
 	.summary = "backward of h = x + r; y = h * rstd * w: dx (= dr, one tensor) = dh_in + rstd*(g - h*rstd^2*mean(g*h)) "
 		"with g = dy*w, and dw = sum over tokens of dy*h*rstd; in dy, dh_in, h [T,H], w [1,H]; out dx [T,H], dw [1,H]",
 	.n_axes = 2,

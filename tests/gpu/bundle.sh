@@ -18,8 +18,11 @@ out=$1
 shift
 rm -rf "$out"
 mkdir -p "$out/bin" "$out/lib"
-# Provided by every host (the C runtime) or by the GPU host's toolkit.
-host_libs='^(libc|libm|libdl|libpthread|librt|libutil|ld-linux.*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcupti|libnccl|libnvidia.*|libcublas.*|libcublasLt)\.so'
+# Provided by every host (the C runtime) or by the GPU host's toolkit; and
+# MPI's (a -Dmpi=enabled build): the ranks must load the library of the
+# host's own launcher, which talks to its daemons (Open MPI's soname,
+# libmpi.so.40, is the same across 4.x).
+host_libs='^(libc|libm|libdl|libpthread|librt|libutil|ld-linux.*|libstdc\+\+|libgcc_s|libcuda|libcudart|libcupti|libnccl|libnvidia.*|libcublas.*|libcublasLt|libmpi|libopen-rte|libopen-pal|libpmix|libhwloc|libevent.*|libfabric|libucp|libucs|libuct|libucm|libpsm.*|libibverbs|librdmacm|libnl.*|libefa)\.so'
 for exe in "$@"; do
 	cp -L "$exe" "$out/bin/"
 	ldd "$exe" | awk '/=> \//{print $3}' | while read -r lib; do

@@ -8,9 +8,10 @@ gpu__time_duration.sum over the matching kernel, with the ratios. Exit 1 when
 a ratio is off by more than 2%.
 """
 import csv
-import json
 import statistics
 import sys
+
+from receipt_file import load
 
 LIMIT = 0.02
 
@@ -51,7 +52,7 @@ def line(what, harness, events, ncu, n_ncu):
 
 
 def main():
-    receipt = json.load(open(sys.argv[1]))
+    receipt = load(sys.argv[1])
     durations = ncu_durations(sys.argv[2])
     bad = False
     c = receipt["ceilings"]

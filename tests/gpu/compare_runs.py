@@ -5,13 +5,9 @@ the medians; then any further receipts' wall time and goodput.
 
 usage: compare_runs.py OLD.json NEW.json [MORE.json...]
 """
-import json
 import sys
 
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
+from receipt_file import load
 
 
 def breakdown(name, r):

@@ -3,15 +3,9 @@
 median, the binding ceiling's fraction, TFLOP/s, the variant's measured
 scratch memory and correctness; then each target against its measured
 value. Usage: heavy_targets.py RECEIPT.json[.gz]"""
-import gzip
-import json
 import sys
 
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
+from receipt_file import load
 
 
 def median_ms(c):

@@ -9,18 +9,12 @@ its measured value:
   - graph mode's all-fused round-to-round noise under 0.5%;
   - the lanes' wall time, set-up included, at most 90 s.
 Usage: lanes_targets.py RECEIPT.json[.gz]"""
-import gzip
-import json
 import sys
+
+from receipt_file import load
 
 NOISE_TARGET = 0.005
 WALL_TARGET_S = 90.0
-
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
 
 
 def pct(x):

@@ -8,21 +8,15 @@ ceiling of a receipt of the same session (the heavy phase's).
 
 Usage: moe_gemm_rate.py RECEIPT.json[.gz] NCU_LOG... (a log named
 ncu-moe_ffn_swiglu.txt is moe_ffn_swiglu's; any other moe_ffn's)."""
-import gzip
-import json
 import os
 import re
 import sys
 
+from receipt_file import load
+
 SHAPE = {"T": 16384, "H": 2048, "E": 64, "K": 6, "F": 1408}  # the heavy-ncu phase's filter: T=16384
 TARGET = 0.60
 UNIT_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "usecond": 1e-6, "ns": 1e-9, "nsecond": 1e-9, "msecond": 1e-3}
-
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
 
 
 def launches(log):

@@ -6,9 +6,10 @@ whether every case was correct.
 
 usage: rows_summary.py RECEIPT.json...
 """
-import json
 import sys
 from collections import defaultdict
+
+from receipt_file import load
 
 TARGET = 0.90
 
@@ -24,7 +25,7 @@ def size(case):
 def main():
     cases = []
     for path in sys.argv[1:]:
-        cases += json.load(open(path))["cases"]
+        cases += load(path)["cases"]
     by_row = defaultdict(list)
     for c in cases:
         by_row[c["row"]].append(c)

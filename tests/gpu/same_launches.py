@@ -9,15 +9,9 @@ after, then this. Exit 0 when every case agrees, 1 otherwise.
 
 usage: same_launches.py BEFORE.json[.gz] AFTER.json[.gz]
 """
-import gzip
-import json
 import sys
 
-
-def load(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
-        return json.load(f)
+from receipt_file import load
 
 
 def launches(case):

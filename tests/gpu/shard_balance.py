@@ -11,13 +11,9 @@ wall times add up against the run's.
 usage: shard_balance.py ONE_GPU.json SHARDED.json [SHARDED.json...]
 """
 import datetime
-import json
 import sys
 
-
-def load(path):
-    with open(path) as f:
-        return json.load(f)
+from receipt_file import load
 
 
 def elapsed_s(r):

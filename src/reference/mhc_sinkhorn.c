@@ -28,6 +28,7 @@
 /* The GPU variants the descriptor names, defined in src/kernels/mhc_sinkhorn.cu:
  * in x [T,N*W], P [N*N,W]; out y [T,N*W]. */
 MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_launch);
+MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch);
 MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fallback_launch);
 
 enum { AX_T, AX_N, AX_W, AX_I };
@@ -275,7 +276,7 @@ const mb_row mb_row_mhc_sinkhorn = {
 		[MB_BF16] = {MHC_ABS, BF16_HALF_ULP + MHC_REL_F32,
 			"every intermediate in fp32 (bound as for fp32, 5900u abs), the output rounded once to bf16: 2^-8 relative"},
 	},
-	.n_variants = 3,
+	.n_variants = 4,
 	.variants = {
 		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
 			.description = "one block per token, four an SM: x loaded once into registers (the last 16-byte vector of "
@@ -285,6 +286,16 @@ const mb_row mb_row_mhc_sinkhorn = {
 			"once",
 			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused"},
 			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_launch), .dtype_mask = MB_DTYPE_ALL},
+		/* a candidate beside fused for one GPU measurement: the slower
+		 * of the two is removed */
+		{.name = "fused_v2", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "one persistent block an SM, tokens in pairs: x by cp.async into shared memory (three "
+			"pairs in flight), the N*N dot products as tensor-core MMAs (the 16 rows of P held in registers as A, "
+			"the pair's 8 stream rows as B, fp32 results; no stream mean formed), Sinkhorn for both tokens in one "
+			"warp, the mix from shared memory and y written once; bf16 and fp16 with N = 4 and W a multiple of 32 "
+			"up to 4096, fused's kernel (under this variant's name) otherwise",
+			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused_v2"},
+			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch), .dtype_mask = MB_DTYPE_ALL},
 		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
 			.description = "as a framework runs it: a projection reduction kernel (one block per "
 			"token) writing exp(phi) to an fp32 [T,N,N] buffer, a row-normalise and a "

@@ -1,22 +1,28 @@
-/* mhc_sinkhorn's fused kernel, run on the CPU by
+/* mhc_sinkhorn's fused kernels, run on the CPU by
  * the SIMT emulator of ssm_scan_emu.h, against the row's fp32 reference
- * at the row's tolerance for the dtype (src/reference/mhc_sinkhorn.c):
- * one block a token, launched token by token on the token's slices of x
- * and y (the kernel takes its token from blockIdx.x, 0 here); the
+ * at the row's tolerance for the dtype (src/reference/mhc_sinkhorn.c).
+ * fused: one block a token, launched token by token on the token's slices
+ * of x and y (the kernel takes its token from blockIdx.x, 0 here); the
  * 16-byte vectors (one and two a thread a stream: the shared-memory stash
- * is used at two), the scalar path, four and two streams. Outputs start as
+ * is used at two), the scalar path, four and two streams. fused_v2: its
+ * tensor-core kernel (bf16 and fp16, four streams, W a multiple of 32) on
+ * the whole x with one or two persistent blocks, odd T, more pairs than
+ * its three buffers and warps without columns; elsewhere its copy of
+ * fused's kernel, which must match fused bit for bit. Outputs start as
  * NaN, so an element never written fails; two fiber orders must agree
  * bit for bit.
  *
  * The device code is src/kernels/mhc_sinkhorn.cu itself, compiled here as
  * C++ with MB_MHC_EMU (its host side left out; rcp.approx a division).
  * Its static shared arrays become static storage, one per kernel: right
- * for the one block launched at a time here. */
+ * for the one block launched at a time here (fused_v2's tensor-core
+ * kernel has only dynamic shared memory, the emulator's per block). */
 #include "ssm_scan_emu.h"
 
 #include <stdint.h>
 #include <string.h>
 
+#include <type_traits>
 #include <vector>
 
 /* The intrinsics mhc_sinkhorn.cu calls beyond the emulator's. */
@@ -38,6 +44,40 @@ template <typename T> inline void __stcs(T *p, T v)
 inline float __fdiv_rn(float a, float b)
 {
 	return a / b;
+}
+
+inline float __frcp_rn(float x)
+{
+	return 1.0f / x;
+}
+
+/* fused_v2's PTX primitives on the emulator: a cp.async copies at once
+ * (its groups then need no waiting), ldmatrix and the MMA are the
+ * emulator's warp collectives, the dynamic shared memory the CTA's. */
+inline void mhc_cp_async16(void *dst, const void *src)
+{
+	memcpy(dst, src, 16);
+}
+
+inline void mhc_cp_async_commit() {}
+
+template <int PENDING> inline void mhc_cp_async_wait() {}
+
+inline void mhc_ldsm_x4(uint32_t (&r)[4], const void *p)
+{
+	mb_emu::ldsm(r, p, false);
+}
+
+template <typename T> inline void mhc_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
+{
+	float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+	mb_emu::mma(acc, a, b0, b1, std::is_same<T, __nv_bfloat16>::value);
+	memcpy(d, acc, sizeof(acc));
+}
+
+inline unsigned char *mhc_smem()
+{
+	return dyn_smem();
 }
 
 extern "C" {
@@ -85,8 +125,10 @@ template <typename T> void fill(std::vector<T> &v, std::vector<float> &f, size_t
 	}
 }
 
-/* Token by token, one block each. */
-template <typename T, int N, int VEC, int VPT>
+/* Token by token, one block each: fused's kernel, or with V2 the same
+ * code under fused_v2's name (its path where the tensor cores do not
+ * apply). */
+template <typename T, int N, int VEC, int VPT, bool V2>
 int run(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	const size_t token = (size_t)sh.n * sh.w;
@@ -94,7 +136,10 @@ int run(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::
 		const T *xt = x.data() + t * token;
 		T *yt = y.data() + t * token;
 		const int rc = mb_emu::launch(dim3(1), dim3(MHC_FUSED_THREADS), 0, [&] {
-			emu_tu::mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>(xt, p.data(), yt, sh.w, ITERS);
+			if (V2)
+				emu_tu::mb_mhc_sinkhorn_fused_v2_simt_kernel<T, N, VEC, VPT>(xt, p.data(), yt, sh.w, ITERS);
+			else
+				emu_tu::mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>(xt, p.data(), yt, sh.w, ITERS);
 		}, order + t);
 		if (rc != 0)
 			return rc;
@@ -103,36 +148,81 @@ int run(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::
 }
 
 /* VPT as pick_vpt takes it: the fewest vectors a thread a stream. */
-template <typename T, int N, int VEC>
+template <typename T, int N, int VEC, bool V2>
 int run_vpt(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	const int nvec = sh.w / VEC;
 	if (nvec <= MHC_FUSED_THREADS)
-		return run<T, N, VEC, 1>(sh, x, p, y, order);
+		return run<T, N, VEC, 1, V2>(sh, x, p, y, order);
 	if (nvec <= 2 * MHC_FUSED_THREADS)
-		return run<T, N, VEC, 2>(sh, x, p, y, order);
-	return run<T, N, VEC, 4>(sh, x, p, y, order);
+		return run<T, N, VEC, 2, V2>(sh, x, p, y, order);
+	return run<T, N, VEC, 4, V2>(sh, x, p, y, order);
 }
 
-template <typename T, int N>
+template <typename T, int N, bool V2>
 int run_vec(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	constexpr int vec = emu_tu::mb_vec16_elems<T>();
 	if (sh.w % vec == 0)
-		return run_vpt<T, N, vec>(sh, x, p, y, order);
-	return run_vpt<T, N, 1>(sh, x, p, y, order);
+		return run_vpt<T, N, vec, V2>(sh, x, p, y, order);
+	return run_vpt<T, N, 1, V2>(sh, x, p, y, order);
 }
 
-template <typename T>
+template <typename T, bool V2>
 int run_n(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
-	return sh.n == 4 ? run_vec<T, 4>(sh, x, p, y, order) : run_vec<T, 2>(sh, x, p, y, order);
+	return sh.n == 4 ? run_vec<T, 4, V2>(sh, x, p, y, order) : run_vec<T, 2, V2>(sh, x, p, y, order);
+}
+
+/* fused_v2's tensor-core kernel takes the shape (as fused_v2_dispatch). */
+template <typename T> bool v2_tensor(const shape &sh)
+{
+	return sizeof(T) == 2 && sh.n == MHC_V2_STREAMS && sh.w % MHC_V2_CHUNK == 0 && sh.w <= MHC_V2_MAX_WIDTH;
+}
+
+/* The tensor-core kernel on a grid of up to two persistent blocks (pairs
+ * alternate between them), the shared memory the host would give it. */
+template <typename T>
+int run_v2_tensor(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
+{
+	const int pairs = (sh.t + MHC_V2_PAIR - 1) / MHC_V2_PAIR;
+	const unsigned grid = pairs < 2 ? 1u : 2u;
+	return mb_emu::launch(dim3(grid), dim3(MHC_V2_THREADS), emu_tu::mhc_v2_smem_bytes(sh.w, (int)sizeof(T)), [&] {
+		emu_tu::mb_mhc_sinkhorn_fused_v2_kernel<T>(x.data(), p.data(), y.data(), sh.t, sh.w, ITERS);
+	}, order);
+}
+
+const char *dtype_name(mb_dtype dtype)
+{
+	return dtype == MB_BF16 ? "bf16" : dtype == MB_FP16 ? "fp16" : "fp32";
+}
+
+/* The harness's own check of y against the reference. */
+template <typename T>
+void check_against(const shape &sh, mb_dtype dtype, const char *variant, const std::vector<T> &y,
+	const std::vector<float> &want)
+{
+	const size_t n = y.size();
+	const int64_t axis[4] = {sh.t, sh.n, sh.w, ITERS};
+	const mb_tolerance tol = mb_row_mhc_sinkhorn.tolerance[dtype];
+	mb_tensor_spec spec[MB_MAX_TENSORS];
+	const int y_index = mb_row_mhc_sinkhorn.tensors(axis, spec) - 1;
+	std::vector<float> got(n);
+	for (size_t i = 0; i < n; i++)
+		got[i] = value<T>(y[i]);
+	mb_check chk;
+	char why[256] = "";
+	mb_check_init(&chk);
+	mb_check_add(&chk, &spec[y_index], got.data(), want.data(), NULL, sh.t, sh.t, &tol);
+	mb_check_describe(&chk, why, sizeof(why));
+	printf("%-44s %s %-15s max abs error %.3g (tolerance %.3g + %.3g |want|), %llu over\n", sh.what,
+		dtype_name(dtype), variant, chk.max_abs, tol.abs, tol.rel, (unsigned long long)chk.over_tolerance);
+	CHECK_MSG(mb_check_passed(&chk), "%s %s: %s", sh.what, variant, why);
 }
 
 template <typename T> void check(const shape &sh, mb_dtype dtype, uint64_t seed)
 {
 	const size_t n = (size_t)sh.t * sh.n * sh.w;
-	const mb_tolerance tol = mb_row_mhc_sinkhorn.tolerance[dtype];
 	std::mt19937_64 rng(seed);
 	std::vector<T> x, p, y1(n, store<T>(NAN)), y2(n, store<T>(NAN));
 	std::vector<float> xf, pf, want(n);
@@ -144,24 +234,27 @@ template <typename T> void check(const shape &sh, mb_dtype dtype, uint64_t seed)
 	float *ref_out[1] = {want.data()};
 	mb_ref_mhc_sinkhorn(axis, ref_in, ref_out, NULL, sh.t);
 
-	const int rc1 = run_n<T>(sh, x, p, y1, seed), rc2 = run_n<T>(sh, x, p, y2, seed + 1000);
+	int rc1 = run_n<T, false>(sh, x, p, y1, seed), rc2 = run_n<T, false>(sh, x, p, y2, seed + 1000);
 	CHECK_MSG(rc1 == 0 && rc2 == 0, "%s: launches %d %d", sh.what, rc1, rc2);
 	CHECK_MSG(memcmp(y1.data(), y2.data(), n * sizeof(T)) == 0, "%s: two fiber orders differ", sh.what);
+	check_against(sh, dtype, "fused", y1, want);
 
-	/* the harness's own check */
-	mb_tensor_spec spec[MB_MAX_TENSORS];
-	const int y_index = mb_row_mhc_sinkhorn.tensors(axis, spec) - 1;
-	std::vector<float> got(n);
-	for (size_t i = 0; i < n; i++)
-		got[i] = value<T>(y1[i]);
-	mb_check chk;
-	char why[256] = "";
-	mb_check_init(&chk);
-	mb_check_add(&chk, &spec[y_index], got.data(), want.data(), NULL, sh.t, sh.t, &tol);
-	mb_check_describe(&chk, why, sizeof(why));
-	printf("%-44s %s: max abs error %.3g (tolerance %.3g + %.3g |want|), %llu over\n", sh.what,
-		dtype == MB_BF16 ? "bf16" : "fp32", chk.max_abs, tol.abs, tol.rel, (unsigned long long)chk.over_tolerance);
-	CHECK_MSG(mb_check_passed(&chk), "%s: %s", sh.what, why);
+	/* fused_v2: the tensor-core kernel where it applies (two fiber
+	 * orders, the reference's check), else fused's code bit for bit */
+	std::vector<T> v1(n, store<T>(NAN)), v2(n, store<T>(NAN));
+	if (v2_tensor<T>(sh)) {
+		rc1 = run_v2_tensor<T>(sh, x, p, v1, seed + 2000);
+		rc2 = run_v2_tensor<T>(sh, x, p, v2, seed + 3000);
+		CHECK_MSG(rc1 == 0 && rc2 == 0, "%s: fused_v2 launches %d %d", sh.what, rc1, rc2);
+		CHECK_MSG(memcmp(v1.data(), v2.data(), n * sizeof(T)) == 0, "%s: fused_v2: two fiber orders differ",
+			sh.what);
+		check_against(sh, dtype, "fused_v2", v1, want);
+	} else {
+		rc1 = run_n<T, true>(sh, x, p, v1, seed);
+		CHECK_MSG(rc1 == 0, "%s: fused_v2 (fused's code) launch %d", sh.what, rc1);
+		CHECK_MSG(memcmp(v1.data(), y1.data(), n * sizeof(T)) == 0, "%s: fused_v2 (fused's code) differs from fused",
+			sh.what);
+	}
 }
 
 } /* namespace */
@@ -170,6 +263,8 @@ int main(void)
 {
 	const shape shapes[] = {
 		{"T=5 N=4 W=64: one vector a stream", 5, 4, 64},
+		{"T=9 N=4 W=64: five pairs through three buffers", 9, 4, 64},
+		{"T=8 N=4 W=96: three chunks (warps 0-2)", 8, 4, 96},
 		{"T=4 N=4 W=37: the scalar path", 4, 4, 37},
 		{"T=6 N=2 W=64: two streams", 6, 2, 64},
 		{"T=3 N=4 W=4096: two vectors (bf16), four (fp32)", 3, 4, 4096},
@@ -180,6 +275,7 @@ int main(void)
 
 	for (const shape &sh : shapes) {
 		check<__nv_bfloat16>(sh, MB_BF16, seed += 100);
+		check<__half>(sh, MB_FP16, seed += 100);
 		check<float>(sh, MB_FP32, seed += 100);
 	}
 	return mb_test_finish("test_mhc_sinkhorn_emu");

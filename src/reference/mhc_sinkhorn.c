@@ -170,6 +170,29 @@ void mb_oracle_mhc_sinkhorn(const int64_t *axis, const float *const *in, double 
  *    on each side: (1680 + 8)u * max|x| * (row sum of S, 1 + 1e-7 after
  *    20 iterations) <= 5900u = 3.5e-4, the absolute term (y may cancel to
  *    zero, so no relative bound holds alone).
+ * fused_v2's tensor-core kernel (bf16 and fp16, n = 4, W <= 4096; fp32
+ * and other shapes run fused's code, bound above) forms no xbar: phi =
+ * R / (4 sqrt(W)), R = sum_j dot(x_j, P_q), with R from MMAs of 16 exact
+ * products each (16-bit inputs, products exact in fp32), every MMA from
+ * zero. Bounded here under a pessimistic model of the MMA's own sum (Fasi
+ * et al. 2021 measured it on V100, T4 and A100; later models of H100 keep
+ * at least as many bits): every product aligned to the largest of them and
+ * truncated to 24 bits, error < 2^-23 max|p| = 2u max|p| with the sign of
+ * the product, then the sum truncated, < 2u |D|. With E max|p|^2 <=
+ * E sum p^2 = 16 (x, P of unit variance) and E D^2 = 16, one MMA's error
+ * has variance <= (2u)^2/3 (16 * 16 + 16) = 363u^2; R takes W/4 of them,
+ * and phi's error is R's over 4 sqrt(W): 363/64 = 5.67u^2 whatever W. The
+ * fp32 additions of the MMA results (each warp's chain of W/256 of them,
+ * the 16 warps in order, the 4 streams in order) add, on phi,
+ * W/6144 + 0.89 <= 1.56u^2. The reference's own roundings: its pairwise
+ * sum 1.21u^2 (as above) and its xbar, which fused_v2 does not share (3
+ * additions of the streams, partials of variance 2, 3, 4, over 4): 0.19u^2.
+ * Together 8.6u^2, sigma 2.94u: 18u at six sigma, 21u with the division's.
+ * Its Sinkhorn takes correctly rounded reciprocals (__frcp_rn): (n-1)u +
+ * 2u a half-step against the reference's (n-1)u + u, 9u between the two
+ * sides, 360u for 40 half-steps. |log S~ - log S| <= 4 (21 + 6 + 360)u =
+ * 1548u, and y within (1548 + 8)u * 3.47 = 5400u <= 5900u: the same
+ * tolerance holds.
  * The GPU variants keep every intermediate in fp32 (the fallback's [T,n,n]
  * buffer too), so fp16 and bf16 add only the output's rounding: half an
  * ulp, u_d relative. */

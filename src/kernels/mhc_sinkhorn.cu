@@ -430,7 +430,8 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
 #define MHC_V2_PAD_BYTES 16
 
 /* Bytes of one stream row in shared memory, and of the whole layout: the
- * ring of pairs, then the reduction [warps][2][16][4] and S [2][16]. */
+ * ring of pairs, then the reduction [warps][2][16][4] and S [2][2][16]
+ * (fused_v3 alternates between the two). */
 __host__ __device__ constexpr int mhc_v2_row_bytes(int width, int elem_bytes)
 {
 	return width * elem_bytes + MHC_V2_PAD_BYTES;
@@ -444,7 +445,7 @@ __host__ __device__ constexpr int mhc_v2_red_floats()
 __host__ __device__ constexpr size_t mhc_v2_smem_bytes(int width, int elem_bytes)
 {
 	return (size_t)MHC_V2_BUFFERS * MHC_V2_ROWS * mhc_v2_row_bytes(width, elem_bytes) +
-		(size_t)(mhc_v2_red_floats() + MHC_V2_PAIR * MHC_V2_PROWS) * sizeof(float);
+		(size_t)(mhc_v2_red_floats() + 2 * MHC_V2_PAIR * MHC_V2_PROWS) * sizeof(float);
 }
 
 /* The primitives written in PTX. Under MB_MHC_EMU the test defines the
@@ -630,19 +631,20 @@ __device__ __forceinline__ void pair_sinkhorn(const float *__restrict__ red, int
 	sinkhorn_lanes<MHC_V2_STREAMS, true>(phi, iters, tok * MHC_V2_PROWS, s_pair + tok * MHC_V2_PROWS);
 }
 
-/* The pair's y from the x in `buf`: one 16-byte column vector of one
- * token a thread at a time, its 4 streams from shared memory, the mix in
- * fused's order, y stored evict-first. */
+/* The pair's y from the x in `buf`, by the `threads` threads from
+ * `first`: one 16-byte column vector of one token a thread at a time, its
+ * 4 streams from shared memory, the mix in fused's order, y stored
+ * evict-first. */
 template <typename T>
 __device__ __forceinline__ void mix_pair(const unsigned char *buf, const float *__restrict__ s_pair,
-	T *__restrict__ y, int64_t pair, int64_t tokens, int width)
+	T *__restrict__ y, int64_t pair, int64_t tokens, int width, int first, int threads)
 {
 	constexpr int VEC = MB_VEC_BYTES / (int)sizeof(T);
 	const int row_bytes = mhc_v2_row_bytes(width, (int)sizeof(T)), vecs = width / VEC;
 	const int64_t t0 = pair * MHC_V2_PAIR;
 	const int live = (int)(t0 + 1 < tokens ? MHC_V2_PAIR : 1) * vecs;
 
-	for (int v = threadIdx.x; v < live; v += MHC_V2_THREADS) {
+	for (int v = (int)threadIdx.x - first; v < live; v += threads) {
 		const int tok = v / vecs, k = v % vecs;
 		mb_packed<T, VEC> xs[MHC_V2_STREAMS];
 		float s[MHC_V2_PROWS];
@@ -669,41 +671,86 @@ __device__ __forceinline__ void mix_pair(const unsigned char *buf, const float *
 	}
 }
 
-/* The persistent block: pairs blockIdx.x, + gridDim.x, ...; pair i in
- * ring buffer i % 3, two later pairs in flight while it is worked on.
- * Bar the first and last, every pair goes: its copies waited for, the
- * projection, Sinkhorn (warp 0), the mix, and its buffer refilled. */
+/* The persistent block: pairs blockIdx.x, + gridDim.x, ...; the i-th in
+ * ring buffer i % 3.
+ *
+ * fused_v2 (OVERLAP false): two later pairs in flight while one is worked
+ * on; each pair goes: its copies waited for, the projection, Sinkhorn
+ * (warp 0, the other 15 waiting), the mix, and its buffer refilled.
+ *
+ * fused_v3 (OVERLAP true): warp 0's Sinkhorn of pair i runs beside the
+ * other 15 warps' mix of pair i - 1 (S double-buffered), so that the
+ * serial iterations no longer stall the block; the buffer of pair i - 1
+ * is refilled only then, so one to two later pairs are in flight instead
+ * of two to three, and the last pair is mixed after the loop. */
+template <typename T, bool OVERLAP>
+__device__ __forceinline__ void persistent_pairs(const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y,
+	int64_t tokens, int width, int iters)
+{
+	constexpr int AHEAD = OVERLAP ? MHC_V2_BUFFERS - 1 : MHC_V2_BUFFERS;
+	unsigned char *smem = mhc_smem();
+	const int buf_bytes = MHC_V2_ROWS * mhc_v2_row_bytes(width, (int)sizeof(T));
+	float *red = reinterpret_cast<float *>(smem + MHC_V2_BUFFERS * buf_bytes);
+	float *s_pairs = red + mhc_v2_red_floats();
+	const int64_t pairs = (tokens + MHC_V2_PAIR - 1) / MHC_V2_PAIR;
+	const bool sinkhorn_warp = threadIdx.x < MB_WARP_THREADS;
+	uint32_t a[MHC_V2_CHUNKS_PER_WARP][2][4];
+	int64_t prev = -1;
+	int buf = 0, i = 0;
+
+	load_p_fragments(a, p, width);
+	for (int b = 0; b < AHEAD; b++)
+		issue_pair(smem + b * buf_bytes, x, blockIdx.x + (int64_t)b * gridDim.x, tokens, width);
+	for (int64_t pair = blockIdx.x; pair < pairs; pair += gridDim.x, i++) {
+		unsigned char *cur = smem + buf * buf_bytes;
+		float *s_cur = s_pairs + (OVERLAP ? i % 2 : 0) * MHC_V2_PAIR * MHC_V2_PROWS;
+		mhc_cp_async_wait<AHEAD - 1>();
+		__syncthreads();
+		project_pair<T>(a, cur, width, red);
+		__syncthreads();
+		if (sinkhorn_warp)
+			pair_sinkhorn(red, width, iters, s_cur);
+		if constexpr (OVERLAP) {
+			/* pair i - 1 in the buffer before cur, its S in the other half */
+			const int prev_buf = buf == 0 ? MHC_V2_BUFFERS - 1 : buf - 1;
+			if (!sinkhorn_warp && prev >= 0)
+				mix_pair<T>(smem + prev_buf * buf_bytes, s_pairs + (1 - i % 2) * MHC_V2_PAIR * MHC_V2_PROWS, y,
+					prev, tokens, width, MB_WARP_THREADS, MHC_V2_THREADS - MB_WARP_THREADS);
+			/* every thread done with the previous buffer (and red read) */
+			__syncthreads();
+			issue_pair(smem + prev_buf * buf_bytes, x, pair + (int64_t)AHEAD * gridDim.x, tokens, width);
+		} else {
+			__syncthreads();
+			mix_pair<T>(cur, s_cur, y, pair, tokens, width, 0, MHC_V2_THREADS);
+			/* every thread done with cur (and with s_pairs and red) */
+			__syncthreads();
+			issue_pair(cur, x, pair + (int64_t)AHEAD * gridDim.x, tokens, width);
+		}
+		prev = pair;
+		buf = buf + 1 == MHC_V2_BUFFERS ? 0 : buf + 1;
+	}
+	if constexpr (OVERLAP) {
+		if (prev >= 0) {
+			const int prev_buf = buf == 0 ? MHC_V2_BUFFERS - 1 : buf - 1;
+			mix_pair<T>(smem + prev_buf * buf_bytes, s_pairs + (1 - i % 2) * MHC_V2_PAIR * MHC_V2_PROWS, y, prev,
+				tokens, width, 0, MHC_V2_THREADS);
+		}
+	}
+	mhc_cp_async_wait<0>();
+}
+
 template <typename T>
 __global__ void __launch_bounds__(MHC_V2_THREADS, 1) mb_mhc_sinkhorn_fused_v2_kernel(const T *__restrict__ x,
 	const T *__restrict__ p, T *__restrict__ y, int64_t tokens, int width, int iters)
 {
-	unsigned char *smem = mhc_smem();
-	const int buf_bytes = MHC_V2_ROWS * mhc_v2_row_bytes(width, (int)sizeof(T));
-	float *red = reinterpret_cast<float *>(smem + MHC_V2_BUFFERS * buf_bytes);
-	float *s_pair = red + mhc_v2_red_floats();
-	const int64_t pairs = (tokens + MHC_V2_PAIR - 1) / MHC_V2_PAIR;
-	uint32_t a[MHC_V2_CHUNKS_PER_WARP][2][4];
+	persistent_pairs<T, false>(x, p, y, tokens, width, iters);
+}
 
-	load_p_fragments(a, p, width);
-	for (int b = 0; b < MHC_V2_BUFFERS; b++)
-		issue_pair(smem + b * buf_bytes, x, blockIdx.x + (int64_t)b * gridDim.x, tokens, width);
-	int buf = 0;
-	for (int64_t pair = blockIdx.x; pair < pairs; pair += gridDim.x) {
-		unsigned char *cur = smem + buf * buf_bytes;
-		mhc_cp_async_wait<MHC_V2_BUFFERS - 1>();
-		__syncthreads();
-		project_pair<T>(a, cur, width, red);
-		__syncthreads();
-		if (threadIdx.x < MB_WARP_THREADS)
-			pair_sinkhorn(red, width, iters, s_pair);
-		__syncthreads();
-		mix_pair<T>(cur, s_pair, y, pair, tokens, width);
-		/* every thread done with cur (and with s_pair and red) */
-		__syncthreads();
-		issue_pair(cur, x, pair + (int64_t)MHC_V2_BUFFERS * gridDim.x, tokens, width);
-		buf = buf + 1 == MHC_V2_BUFFERS ? 0 : buf + 1;
-	}
-	mhc_cp_async_wait<0>();
+template <typename T>
+__global__ void __launch_bounds__(MHC_V2_THREADS, 1) mb_mhc_sinkhorn_fused_v3_kernel(const T *__restrict__ x,
+	const T *__restrict__ p, T *__restrict__ y, int64_t tokens, int width, int iters)
+{
+	persistent_pairs<T, true>(x, p, y, tokens, width, iters);
 }
 
 /* fused_v2 where the tensor-core kernel does not apply (fp32, n = 2, W
@@ -718,10 +765,24 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
 	fused_token<T, N, VEC, VPT, true>(x, p, y, width, iters, stash);
 }
 
+/* The same for fused_v3. */
+template <typename T, int N, int VEC, int VPT>
+__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_v3_simt_kernel(
+	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
+{
+	__shared__ uint4 stash[token_x<MHC_FUSED_THREADS, T, N, VEC, VPT, true>::STASH_VECTORS];
+
+	fused_token<T, N, VEC, VPT, true>(x, p, y, width, iters, stash);
+}
+
 #ifndef MB_MHC_EMU
 /* The host side: under MB_MHC_EMU the kernels above are compiled for the
  * CPU and run by the SIMT emulator of tests/unit/ssm_scan_emu.h
  * (tests/unit/test_mhc_sinkhorn_emu.cpp), which launches them itself. */
+
+/* The variants' kernels: fused_v2 and fused_v3 run fused's code under
+ * their own names where their tensor-core kernel does not apply. */
+enum { MHC_FALLBACK, MHC_FUSED, MHC_FUSED_V2_SIMT, MHC_FUSED_V3_SIMT };
 
 /* The kernels read P through L1: the largest L1 carveout, set once per
  * kernel on its first call (outside any capture: the harness warms up
@@ -744,11 +805,15 @@ template <typename K> static void prefer_l1(K kernel, bool *done)
  * (outside any capture: the harness warms up first): shared memory just
  * enough for MHC_FUSED_MIN_BLOCKS blocks (64 KiB with the stash of four),
  * the rest L1, for P. A refused setting only costs speed. */
-template <typename T, int N, int VEC, int VPT, bool V2>
+template <typename T, int N, int VEC, int VPT, int KIND>
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	static bool carveout;
-	auto kernel = V2 ? mb_mhc_sinkhorn_fused_v2_simt_kernel<T, N, VEC, VPT> : mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>;
+	auto kernel = mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>;
+	if (KIND == MHC_FUSED_V2_SIMT)
+		kernel = mb_mhc_sinkhorn_fused_v2_simt_kernel<T, N, VEC, VPT>;
+	else if (KIND == MHC_FUSED_V3_SIMT)
+		kernel = mb_mhc_sinkhorn_fused_v3_simt_kernel<T, N, VEC, VPT>;
 	cudaFuncAttributes attr;
 
 	if (!carveout) {
@@ -768,16 +833,16 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
 	return (int)cudaGetLastError();
 }
 
-/* fused_v2's tensor-core kernel: one block an SM (as many as fit where W
- * is small), no more than there are pairs. The shared memory limit is set
- * once to W = 4096's need, with the largest shared carveout; the grid is
- * worked out once per width. */
-template <typename T>
+/* fused_v2's and fused_v3's tensor-core kernels: one block an SM (as many
+ * as fit where W is small), no more than there are pairs. The shared
+ * memory limit is set once to W = 4096's need, with the largest shared
+ * carveout; the grid is worked out once per width. */
+template <typename T, bool OVERLAP>
 static int fused_v2_tensor_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	static bool attributes;
 	static int grid_width = -1, grid_blocks;
-	auto kernel = mb_mhc_sinkhorn_fused_v2_kernel<T>;
+	auto kernel = OVERLAP ? mb_mhc_sinkhorn_fused_v3_kernel<T> : mb_mhc_sinkhorn_fused_v2_kernel<T>;
 	const int width = (int)axis[AX_W];
 	const size_t smem = mhc_v2_smem_bytes(width, (int)sizeof(T));
 	const int64_t pairs = (axis[AX_T] + MHC_V2_PAIR - 1) / MHC_V2_PAIR;
@@ -955,14 +1020,13 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 
 typedef int (*mhc_launch_fn)(cudaStream_t, const int64_t *, const void *const *, void *const *);
 
-enum { MHC_FALLBACK, MHC_FUSED, MHC_FUSED_V2_SIMT };
 
 /* The launcher of variant KIND for VPT vectors a thread. */
 template <typename T, int N, int VEC, int VPT, int KIND> static mhc_launch_fn launcher()
 {
 	if (KIND == MHC_FALLBACK)
 		return fallback_launch<T, N, VEC, VPT>;
-	return fused_launch<T, N, VEC, VPT, KIND == MHC_FUSED_V2_SIMT>;
+	return fused_launch<T, N, VEC, VPT, KIND>;
 }
 
 /* The instantiation for n streams, VEC-element vectors and VPT vectors a
@@ -1018,20 +1082,32 @@ static int fused_dispatch(cudaStream_t stream, const int64_t *axis, const void *
 	return dispatch<T, MHC_FUSED>(stream, axis, in, out);
 }
 
-/* fused_v2: the tensor-core kernel for 16-bit types, n = 4 and W a
- * multiple of 32 up to 4096 (16-byte aligned tensors); fused's kernel
- * under fused_v2's name otherwise. */
-template <typename T>
-static int fused_v2_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+/* fused_v2 and fused_v3: the tensor-core kernel for 16-bit types, n = 4
+ * and W a multiple of 32 up to 4096 (16-byte aligned tensors); fused's
+ * kernel under the variant's name otherwise. */
+template <typename T, bool OVERLAP>
+static int tensor_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	if constexpr (sizeof(T) == 2) {
 		if (axis[AX_T] >= 1 && axis[AX_N] == MHC_V2_STREAMS && axis[AX_W] % MHC_V2_CHUNK == 0 &&
 			axis[AX_W] >= MHC_V2_CHUNK && axis[AX_W] <= MHC_V2_MAX_WIDTH && axis[AX_I] >= 0 &&
 			axis[AX_I] <= INT32_MAX && mb_aligned16(in[IN_X]) && mb_aligned16(in[IN_P]) &&
 			mb_aligned16(out[OUT_Y]))
-			return fused_v2_tensor_launch<T>(stream, axis, in, out);
+			return fused_v2_tensor_launch<T, OVERLAP>(stream, axis, in, out);
 	}
-	return dispatch<T, MHC_FUSED_V2_SIMT>(stream, axis, in, out);
+	return dispatch<T, OVERLAP ? MHC_FUSED_V3_SIMT : MHC_FUSED_V2_SIMT>(stream, axis, in, out);
+}
+
+template <typename T>
+static int fused_v2_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+{
+	return tensor_dispatch<T, false>(stream, axis, in, out);
+}
+
+template <typename T>
+static int fused_v3_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+{
+	return tensor_dispatch<T, true>(stream, axis, in, out);
 }
 
 template <typename T>
@@ -1046,10 +1122,15 @@ extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_launch)
 	return MB_DISPATCH_DTYPE(dtype, fused_dispatch, (cudaStream_t)stream, axis, in, out);
 }
 
-/* One launch: x read once (into shared memory), y written once. */
+/* One launch each: x read once (into shared memory), y written once. */
 extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch)
 {
 	return MB_DISPATCH_DTYPE(dtype, fused_v2_dispatch, (cudaStream_t)stream, axis, in, out);
+}
+
+extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v3_launch)
+{
+	return MB_DISPATCH_DTYPE(dtype, fused_v3_dispatch, (cudaStream_t)stream, axis, in, out);
 }
 
 /* 2 + 2I launches: the projection, I row and I column normalisations over

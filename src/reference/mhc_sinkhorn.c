@@ -29,6 +29,7 @@
  * in x [T,N*W], P [N*N,W]; out y [T,N*W]. */
 MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_launch);
 MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch);
+MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v3_launch);
 MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fallback_launch);
 
 enum { AX_T, AX_N, AX_W, AX_I };
@@ -170,7 +171,8 @@ void mb_oracle_mhc_sinkhorn(const int64_t *axis, const float *const *in, double 
  *    on each side: (1680 + 8)u * max|x| * (row sum of S, 1 + 1e-7 after
  *    20 iterations) <= 5900u = 3.5e-4, the absolute term (y may cancel to
  *    zero, so no relative bound holds alone).
- * fused_v2's tensor-core kernel (bf16 and fp16, n = 4, W <= 4096; fp32
+ * fused_v2's tensor-core kernel, and fused_v3's (the same arithmetic in
+ * another schedule) (bf16 and fp16, n = 4, W <= 4096; fp32
  * and other shapes run fused's code, bound above) forms no xbar: phi =
  * R / (4 sqrt(W)), R = sum_j dot(x_j, P_q), with R from MMAs of 16 exact
  * products each (16-bit inputs, products exact in fp32), every MMA from
@@ -299,7 +301,7 @@ const mb_row mb_row_mhc_sinkhorn = {
 		[MB_BF16] = {MHC_ABS, BF16_HALF_ULP + MHC_REL_F32,
 			"every intermediate in fp32 (bound as for fp32, 5900u abs), the output rounded once to bf16: 2^-8 relative"},
 	},
-	.n_variants = 4,
+	.n_variants = 5,
 	.variants = {
 		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
 			.description = "one block per token, four an SM: x loaded once into registers (the last 16-byte vector of "
@@ -309,8 +311,8 @@ const mb_row mb_row_mhc_sinkhorn = {
 			"once",
 			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused"},
 			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_launch), .dtype_mask = MB_DTYPE_ALL},
-		/* a candidate beside fused for one GPU measurement: the slower
-		 * of the two is removed */
+		/* candidates beside fused for one GPU measurement: the slower
+		 * are removed */
 		{.name = "fused_v2", .kind = MB_VARIANT_FUSED, .backend = "cuda",
 			.description = "one persistent block an SM, tokens in pairs: x by cp.async into shared memory (three "
 			"pairs in flight), the N*N dot products as tensor-core MMAs (the 16 rows of P held in registers as A, "
@@ -319,6 +321,12 @@ const mb_row mb_row_mhc_sinkhorn = {
 			"up to 4096, fused's kernel (under this variant's name) otherwise",
 			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused_v2"},
 			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch), .dtype_mask = MB_DTYPE_ALL},
+		{.name = "fused_v3", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "fused_v2 with one warp's Sinkhorn of a pair beside the other 15 warps' mix of the "
+			"pair before (S in two buffers), one to two pairs in flight instead of two to three; fused's kernel "
+			"(under this variant's name) where fused_v2's does not apply",
+			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused_v3"},
+			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_v3_launch), .dtype_mask = MB_DTYPE_ALL},
 		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
 			.description = "as a framework runs it: a projection reduction kernel (one block per "
 			"token) writing exp(phi) to an fp32 [T,N,N] buffer, a row-normalise and a "

@@ -4,19 +4,19 @@
  * fused: one block a token, launched token by token on the token's slices
  * of x and y (the kernel takes its token from blockIdx.x, 0 here); the
  * 16-byte vectors (one and two a thread a stream: the shared-memory stash
- * is used at two), the scalar path, four and two streams. fused_v2: its
- * tensor-core kernel (bf16 and fp16, four streams, W a multiple of 32) on
- * the whole x with one or two persistent blocks, odd T, more pairs than
- * its three buffers and warps without columns; elsewhere its copy of
- * fused's kernel, which must match fused bit for bit. Outputs start as
- * NaN, so an element never written fails; two fiber orders must agree
- * bit for bit.
+ * is used at two), the scalar path, four and two streams. fused_v2 and
+ * fused_v3: their tensor-core kernels (bf16 and fp16, four streams, W a
+ * multiple of 32) on the whole x with one or two persistent blocks, odd
+ * T, more pairs than their three buffers and warps without columns;
+ * elsewhere their copies of fused's kernel, which must match fused bit
+ * for bit. Outputs start as NaN, so an element never written fails; two
+ * fiber orders must agree bit for bit.
  *
  * The device code is src/kernels/mhc_sinkhorn.cu itself, compiled here as
  * C++ with MB_MHC_EMU (its host side left out; rcp.approx a division).
  * Its static shared arrays become static storage, one per kernel: right
- * for the one block launched at a time here (fused_v2's tensor-core
- * kernel has only dynamic shared memory, the emulator's per block). */
+ * for the one block launched at a time here (the tensor-core kernels
+ * have only dynamic shared memory, the emulator's per block). */
 #include "ssm_scan_emu.h"
 
 #include <stdint.h>
@@ -125,10 +125,10 @@ template <typename T> void fill(std::vector<T> &v, std::vector<float> &f, size_t
 	}
 }
 
-/* Token by token, one block each: fused's kernel, or with V2 the same
- * code under fused_v2's name (its path where the tensor cores do not
- * apply). */
-template <typename T, int N, int VEC, int VPT, bool V2>
+/* Token by token, one block each: fused's kernel (V2 = 0), or the same
+ * code under fused_v2's (2) or fused_v3's (3) name, their path where the
+ * tensor cores do not apply. */
+template <typename T, int N, int VEC, int VPT, int V2>
 int run(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	const size_t token = (size_t)sh.n * sh.w;
@@ -136,8 +136,10 @@ int run(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::
 		const T *xt = x.data() + t * token;
 		T *yt = y.data() + t * token;
 		const int rc = mb_emu::launch(dim3(1), dim3(MHC_FUSED_THREADS), 0, [&] {
-			if (V2)
+			if (V2 == 2)
 				emu_tu::mb_mhc_sinkhorn_fused_v2_simt_kernel<T, N, VEC, VPT>(xt, p.data(), yt, sh.w, ITERS);
+			else if (V2 == 3)
+				emu_tu::mb_mhc_sinkhorn_fused_v3_simt_kernel<T, N, VEC, VPT>(xt, p.data(), yt, sh.w, ITERS);
 			else
 				emu_tu::mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>(xt, p.data(), yt, sh.w, ITERS);
 		}, order + t);
@@ -148,7 +150,7 @@ int run(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::
 }
 
 /* VPT as pick_vpt takes it: the fewest vectors a thread a stream. */
-template <typename T, int N, int VEC, bool V2>
+template <typename T, int N, int VEC, int V2>
 int run_vpt(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	const int nvec = sh.w / VEC;
@@ -159,7 +161,7 @@ int run_vpt(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, s
 	return run<T, N, VEC, 4, V2>(sh, x, p, y, order);
 }
 
-template <typename T, int N, bool V2>
+template <typename T, int N, int V2>
 int run_vec(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	constexpr int vec = emu_tu::mb_vec16_elems<T>();
@@ -168,7 +170,7 @@ int run_vec(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, s
 	return run_vpt<T, N, 1, V2>(sh, x, p, y, order);
 }
 
-template <typename T, bool V2>
+template <typename T, int V2>
 int run_n(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	return sh.n == 4 ? run_vec<T, 4, V2>(sh, x, p, y, order) : run_vec<T, 2, V2>(sh, x, p, y, order);
@@ -180,16 +182,44 @@ template <typename T> bool v2_tensor(const shape &sh)
 	return sizeof(T) == 2 && sh.n == MHC_V2_STREAMS && sh.w % MHC_V2_CHUNK == 0 && sh.w <= MHC_V2_MAX_WIDTH;
 }
 
-/* The tensor-core kernel on a grid of up to two persistent blocks (pairs
- * alternate between them), the shared memory the host would give it. */
-template <typename T>
+/* fused_v2's (V2 = 2) or fused_v3's (3) tensor-core kernel on a grid of
+ * up to two persistent blocks (pairs alternate between them), the shared
+ * memory the host would give it. */
+template <typename T, int V2>
 int run_v2_tensor(const shape &sh, const std::vector<T> &x, const std::vector<T> &p, std::vector<T> &y, uint64_t order)
 {
 	const int pairs = (sh.t + MHC_V2_PAIR - 1) / MHC_V2_PAIR;
 	const unsigned grid = pairs < 2 ? 1u : 2u;
 	return mb_emu::launch(dim3(grid), dim3(MHC_V2_THREADS), emu_tu::mhc_v2_smem_bytes(sh.w, (int)sizeof(T)), [&] {
-		emu_tu::mb_mhc_sinkhorn_fused_v2_kernel<T>(x.data(), p.data(), y.data(), sh.t, sh.w, ITERS);
+		if (V2 == 3)
+			emu_tu::mb_mhc_sinkhorn_fused_v3_kernel<T>(x.data(), p.data(), y.data(), sh.t, sh.w, ITERS);
+		else
+			emu_tu::mb_mhc_sinkhorn_fused_v2_kernel<T>(x.data(), p.data(), y.data(), sh.t, sh.w, ITERS);
 	}, order);
+}
+
+/* fused_v2 (2) or fused_v3 (3): the tensor-core kernel where it applies
+ * (two fiber orders, the reference's check), else fused's code bit for
+ * bit against fused's y. */
+template <typename T, int V2>
+void check_v2(const shape &sh, mb_dtype dtype, const std::vector<T> &x, const std::vector<T> &p,
+	const std::vector<T> &fused_y, const std::vector<float> &want, uint64_t seed)
+{
+	const size_t n = fused_y.size();
+	const char *name = V2 == 3 ? "fused_v3" : "fused_v2";
+	std::vector<T> v1(n, store<T>(NAN)), v2(n, store<T>(NAN));
+	if (v2_tensor<T>(sh)) {
+		const int rc1 = run_v2_tensor<T, V2>(sh, x, p, v1, seed), rc2 = run_v2_tensor<T, V2>(sh, x, p, v2, seed + 1);
+		CHECK_MSG(rc1 == 0 && rc2 == 0, "%s: %s launches %d %d", sh.what, name, rc1, rc2);
+		CHECK_MSG(memcmp(v1.data(), v2.data(), n * sizeof(T)) == 0, "%s: %s: two fiber orders differ", sh.what,
+			name);
+		check_against(sh, dtype, name, v1, want);
+	} else {
+		const int rc = run_n<T, V2>(sh, x, p, v1, seed);
+		CHECK_MSG(rc == 0, "%s: %s (fused's code) launch %d", sh.what, name, rc);
+		CHECK_MSG(memcmp(v1.data(), fused_y.data(), n * sizeof(T)) == 0, "%s: %s (fused's code) differs from fused",
+			sh.what, name);
+	}
 }
 
 const char *dtype_name(mb_dtype dtype)
@@ -234,27 +264,13 @@ template <typename T> void check(const shape &sh, mb_dtype dtype, uint64_t seed)
 	float *ref_out[1] = {want.data()};
 	mb_ref_mhc_sinkhorn(axis, ref_in, ref_out, NULL, sh.t);
 
-	int rc1 = run_n<T, false>(sh, x, p, y1, seed), rc2 = run_n<T, false>(sh, x, p, y2, seed + 1000);
+	const int rc1 = run_n<T, 0>(sh, x, p, y1, seed), rc2 = run_n<T, 0>(sh, x, p, y2, seed + 1000);
 	CHECK_MSG(rc1 == 0 && rc2 == 0, "%s: launches %d %d", sh.what, rc1, rc2);
 	CHECK_MSG(memcmp(y1.data(), y2.data(), n * sizeof(T)) == 0, "%s: two fiber orders differ", sh.what);
 	check_against(sh, dtype, "fused", y1, want);
 
-	/* fused_v2: the tensor-core kernel where it applies (two fiber
-	 * orders, the reference's check), else fused's code bit for bit */
-	std::vector<T> v1(n, store<T>(NAN)), v2(n, store<T>(NAN));
-	if (v2_tensor<T>(sh)) {
-		rc1 = run_v2_tensor<T>(sh, x, p, v1, seed + 2000);
-		rc2 = run_v2_tensor<T>(sh, x, p, v2, seed + 3000);
-		CHECK_MSG(rc1 == 0 && rc2 == 0, "%s: fused_v2 launches %d %d", sh.what, rc1, rc2);
-		CHECK_MSG(memcmp(v1.data(), v2.data(), n * sizeof(T)) == 0, "%s: fused_v2: two fiber orders differ",
-			sh.what);
-		check_against(sh, dtype, "fused_v2", v1, want);
-	} else {
-		rc1 = run_n<T, true>(sh, x, p, v1, seed);
-		CHECK_MSG(rc1 == 0, "%s: fused_v2 (fused's code) launch %d", sh.what, rc1);
-		CHECK_MSG(memcmp(v1.data(), y1.data(), n * sizeof(T)) == 0, "%s: fused_v2 (fused's code) differs from fused",
-			sh.what);
-	}
+	check_v2<T, 2>(sh, dtype, x, p, y1, want, seed + 2000);
+	check_v2<T, 3>(sh, dtype, x, p, y1, want, seed + 3000);
 }
 
 } /* namespace */

@@ -645,7 +645,8 @@ __device__ __forceinline__ void mix_pair(const unsigned char *buf, const float *
 	const int live = (int)(t0 + 1 < tokens ? MHC_V2_PAIR : 1) * vecs;
 
 	for (int v = (int)threadIdx.x - first; v < live; v += threads) {
-		const int tok = v / vecs, k = v % vecs;
+		/* v < 2 vecs: no division */
+		const int tok = v >= vecs ? 1 : 0, k = v - tok * vecs;
 		mb_packed<T, VEC> xs[MHC_V2_STREAMS];
 		float s[MHC_V2_PROWS];
 #pragma unroll
@@ -688,52 +689,63 @@ __device__ __forceinline__ void persistent_pairs(const T *__restrict__ x, const 
 	int64_t tokens, int width, int iters)
 {
 	constexpr int AHEAD = OVERLAP ? MHC_V2_BUFFERS - 1 : MHC_V2_BUFFERS;
+	constexpr int S_FLOATS = MHC_V2_PAIR * MHC_V2_PROWS;
 	unsigned char *smem = mhc_smem();
 	const int buf_bytes = MHC_V2_ROWS * mhc_v2_row_bytes(width, (int)sizeof(T));
 	float *red = reinterpret_cast<float *>(smem + MHC_V2_BUFFERS * buf_bytes);
 	float *s_pairs = red + mhc_v2_red_floats();
-	const int64_t pairs = (tokens + MHC_V2_PAIR - 1) / MHC_V2_PAIR;
+	/* T <= INT32_MAX (dispatch): pair indices fit an int */
+	const int pairs = (int)((tokens + MHC_V2_PAIR - 1) / MHC_V2_PAIR);
 	const bool sinkhorn_warp = threadIdx.x < MB_WARP_THREADS;
 	uint32_t a[MHC_V2_CHUNKS_PER_WARP][2][4];
-	int64_t prev = -1;
-	int buf = 0, i = 0;
+	int buf = 0;
 
 	load_p_fragments(a, p, width);
 	for (int b = 0; b < AHEAD; b++)
 		issue_pair(smem + b * buf_bytes, x, blockIdx.x + (int64_t)b * gridDim.x, tokens, width);
-	for (int64_t pair = blockIdx.x; pair < pairs; pair += gridDim.x, i++) {
-		unsigned char *cur = smem + buf * buf_bytes;
-		float *s_cur = s_pairs + (OVERLAP ? i % 2 : 0) * MHC_V2_PAIR * MHC_V2_PROWS;
-		mhc_cp_async_wait<AHEAD - 1>();
-		__syncthreads();
-		project_pair<T>(a, cur, width, red);
-		__syncthreads();
-		if (sinkhorn_warp)
-			pair_sinkhorn(red, width, iters, s_cur);
-		if constexpr (OVERLAP) {
-			/* pair i - 1 in the buffer before cur, its S in the other half */
-			const int prev_buf = buf == 0 ? MHC_V2_BUFFERS - 1 : buf - 1;
-			if (!sinkhorn_warp && prev >= 0)
-				mix_pair<T>(smem + prev_buf * buf_bytes, s_pairs + (1 - i % 2) * MHC_V2_PAIR * MHC_V2_PROWS, y,
-					prev, tokens, width, MB_WARP_THREADS, MHC_V2_THREADS - MB_WARP_THREADS);
-			/* every thread done with the previous buffer (and red read) */
+	if constexpr (!OVERLAP) {
+		for (int pair = (int)blockIdx.x; pair < pairs; pair += (int)gridDim.x) {
+			unsigned char *cur = smem + buf * buf_bytes;
+			mhc_cp_async_wait<AHEAD - 1>();
 			__syncthreads();
-			issue_pair(smem + prev_buf * buf_bytes, x, pair + (int64_t)AHEAD * gridDim.x, tokens, width);
-		} else {
+			project_pair<T>(a, cur, width, red);
 			__syncthreads();
-			mix_pair<T>(cur, s_cur, y, pair, tokens, width, 0, MHC_V2_THREADS);
+			if (sinkhorn_warp)
+				pair_sinkhorn(red, width, iters, s_pairs);
+			__syncthreads();
+			mix_pair<T>(cur, s_pairs, y, pair, tokens, width, 0, MHC_V2_THREADS);
 			/* every thread done with cur (and with s_pairs and red) */
 			__syncthreads();
 			issue_pair(cur, x, pair + (int64_t)AHEAD * gridDim.x, tokens, width);
+			buf = buf + 1 == MHC_V2_BUFFERS ? 0 : buf + 1;
 		}
-		prev = pair;
-		buf = buf + 1 == MHC_V2_BUFFERS ? 0 : buf + 1;
-	}
-	if constexpr (OVERLAP) {
-		if (prev >= 0) {
+	} else {
+		/* one pass past the last pair mixes it (all warps, no Sinkhorn) */
+		int prev = -1, i = 0;
+		for (int pair = (int)blockIdx.x;; pair += (int)gridDim.x, i++) {
+			const bool live = pair < pairs;
 			const int prev_buf = buf == 0 ? MHC_V2_BUFFERS - 1 : buf - 1;
-			mix_pair<T>(smem + prev_buf * buf_bytes, s_pairs + (1 - i % 2) * MHC_V2_PAIR * MHC_V2_PROWS, y, prev,
-				tokens, width, 0, MHC_V2_THREADS);
+			if (!live && prev < 0)
+				break;
+			if (live) {
+				mhc_cp_async_wait<AHEAD - 1>();
+				__syncthreads();
+				project_pair<T>(a, smem + buf * buf_bytes, width, red);
+				__syncthreads();
+				if (sinkhorn_warp)
+					pair_sinkhorn(red, width, iters, s_pairs + i % 2 * S_FLOATS);
+			}
+			/* pair i - 1 in the buffer before this one, its S in the other half */
+			if (prev >= 0 && !(live && sinkhorn_warp))
+				mix_pair<T>(smem + prev_buf * buf_bytes, s_pairs + (1 - i % 2) * S_FLOATS, y, prev, tokens, width,
+					live ? MB_WARP_THREADS : 0, live ? MHC_V2_THREADS - MB_WARP_THREADS : MHC_V2_THREADS);
+			if (!live)
+				break;
+			/* every thread done with the previous buffer (and red read) */
+			__syncthreads();
+			issue_pair(smem + prev_buf * buf_bytes, x, pair + (int64_t)AHEAD * gridDim.x, tokens, width);
+			prev = pair;
+			buf = buf + 1 == MHC_V2_BUFFERS ? 0 : buf + 1;
 		}
 	}
 	mhc_cp_async_wait<0>();

@@ -26,6 +26,10 @@
  * in one run on an H100 (2026-11-27, reports/h100/heavy-b): 0.490 against
  * 0.522 ms at T = 16384, N = 4, W = 4096 in bf16, 0.127 against 0.136 ms
  * at T = 4096; the kernel without the stash was then removed.
+ *
+ * fused_v2 and fused_v3, candidates for one GPU measurement beside fused,
+ * move the projection to tensor cores and x through shared memory (their
+ * section below says how and why).
  */
 #include <limits.h>
 #include <stdint.h>
@@ -394,11 +398,13 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
  * projection, and P is neither loaded nor converted per token.
  *
  * Per token against fused, counted on paper (W = 4096): the projection
- * 256 MMAs and 128 ldmatrix (plus 1024 fp32 additions of their results)
- * instead of 65536 FMAs, 65536 conversions of P and 2048 16-byte loads
- * of it; Sinkhorn shared by the pair's two tokens in one warp (lanes 0-15
- * and 16-31); the mix unchanged (4 FMAs an element). About 4,500 warp
- * instructions a token against fused's 15,000 (ncu, run b).
+ * 128 MMAs and 64 ldmatrix (plus 512 fp32 additions of their results, in
+ * warp instructions) instead of 2048 FMAs, 2048 conversions of P and 256
+ * 16-byte loads of it; Sinkhorn shared by the pair's two tokens in one
+ * warp (lanes 0-15 and 16-31); the mix unchanged (4 FMAs an element).
+ * From the PTX, about 7,000 warp instructions a token (mix 3,700,
+ * projection 1,600, Sinkhorn 1,250, copies 500) against fused's 15,000
+ * (ncu, reports/h100 run b), and no per-token traffic for P.
  *
  * Warp w takes the 32-column chunks w, w + 16, ... of every row (two MMA
  * k-steps, one ldmatrix.x4 of the pair's 8 rows); its registers hold P

@@ -706,9 +706,10 @@ __device__ __forceinline__ void persistent_pairs(const T *__restrict__ x, const 
 	uint32_t a[MHC_V2_CHUNKS_PER_WARP][2][4];
 	int buf = 0;
 
-	load_p_fragments(a, p, width);
+	/* x's first pairs from DRAM before P's fragments from L2 */
 	for (int b = 0; b < AHEAD; b++)
 		issue_pair(smem + b * buf_bytes, x, blockIdx.x + (int64_t)b * gridDim.x, tokens, width);
+	load_p_fragments(a, p, width);
 	if constexpr (!OVERLAP) {
 		for (int pair = (int)blockIdx.x; pair < pairs; pair += (int)gridDim.x) {
 			unsigned char *cur = smem + buf * buf_bytes;
@@ -1107,7 +1108,7 @@ template <typename T, bool OVERLAP>
 static int tensor_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	if constexpr (sizeof(T) == 2) {
-		if (axis[AX_T] >= 1 && axis[AX_N] == MHC_V2_STREAMS && axis[AX_W] % MHC_V2_CHUNK == 0 &&
+		if (axis[AX_T] >= 1 && axis[AX_T] <= INT32_MAX && axis[AX_N] == MHC_V2_STREAMS && axis[AX_W] % MHC_V2_CHUNK == 0 &&
 			axis[AX_W] >= MHC_V2_CHUNK && axis[AX_W] <= MHC_V2_MAX_WIDTH && axis[AX_I] >= 0 &&
 			axis[AX_I] <= INT32_MAX && mb_aligned16(in[IN_X]) && mb_aligned16(in[IN_P]) &&
 			mb_aligned16(out[OUT_Y]))

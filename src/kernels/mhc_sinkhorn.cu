@@ -579,8 +579,8 @@ __device__ __forceinline__ void issue_pair(unsigned char *buf, const T *__restri
  * P, into red[warp][token][row of P][stream]: each MMA from zero, its
  * result added in chunk and step order. */
 template <typename T>
-__device__ __forceinline__ void project_pair(const uint32_t (&a)[MHC_V2_CHUNKS_PER_WARP][2][4], const unsigned char *buf,
-	int width, float *__restrict__ red)
+__device__ __forceinline__ void project_pair(const uint32_t (&a)[MHC_V2_CHUNKS_PER_WARP][2][4],
+	const unsigned char *buf, int width, float *__restrict__ red)
 {
 	const int warp = threadIdx.x / MB_WARP_THREADS, lane = threadIdx.x % MB_WARP_THREADS;
 	const int g = lane / 4, q = lane % 4, chunks = width / MHC_V2_CHUNK;

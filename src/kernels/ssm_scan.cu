@@ -1191,6 +1191,8 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
 	return fused_launch_kernel(l, mb_ssm_scan_fused_kernel, THREADS, sizeof(fused_smem), stream, axis, in, out);
 }
 
+/* The warpgroup (wgmma) variant. */
+#include "kernels/ssm_scan_sm90.cuh"
 #endif
 
 #ifndef MB_SSM_EMU
@@ -1543,6 +1545,13 @@ extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fused_launch)
 	if (!launchable(axis, dtype, in, out))
 		return (int)cudaErrorInvalidValue;
 	return fused_launch((cudaStream_t)stream, axis, in, out);
+}
+
+extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fused_wgmma_launch)
+{
+	if (!launchable(axis, dtype, in, out))
+		return (int)cudaErrorInvalidValue;
+	return wgmma_launch((cudaStream_t)stream, axis, in, out);
 }
 
 extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fallback_launch)

@@ -51,6 +51,7 @@
 /* The GPU variants the descriptor names, defined in src/kernels/ssm_scan.cu:
  * in x, dt_raw, lambda_raw, B_ssm, C_ssm, A, dt_bias; out y (shapes above). */
 MB_DECLARE_LAUNCH(mb_ssm_scan_fused_launch);
+MB_DECLARE_LAUNCH(mb_ssm_scan_fused_wgmma_launch);
 MB_DECLARE_LAUNCH(mb_ssm_scan_fallback_launch);
 
 enum { AX_B, AX_L, AX_NH, AX_P, AX_N };
@@ -421,7 +422,7 @@ const mb_row mb_row_ssm_scan = {
 	 * rows are batches or nothing, not (b, head) sequences) */
 	.reads = {[IN_B] = MB_READS_ALL, [IN_C] = MB_READS_ALL, [IN_A] = MB_READS_ALL,
 		[IN_DT_BIAS] = MB_READS_ALL},
-	.source_files = {MB_ROW_FILES(ssm_scan)},
+	.source_files = {MB_ROW_FILES(ssm_scan), "src/kernels/ssm_scan_sm90.cuh", "src/kernels/ssm_scan_sm90_layout.h"},
 	.tolerance = {
 		[MB_FP32] = {SSM_F32_ABS, SSM_F32_REL,
 			"reference vs oracle only: coefficient errors <= 8u a step random-walk over decay products of mean lag "
@@ -434,7 +435,7 @@ const mb_row mb_row_ssm_scan = {
 			"sqrt(2/3) u16 y_rms at y_rms <= 3.5 abs; a dominant term's 3 u16 + decay error, 4 u16, plus y's bf16 "
 			"half ulp rel"},
 	},
-	.n_variants = 3,
+	.n_variants = 4,
 	.variants = {
 		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
 			.description = "one launch over chunks and (b, head): each sequence cut into segments "
@@ -446,6 +447,14 @@ const mb_row mb_row_ssm_scan = {
 			"chunk ahead",
 			.launches_per_call = 1, .kernel_patterns = {"ssm_scan_fused"},
 			.launch = GPU_LAUNCH(mb_ssm_scan_fused_launch), .dtype_mask = 1u << MB_BF16},
+		{.name = "fused_wgmma", .kind = MB_VARIANT_FUSED, .backend = "cuda",
+			.description = "fused's plan and math on Hopper's warpgroup tensor cores (sm_90a only; "
+			"skipped elsewhere): one warpgroup a CTA, each product of a 64-step chunk one chain of "
+			"wgmma.mma_async (C B^T and C g_in from shared memory, M x and the state update with "
+			"A from registers: M masked on C B^T's accumulators, x^T weighted by the decays), the "
+			"fp16 tiles in the 128-byte swizzle, two CTAs an SM",
+			.launches_per_call = 1, .kernel_patterns = {"ssm_scan_wgmma"},
+			.launch = GPU_LAUNCH(mb_ssm_scan_fused_wgmma_launch), .dtype_mask = 1u << MB_BF16},
 		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
 			.description = "Mamba-2's chunked path (mamba_chunk_scan_combined, chunk 256), five "
 			"launches through fp32 workspace: discretize (cumulative log-decay, kappa, gamma), "

@@ -392,11 +392,12 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 
 		if (more)
 			disc_ahead(s.ds, raw, g, c, t0, end);
-		/* 1: S = C B^T and C g_in */
+		/* 1: S = C B^T and C g_in, a group each */
 		gw_wgmma_fence();
 #pragma unroll
 		for (int kk = 0; kk < SW_K_STEPS_N; kk++)
 			sw_mma_ss_n64(sa, sw_desc_kmajor(c_tile, kk), sw_desc_kmajor(b_tile, kk), kk > 0);
+		gw_wgmma_commit();
 #pragma unroll
 		for (int kk = 0; kk < SW_K_STEPS_N; kk++)
 			sw_mma_ss_n64(ya, sw_desc_kmajor(c_tile, kk), sw_desc_kmajor(k.base + SW_OFF_G16, kk), kk > 0);
@@ -409,14 +410,15 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 			sw_stage<SSM_P_MAX>(k.tiles + SW_OFF_X(cur ^ 1), px, g.p_dim);
 			sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), pb, g.n_dim);
 		}
-		gw_wgmma_wait<0>();
+		/* 2: M while C g_in runs, then the decays */
+		gw_wgmma_wait<1>();
 		sw_fence_regs(sa);
+		sw_mask(ma, sa, s.co[cur], q, lane);
+		gw_wgmma_wait<0>();
 		sw_fence_regs(ya);
 		/* every warp's share of (1) retired: C and g16 are free; stage 1 of
 		 * the next chunk is done */
 		__syncthreads();
-		/* 2: M, the decays */
-		sw_mask(ma, sa, s.co[cur], q, lane);
 		sw_scale_rows(ya, s.co[cur].ecs, q, lane);
 		sw_weighted_xt(xa, k.base + SW_OFF_X(cur), s.co[cur], q, lane);
 		sw_scale(st, s.co[cur].dtot);

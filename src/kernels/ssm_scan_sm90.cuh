@@ -9,11 +9,12 @@
  * Per chunk (Q = 64 steps, P = 64, N = 128), the tiles fp16 in shared
  * memory in the 128-byte swizzle (ssm_scan_sm90_layout.h places them):
  *   1. S = C B^T (m64n64k16 x 8, both K-major) and C g_in (x 8, g_in the
- *      entering state as fp16 [p][n], K-major), one commit group;
+ *      entering state as fp16 [p][n], K-major);
  *   2. M = S o L on S's accumulators (L_ij = e^{cs_i - cs_j} kappa_j below
  *      the diagonal, gamma_i on it), rounded to fp16 straight into the A
  *      fragments of the next wgmma (the accumulator and A-register layouts
- *      coincide); C g_in's rows times e^{cs_i};
+ *      coincide), while C g_in still runs (its own commit group); then C
+ *      g_in's rows times e^{cs_i};
  *   3. y += M x (m64n64k16 x 4, A from registers, x [j][p] read MN-major)
  *      and the state g = e^{cs_last} g + (w o x)^T B (m64n128k16 x 4, A =
  *      fp16(w_j x_j[p]) from registers: x^T by ldmatrix.trans, scaled by
@@ -22,8 +23,10 @@
  *      chunk;
  *   4. y to global memory (bf16), the state to g16 (fp16, stmatrix) for the
  *      next chunk's C g_in.
- * The next chunk's x, B and C come from global memory into registers while
- * (1) and (3) run, and into the other buffer of each tile after; two
+ * The next chunk's x and B come from global memory while (1) runs and go
+ * into the other buffer of their tiles before (1)'s wait (the previous
+ * chunk freed it); its C is fetched before (3) is issued and stored after
+ * (3)'s wait, when the registers the products held are free; two
  * barriers a chunk (one warpgroup: 128 threads): after (1) has retired in
  * every warp (C and g16 free) and at the chunk's end (the next tiles and
  * g16 written, fenced into the async proxy). Phase 1 (the state-only pass
@@ -35,27 +38,39 @@
  * src/reference/ssm_scan.c's tolerance holds unchanged; only the order of
  * the fp32 sums inside the tensor cores differs.
  *
- * On paper (H100 SXM, B=4 L=16384 NH=32 P=64 N=128: 32768 chunks of phase 3
- * and, with two segments, 16384 of phase 1; 132 SMs at 1.83 GHz):
- *   tensor: a phase-3 chunk is 2 MN K products of 64x64x128 (S, C g_in),
- *     64x64x64 (M x) and 64x128x64 (state): 3.67 MFLOP; phase 1 1.05:
- *     137 GFLOP, 0.14 ms at 990 TFLOP/s dense fp16;
- *   DRAM: 0.58 GB as the mma.sync kernel (x, y, B, C, dt, lambda once;
- *     phase 1 rereads x and B of half the chunks, 0.15 GB more, partly from
- *     L2): 0.17-0.22 ms at 3.35 TB/s;
- *   instructions, a thread a chunk (so a warp's): loads and fp16 staging of
- *     x, B, C (20 16-byte vectors: about 300), M's mask (32 elements: exp,
- *     compare, select, multiply, about 250), x^T's scaling (4 ldmatrix, 32
- *     multiplies, about 70), the decays (96 multiplies), y's stores (16,
- *     about 60), the state's stmatrix (8, about 50), 24 wgmma and the
- *     discretisation's share: about 900, against 1,350 a warp for 8 warps
- *     in the mma.sync kernel: 4 warps x 900 = 3,600 warp instructions a
- *     chunk against 10,800, 0.13 ms of issue at 4 an SM a cycle.
- * So the three bounds sit near 0.15-0.2 ms and overlap only as far as two
- * CTAs an SM (shared memory: 2 x 100 KB) hide each other's serial chunk
- * chain (wgmma latency, the barriers, the global loads); 0.3 ms is the
- * expectation at L = 16384 before tuning, the latency of that chain the
- * first thing for ncu to look at.
+ * On paper (H100 SXM, B=4 L=16384 NH=32 P=64 N=128, 132 SMs at 1.83 GHz).
+ * The plan: two segments a sequence (264 CTA slots for 128 sequences),
+ * segment 0 151 chunks, segment 1 105 after a phase 1 over segment 0's
+ * 151: 32768 chunks of phase 3 and 19328 of phase 1.
+ *   tensor: a phase-3 chunk is 2 M N K for S (64x64x128), C g_in (the
+ *     same), M x (64x64x64) and the state (64x128x64): 3.67 MFLOP; phase 1
+ *     the state's 1.05: 141 GFLOP, 0.14 ms at 990 TFLOP/s dense fp16;
+ *   DRAM: x and y 268 MB each, B and C 17 MB each, dt and lambda 4 MB
+ *     each (0.58 GB), and phase 1 reads x and B of 59% of the chunks again
+ *     (0.17 GB, partly from L2: segment 0's CTA streams the same rows):
+ *     0.17 to 0.22 ms at 3.35 TB/s;
+ *   instructions, a thread (so a warp) a chunk: the loads and fp16
+ *     staging of x, B and C (20 16-byte vectors, about 320), M's mask (32
+ *     elements: difference, exponential, kappa, select, product, pack:
+ *     about 300), x^T's ldmatrix and decay weights (about 115), the
+ *     decays of y's rows and of the state (96), y's stores (about 50), the
+ *     state's stmatrix (about 40), 24 wgmma with their fences and waits
+ *     (about 40), the discretisation's share and the loop (about 80):
+ *     about 1,000, so 4,000 warp instructions a chunk against the mma.sync
+ *     kernel's 10,800 (8 warps of 1,350), and phase 1 about 1,600: 162 M
+ *     warp instructions, 0.17 ms at 4 an SM a cycle.
+ * The three bounds sit at 0.14-0.22 ms, and overlap only as far as two
+ * CTAs an SM (shared memory: 2 x 100 KB; registers: 2 x 128 x 255) hide
+ * each other's serial chain of a chunk: batch 1's wgmma (about 1,000
+ * tensor cycles), the mask, batch 2 (about 770), the stores, two
+ * barriers, about 3,500 cycles a chunk a CTA by this count, so 151
+ * chunks take 0.29 ms. 0.3 ms at L = 16384 is the expectation before
+ * tuning (target 0.45); at L = 4096 a quarter of it plus the start (the
+ * first tiles' latency), 0.08-0.1 ms (target 0.15). Where it misses, the
+ * chain's latency (stall reasons: wgmma wait, barrier, long scoreboard
+ * on the global loads staged before batch 1's wait) is the first thing
+ * for ncu to look at; the lever after that is starting chunk k + 1's S
+ * = C B^T (independent of the state) before chunk k's state update.
  *
  * Only an sm_90a build has the body (__CUDA_ARCH_FEAT_SM90_ALL); the launch
  * answers cudaErrorInvalidValue (the case skipped) where gw_device_has_wgmma
@@ -353,6 +368,8 @@ __device__ __forceinline__ void sw_pass_states(const sw_cta &k, const fused_args
 		sw_weighted_xt(xa, k.base + SW_OFF_X(cur), s.co[cur], q, lane);
 		sw_scale(st, s.co[cur].dtot);
 		log_decay += s.co[cur].cs_last;
+		sw_fence_regs(st);
+		sw_fence_regs(xa);
 		gw_wgmma_fence();
 #pragma unroll
 		for (int kk = 0; kk < SW_K_STEPS_Q; kk++)
@@ -425,7 +442,12 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 		uint4 pc[SW_BC_VECS];
 		if (more)
 			fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pc, c.cm(g), g.seq, g.n_dim, t0 + TILE);
-		/* 3: y += M x, the state's update */
+		/* 3: y += M x, the state's update (the register writes above
+		 * ordered before wgmma.fence) */
+		sw_fence_regs(ya);
+		sw_fence_regs(st);
+		sw_fence_regs(ma);
+		sw_fence_regs(xa);
 		gw_wgmma_fence();
 #pragma unroll
 		for (int kk = 0; kk < SW_K_STEPS_Q; kk++)

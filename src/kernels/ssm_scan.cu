@@ -80,6 +80,10 @@
  * measured and removed: 1.232 against 1.138 ms at this shape, 0.311
  * against 0.289 at L = 4096 (H100, reports/h100 run b against run a).
  *
+ * fused_wgmma: the same plan, math and roundings on Hopper's warpgroup
+ * tensor cores (sm_90a only), one warpgroup a CTA: ssm_scan_sm90.cuh,
+ * whose header counts what bounds it.
+ *
  * fallback: Mamba-2's chunked path (mamba_chunk_scan_combined) with its
  * default chunk of 256 steps, five launches through fp32 intermediates in
  * one workspace: discretize (cs, kappa, gamma per step), chunk_state (each

@@ -1132,6 +1132,9 @@ static fused_args fused_args_make(const int64_t *axis, const void *const *in, vo
 	return g;
 }
 
+/* The warpgroup (wgmma) variant's kernel. */
+#include "kernels/ssm_scan_sm90.cuh"
+
 #ifndef MB_SSM_EMU
 /* A fused kernel's launch state, set by its first call (outside any
  * capture: the harness warms up first). */
@@ -1195,8 +1198,21 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
 	return fused_launch_kernel(l, mb_ssm_scan_fused_kernel, THREADS, sizeof(fused_smem), stream, axis, in, out);
 }
 
-/* The warpgroup (wgmma) variant. */
-#include "kernels/ssm_scan_sm90.cuh"
+/* The warpgroup variant: where sm_90a code runs, else the case is
+ * skipped. */
+static int wgmma_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+{
+	static fused_launcher l;
+	bool has_wgmma = false;
+	int rc = gw_device_has_wgmma(&has_wgmma);
+
+	if (rc != 0)
+		return rc;
+	if (!has_wgmma)
+		return (int)cudaErrorInvalidValue;
+	return fused_launch_kernel(l, mb_ssm_scan_wgmma_kernel, SW_THREADS, SW_SMEM_BYTES, stream, axis, in, out);
+}
+
 #endif
 
 #ifndef MB_SSM_EMU

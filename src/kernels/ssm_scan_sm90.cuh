@@ -78,8 +78,19 @@
 #ifndef MB_KERNELS_SSM_SCAN_SM90_CUH
 #define MB_KERNELS_SSM_SCAN_SM90_CUH
 
+#ifndef MB_SSM_EMU
 #include "kernels/grouped_gemm_sm90.cuh"
+#endif
 #include "kernels/ssm_scan_sm90_layout.h"
+
+/* Where the device code has its body: an sm_90a device pass, or the CPU
+ * emulation of tests/unit/ssm_scan_emu.h (which supplies the wgmma,
+ * ldmatrix, stmatrix and fence primitives written in PTX here). */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(MB_SSM_EMU)
+#define MB_SSM_SM90_BODY 1
+#else
+#define MB_SSM_SM90_BODY 0
+#endif
 
 #define SW_CTAS_PER_SM 2
 #define SW_X_VECS (SW_Q * SW_P / SW_VEC_ELEMS / SW_THREADS)  /* 4 */
@@ -96,11 +107,11 @@ struct sw_side {
 	unsigned item, tag;
 };
 
-#define SW_SMEM_BYTES (SW_TILE_BYTES + sizeof(sw_side) + GW_SMEM_ALIGN)
+#define SW_SMEM_BYTES (SW_TILE_BYTES + sizeof(sw_side) + SW_SMEM_ALIGN)
 static_assert(SW_CTAS_PER_SM * (SW_SMEM_BYTES + 1024) <= 228 * 1024,
 	"two CTAs an SM: 228 KB of shared memory, 1 KB reserved per CTA");
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(MB_SSM_EMU)
 
 /* ---- wgmma forms (f16 in, f32 accumulate) ------------------------------------
  * SS: both operands K-major from shared memory (imm-trans-a = imm-trans-b =
@@ -165,7 +176,9 @@ __device__ __forceinline__ void sw_stmatrix_x4(uint32_t addr, uint32_t r0, uint3
 		"r"(r2), "r"(r3)
 		: "memory");
 }
+#endif
 
+#if MB_SSM_SM90_BODY
 /* ---- tiles ------------------------------------------------------------------ */
 
 /* The 1024-aligned start of the tiles in dynamic shared memory. */
@@ -173,7 +186,7 @@ __device__ __forceinline__ unsigned char *sw_tiles()
 {
 	unsigned char *raw = dyn_smem();
 	const uint32_t addr = smem_u32(raw);
-	return raw + (((addr + GW_SMEM_ALIGN - 1) & ~(uint32_t)(GW_SMEM_ALIGN - 1)) - addr);
+	return raw + (((addr + SW_SMEM_ALIGN - 1) & ~(uint32_t)(SW_SMEM_ALIGN - 1)) - addr);
 }
 
 /* Fetched rows (fetch_rows' layout at SW_THREADS) into a tile as fp16;
@@ -474,13 +487,13 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 	}
 }
 
-#endif /* __CUDA_ARCH_FEAT_SM90_ALL */
+#endif /* MB_SSM_SM90_BODY */
 
 /* One CTA (one warpgroup) per (segment, sequence), the plan and phases of
  * mb_ssm_scan_fused_kernel. */
 __global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_wgmma_kernel(const fused_args g)
 {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#if MB_SSM_SM90_BODY
 	sw_cta k;
 	k.tiles = sw_tiles();
 	k.base = smem_u32(k.tiles);
@@ -533,19 +546,6 @@ __global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_wgmma_
 #else
 	__trap(); /* the host launches this only where sm_90a code runs (gw_device_has_wgmma) */
 #endif
-}
-
-static int wgmma_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
-{
-	static fused_launcher l;
-	bool has_wgmma = false;
-	int rc = gw_device_has_wgmma(&has_wgmma);
-
-	if (rc != 0)
-		return rc;
-	if (!has_wgmma)
-		return (int)cudaErrorInvalidValue;
-	return fused_launch_kernel(l, mb_ssm_scan_wgmma_kernel, SW_THREADS, SW_SMEM_BYTES, stream, axis, in, out);
 }
 
 #endif

@@ -65,6 +65,7 @@
 #define SW_ACC64 (SW_Q * 64 / SW_THREADS)        /* 32: f32 registers of an m64n64 result */
 #define SW_ACC128 (SW_Q * SW_N / SW_THREADS)     /* 64: of the m64n128 state */
 #define SW_VEC_ELEMS 8                           /* 16-byte vectors of fp16 */
+#define SW_SMEM_ALIGN GW_ATOM_BYTES              /* 1024: the tiles' alignment, the swizzle's period */
 
 /* The tiles, from the 1024-aligned base of dynamic shared memory: two
  * buffers (this chunk and the next) of C, B and x, and the entering state. */

@@ -291,9 +291,9 @@ static void chunk_case(int seed)
 	to_registers(acc, &gm[0][0], SW_N);
 	store_g16(SW_OFF_G16, acc);
 	int once = 0;
-	for (int e = 0; e < SW_TILE_BYTES / 2; e++)
+	for (uint32_t e = 0; e < SW_TILE_BYTES / 2; e++)
 		once += written[e] == 1;
-	CHECK_MSG(once == 3 * SW_WIDE_BYTES / 2 + SW_NARROW_BYTES / 2, "seed %d: %d elements written once", seed, once);
+	CHECK_MSG(once == (int)(3 * SW_WIDE_BYTES / 2 + SW_NARROW_BYTES / 2), "seed %d: %d elements written once", seed, once);
 	for (int p = 0; p < SW_P; p++)
 		for (int c = 0; c < SW_N; c++)
 			CHECK(ld(SW_OFF_G16 + sw_tile_offset(p, c)) == gm[p][c]);

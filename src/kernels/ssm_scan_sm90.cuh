@@ -72,6 +72,12 @@
  * for ncu to look at; the lever after that is starting chunk k + 1's S
  * = C B^T (independent of the state) before chunk k's state update.
  *
+ * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
+ * element through this kernel's index maps (ssm_scan_sm90_layout.h);
+ * tests/unit/test_ssm_scan_emu.cpp runs its device code on the CPU (the
+ * SIMT emulator of ssm_scan_emu.h, with asynchronous warpgroup MMA)
+ * against the reference, on every kind of plan.
+ *
  * Only an sm_90a build has the body (__CUDA_ARCH_FEAT_SM90_ALL); the launch
  * answers cudaErrorInvalidValue (the case skipped) where gw_device_has_wgmma
  * says the device cannot run it. */

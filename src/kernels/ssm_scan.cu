@@ -80,6 +80,10 @@
  * measured and removed: 1.232 against 1.138 ms at this shape, 0.311
  * against 0.289 at L = 4096 (H100, reports/h100 run b against run a).
  *
+ * fused_wgmma: the same plan, math and roundings on Hopper's warpgroup
+ * tensor cores (sm_90a only), one warpgroup a CTA: ssm_scan_sm90.cuh,
+ * whose header counts what bounds it.
+ *
  * fallback: Mamba-2's chunked path (mamba_chunk_scan_combined) with its
  * default chunk of 256 steps, five launches through fp32 intermediates in
  * one workspace: discretize (cs, kappa, gamma per step), chunk_state (each
@@ -567,6 +571,12 @@ struct chunk_coefs {
 	double cs_last;   /* the chunk's whole log-decay, for a segment's */
 };
 
+/* Stage 1's results for the next chunk (and its successor's first step),
+ * read by stage 2. */
+struct disc_smem {
+	float dt[TILE + 1], lam[TILE + 1], la[TILE];
+};
+
 struct fused_smem {
 	__half c[TILE][LD_N];         /* C of the chunk, [i][n] */
 	__half b[2][TILE][LD_N];      /* B of this chunk and the next, [j][n] */
@@ -575,7 +585,7 @@ struct fused_smem {
 	__half xw[TILE][LD_P];        /* fp16(e^{cs_last - cs_j} kappa_j x_j), [j][p] */
 	__half m[TILE][LD_T];         /* fp16((C B^T) L), [i][j] */
 	chunk_coefs co[2];            /* this chunk's and the next */
-	float dt[TILE + 1], lam[TILE + 1], la[TILE]; /* stage 1 of the next chunk (and its successor's first step) */
+	disc_smem ds;                 /* stage 1 of the next chunk */
 	unsigned item, tag;           /* the CTA's work item and flag value */
 };
 
@@ -637,24 +647,26 @@ __device__ __forceinline__ int seg_end(const fused_plan &p, int s, int seq)
 /* Rows t0 .. t0 + TILE - 1 of a sequence's [L, cols] bf16 rows (cols a
  * multiple of 8, at most MAXC), as 16-byte vectors: vector k of a thread
  * is row v / (MAXC / 8), column 8 (v % (MAXC / 8)) with v = tid + k
- * THREADS, a layout fixed at compile time (no per-thread division to hold
+ * NTHR (the CTA's threads), a layout fixed at compile time (no per-thread division to hold
  * in registers). Rows past the sequence are zero; columns past cols are
  * not loaded. The loads skip L1 (ld.global.cg): an SM reads a chunk
  * twice at most (B and C, by its two CTAs, far apart in time), and L1, a
  * small remainder beside two CTAs' shared memory, is left to the spilled
  * registers. */
-template <int MAXC, int VECS>
+template <int MAXC, int VECS, int NTHR = THREADS>
 __device__ __forceinline__ void fetch_rows(uint4 (&r)[VECS], const __nv_bfloat16 *src, int seq, int cols, int t0)
 {
 	constexpr int per_row = MAXC / V8;
-	static_assert(VECS * THREADS == TILE * per_row, "a vector per thread and step");
-	const int valid = min(TILE, seq - t0);
+	static_assert(VECS * NTHR == TILE * per_row, "a vector per thread and step");
+	constexpr int row_step = NTHR / per_row; /* vector k is k row_step rows below vector 0 */
+	static_assert(NTHR % per_row == 0, "the same column for every vector of a thread");
+	const int row0 = threadIdx.x / per_row, col = (threadIdx.x % per_row) * V8;
+	const int rows_left = min(TILE, seq - t0) - row0; /* vector k loads while k row_step < rows_left */
+	const uint4 *at = reinterpret_cast<const uint4 *>(src + (int64_t)(t0 + row0) * cols + col);
+	const int64_t step = (int64_t)row_step * cols / V8; /* in vectors */
 #pragma unroll
-	for (int k = 0; k < VECS; k++) {
-		const int v = threadIdx.x + k * THREADS, row = v / per_row, col = (v % per_row) * V8;
-		const uint4 *at = reinterpret_cast<const uint4 *>(src + (int64_t)(t0 + row) * cols + col);
-		r[k] = row < valid && col < cols ? __ldcg(at) : make_uint4(0, 0, 0, 0);
-	}
+	for (int k = 0; k < VECS; k++, at += step)
+		r[k] = k * row_step < rows_left && col < cols ? __ldcg(at) : make_uint4(0, 0, 0, 0);
 }
 
 /* Fetched rows into an fp16 tile [TILE][ld]; columns past cols are left as
@@ -693,7 +705,7 @@ __device__ __forceinline__ void disc_load(disc_raw &r, const fused_args &g, int6
 
 /* Stage 1 of the chunk at t0: dt = 0 past the sequence (no decay, no
  * input). */
-__device__ __forceinline__ void disc_stage1(fused_smem &s, const disc_raw &r, const fused_args &g, const fused_ctx &c,
+__device__ __forceinline__ void disc_stage1(disc_smem &s, const disc_raw &r, const fused_args &g, const fused_ctx &c,
 	int t0)
 {
 	const int half = c.warp() - DISC_WARP0, i = half * MB_WARP_THREADS + c.lane(), t = t0 + i;
@@ -711,7 +723,7 @@ __device__ __forceinline__ void disc_stage1(fused_smem &s, const disc_raw &r, co
 }
 
 /* Stage 2 (one warp, steps 2 lane and 2 lane + 1): the coefficients. */
-__device__ __forceinline__ void disc_stage2(chunk_coefs &co, const fused_smem &s, int lane)
+__device__ __forceinline__ void disc_stage2(chunk_coefs &co, const disc_smem &s, int lane)
 {
 	const int i = 2 * lane;
 	const float dt0 = s.dt[i], dt1 = s.dt[i + 1], dt2 = s.dt[i + 2];
@@ -746,7 +758,7 @@ __device__ __forceinline__ bool disc_warp(const fused_ctx &c)
 
 /* The next chunk's stage 1 (chunk t0 + TILE) and the raw inputs of the one
  * after (t0 + 2 TILE, when the pass has it), on the discretising warps. */
-__device__ __forceinline__ void disc_ahead(fused_smem &s, disc_raw &raw, const fused_args &g, const fused_ctx &c,
+__device__ __forceinline__ void disc_ahead(disc_smem &s, disc_raw &raw, const fused_args &g, const fused_ctx &c,
 	int t0, int end)
 {
 	if (!disc_warp(c))
@@ -873,13 +885,13 @@ __device__ __forceinline__ void pass_prologue(fused_smem &s, disc_raw &raw, cons
 		stage_rows<SSM_N_MAX>(&s.c[0][0], LD_N, pn, g.n_dim);
 	}
 	if (disc_warp(c)) {
-		disc_stage1(s, raw, g, c, begin);
+		disc_stage1(s.ds, raw, g, c, begin);
 		if (begin + TILE < end)
 			disc_load(raw, g, c.row, begin + TILE, c.warp() - DISC_WARP0, c.lane());
 	}
 	__syncthreads();
 	if (c.warp() == DISC_STAGE2_WARP)
-		disc_stage2(s.co[0], s, c.lane());
+		disc_stage2(s.co[0], s.ds, c.lane());
 	__syncthreads();
 }
 
@@ -899,7 +911,7 @@ __device__ __forceinline__ void pass_states(fused_smem &s, const fused_args &g, 
 		const bool more = t0 + TILE < end;
 
 		if (more)
-			disc_ahead(s, raw, g, c, t0, end);
+			disc_ahead(s.ds, raw, g, c, t0, end);
 		weight_x(s, cur);
 		__syncthreads();
 		uint4 px[X_VECS], pb[BC_VECS];
@@ -907,7 +919,7 @@ __device__ __forceinline__ void pass_states(fused_smem &s, const fused_args &g, 
 			fetch_rows<SSM_P_MAX>(px, c.x(g), g.seq, g.p_dim, t0 + TILE);
 			fetch_rows<SSM_N_MAX>(pb, c.bm(g), g.seq, g.n_dim, t0 + TILE);
 			if (c.warp() == DISC_STAGE2_WARP)
-				disc_stage2(s.co[cur ^ 1], s, c.lane());
+				disc_stage2(s.co[cur ^ 1], s.ds, c.lane());
 		}
 		scale_state(st, s.co[cur].dtot);
 		warp_state<true>(st, &s.xw[0][0], &s.b[cur][0][0], TILE / 16, c.warp(), c.lane());
@@ -939,7 +951,7 @@ __device__ __forceinline__ void pass_outputs(fused_smem &s, const fused_args &g,
 		float acc_g[2][2][4], acc_y[2][2][4];
 
 		if (more)
-			disc_ahead(s, raw, g, c, t0, end);
+			disc_ahead(s.ds, raw, g, c, t0, end);
 		weight_x(s, cur);
 		chunk_cb_cg(acc_g, acc_y, s, cur, (g.n_dim + 15) / 16, c.warp(), c.lane());
 		store_masked(&s.m[0][0], LD_T, acc_g, s.co[cur].cs, s.co[cur].kap, s.co[cur].gam, c.warp(), c.lane());
@@ -949,7 +961,7 @@ __device__ __forceinline__ void pass_outputs(fused_smem &s, const fused_args &g,
 		if (more) {
 			fetch_rows<SSM_P_MAX>(px, c.x(g), g.seq, g.p_dim, t0 + TILE);
 			if (c.warp() == DISC_STAGE2_WARP)
-				disc_stage2(s.co[cur ^ 1], s, c.lane());
+				disc_stage2(s.co[cur ^ 1], s.ds, c.lane());
 		}
 		/* intra-chunk: y += M x over j <= the warp's last row */
 		warp_ab<true>(acc_y, &s.m[0][0], LD_T, &s.x[cur][0][0], LD_P, min(TILE / 16, (c.warp() >> 2) * 2 + 2), c.warp(),
@@ -972,6 +984,41 @@ __device__ __forceinline__ void pass_outputs(fused_smem &s, const fused_args &g,
 	}
 }
 
+/* The chained plans' protocol, run by thread 0 of a CTA. Chained plans
+ * take work in ticket order, segment by segment: a CTA waits only for one
+ * that took its ticket before it (and so runs), so every wait ends however
+ * the hardware schedules CTAs. A flag holds the launch's tag (the epoch
+ * plus one) once its state is there; the last CTA to finish advances the
+ * epoch, so flags never need clearing. */
+__device__ __forceinline__ void chain_take(const fused_args &g, bool chained, unsigned &item, unsigned &tag)
+{
+	item = blockIdx.x;
+	tag = 0;
+	if (chained) {
+		item = atomicAdd(&g.sync[SYNC_TICKET], 1u);
+		tag = ld_acquire_gpu(&g.sync[SYNC_EPOCH]) + 1u;
+	}
+}
+
+/* Waits for the state published in `slot`. */
+__device__ __forceinline__ void chain_wait(const fused_args &g, int64_t slot, unsigned tag)
+{
+	while (ld_acquire_gpu(&g.sync[SYNC_FLAGS + slot]) != tag)
+		__nanosleep(FLAG_POLL_NS);
+}
+
+/* After the CTA's writes (its threads synchronised): counts it done. */
+__device__ __forceinline__ void chain_finish(const fused_args &g, unsigned tag)
+{
+	__threadfence();
+	if (atomicAdd(&g.sync[SYNC_DONE], 1u) == gridDim.x - 1) {
+		g.sync[SYNC_TICKET] = 0;
+		g.sync[SYNC_DONE] = 0;
+		__threadfence();
+		st_release_gpu(&g.sync[SYNC_EPOCH], tag);
+	}
+}
+
 /* One CTA per (segment, sequence). Segment s >= 1 first runs phase 1 over
  * segment s - 1 (state_local and its decay D); its entering state is then
  * G_{s-1} = D G_{s-2} + state_local, with G_{-1} = 0, and G_{s-2} handed
@@ -983,20 +1030,8 @@ __global__ void __launch_bounds__(THREADS, FUSED_CTAS_PER_SM) mb_ssm_scan_fused_
 	float st[2][4][4];
 	fused_ctx c;
 
-	/* Chained plans take work in ticket order, segment by segment: a CTA
-	 * waits only for one that took its ticket before it (and so runs), so
-	 * every wait ends however the hardware schedules CTAs. A flag holds
-	 * the launch's tag (the epoch plus one) once its state is there; the
-	 * last CTA to finish advances the epoch, so flags never need clearing. */
-	if (threadIdx.x == 0) {
-		unsigned item = blockIdx.x, tag = 0;
-		if (chained) {
-			item = atomicAdd(&g.sync[SYNC_TICKET], 1u);
-			tag = ld_acquire_gpu(&g.sync[SYNC_EPOCH]) + 1u;
-		}
-		s.item = item;
-		s.tag = tag;
-	}
+	if (threadIdx.x == 0)
+		chain_take(g, chained, s.item, s.tag);
 	/* columns past P and N stay zero for the whole kernel; the state
 	 * entering segment 0 is zero */
 	tile_zero(&s.c[0][0], LD_N, TILE);
@@ -1016,10 +1051,8 @@ __global__ void __launch_bounds__(THREADS, FUSED_CTAS_PER_SM) mb_ssm_scan_fused_
 		const int64_t slot = (int64_t)c.row * g.plan.segs + seg;
 		if (seg >= 2) {
 			/* G_{s-2}, which the CTA of segment s - 1 published */
-			if (threadIdx.x == 0) {
-				while (ld_acquire_gpu(&g.sync[SYNC_FLAGS + slot - 1]) != tag)
-					__nanosleep(FLAG_POLL_NS);
-			}
+			if (threadIdx.x == 0)
+				chain_wait(g, slot - 1, tag);
 			__syncthreads();
 			state_fold(st, g.pub + (slot - 1) * (SSM_P_MAX * SSM_N_MAX), (float)exp(log_decay), c.warp(), c.lane());
 		}
@@ -1035,15 +1068,8 @@ __global__ void __launch_bounds__(THREADS, FUSED_CTAS_PER_SM) mb_ssm_scan_fused_
 
 	if (chained) {
 		__syncthreads();
-		if (threadIdx.x == 0) {
-			__threadfence();
-			if (atomicAdd(&g.sync[SYNC_DONE], 1u) == gridDim.x - 1) {
-				g.sync[SYNC_TICKET] = 0;
-				g.sync[SYNC_DONE] = 0;
-				__threadfence();
-				st_release_gpu(&g.sync[SYNC_EPOCH], tag);
-			}
-		}
+		if (threadIdx.x == 0)
+			chain_finish(g, tag);
 	}
 }
 
@@ -1106,33 +1132,44 @@ static fused_args fused_args_make(const int64_t *axis, const void *const *in, vo
 	return g;
 }
 
+/* The warpgroup (wgmma) variant's kernel. */
+#include "kernels/ssm_scan_sm90.cuh"
+
 #ifndef MB_SSM_EMU
-static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+/* A fused kernel's launch state, set by its first call (outside any
+ * capture: the harness warms up first). */
+struct fused_launcher {
+	bool configured;
+	int64_t slots;          /* CTAs the device holds at once */
+	mb_ws_slot scratch_slot;
+	int64_t zeroed_words;   /* the sync words the scratch's layout has */
+};
+
+/* One launch of `kernel` (either fused kernel: the same arguments, plan
+ * and chained-plan scratch) with `threads` a CTA and `smem` bytes of
+ * dynamic shared memory. */
+template <typename K>
+static int fused_launch_kernel(fused_launcher &l, K kernel, int threads, size_t smem, cudaStream_t stream,
+	const int64_t *axis, const void *const *in, void *const *out)
 {
-	static bool configured; /* first call, outside any capture (the harness warms up first) */
-	static int64_t slots;   /* CTAs the device holds at once */
-	static mb_ws_slot scratch_slot;
-	static int64_t zeroed_words; /* the sync words the scratch's layout has */
-	const size_t smem = sizeof(fused_smem);
 	const int64_t rows = axis[AX_B] * axis[AX_NH];
 	void *scratch = NULL;
 	cudaError_t ce;
 
-	if (!configured) {
+	if (!l.configured) {
 		int per_sm = 0, sms = 0, dev = 0;
-		if ((ce = cudaFuncSetAttribute(mb_ssm_scan_fused_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-			     (int)smem)) != cudaSuccess ||
-			(ce = cudaFuncSetAttribute(mb_ssm_scan_fused_kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+		if ((ce = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) !=
+				cudaSuccess ||
+			(ce = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
 				 cudaSharedmemCarveoutMaxShared)) != cudaSuccess ||
-			(ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mb_ssm_scan_fused_kernel, THREADS,
-				 smem)) != cudaSuccess ||
+			(ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem)) != cudaSuccess ||
 			(ce = cudaGetDevice(&dev)) != cudaSuccess ||
 			(ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
 			return (int)ce;
-		slots = (int64_t)(per_sm > 0 ? per_sm : 1) * sms;
-		configured = true;
+		l.slots = (int64_t)(per_sm > 0 ? per_sm : 1) * sms;
+		l.configured = true;
 	}
-	const fused_plan plan = fused_plan_make(rows, axis[AX_L], slots);
+	const fused_plan plan = fused_plan_make(rows, axis[AX_L], l.slots);
 	if (plan.segs >= CHAIN_MIN_SEGS) {
 		/* the sync words are zeroed when the slot's memory or their layout
 		 * is new (the harness frees every slot before a case, so that is
@@ -1140,20 +1177,42 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
 		 * them ready for the next */
 		const int64_t words = SYNC_FLAGS + rows * plan.segs;
 		const size_t bytes = fused_scratch_bytes(rows, plan.segs);
-		const bool new_memory = scratch_slot.ptr == NULL || scratch_slot.bytes < bytes;
-		int rc = mb_ws_reserve(&scratch_slot, bytes, &scratch);
+		const bool new_memory = l.scratch_slot.ptr == NULL || l.scratch_slot.bytes < bytes;
+		int rc = mb_ws_reserve(&l.scratch_slot, bytes, &scratch);
 		if (rc != 0)
 			return rc;
-		if (new_memory || words != zeroed_words) {
+		if (new_memory || words != l.zeroed_words) {
 			if ((ce = cudaMemsetAsync(scratch, 0, fused_sync_bytes(rows, plan.segs), stream)) != cudaSuccess)
 				return (int)ce;
-			zeroed_words = words;
+			l.zeroed_words = words;
 		}
 	}
 	const fused_args g = fused_args_make(axis, in, out, plan, scratch);
-	mb_ssm_scan_fused_kernel<<<(unsigned)(rows * plan.segs), THREADS, smem, stream>>>(g);
+	kernel<<<(unsigned)(rows * plan.segs), threads, smem, stream>>>(g);
 	return (int)cudaGetLastError();
 }
+
+static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+{
+	static fused_launcher l;
+	return fused_launch_kernel(l, mb_ssm_scan_fused_kernel, THREADS, sizeof(fused_smem), stream, axis, in, out);
+}
+
+/* The warpgroup variant: where sm_90a code runs, else the case is
+ * skipped. */
+static int wgmma_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
+{
+	static fused_launcher l;
+	bool has_wgmma = false;
+	int rc = gw_device_has_wgmma(&has_wgmma);
+
+	if (rc != 0)
+		return rc;
+	if (!has_wgmma)
+		return (int)cudaErrorInvalidValue;
+	return fused_launch_kernel(l, mb_ssm_scan_wgmma_kernel, SW_THREADS, SW_SMEM_BYTES, stream, axis, in, out);
+}
+
 #endif
 
 #ifndef MB_SSM_EMU
@@ -1506,6 +1565,13 @@ extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fused_launch)
 	if (!launchable(axis, dtype, in, out))
 		return (int)cudaErrorInvalidValue;
 	return fused_launch((cudaStream_t)stream, axis, in, out);
+}
+
+extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fused_wgmma_launch)
+{
+	if (!launchable(axis, dtype, in, out))
+		return (int)cudaErrorInvalidValue;
+	return wgmma_launch((cudaStream_t)stream, axis, in, out);
 }
 
 extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fallback_launch)

@@ -1,5 +1,5 @@
 /* A small SIMT emulator: enough of a GPU to run the device code of
- * src/kernels/ssm_scan.cu's fused kernel on the CPU, so that its index
+ * src/kernels/ssm_scan.cu's fused kernels on the CPU, so that their index
  * math, buffer rotation, barriers and state passing between CTAs are
  * tested here, where no GPU is (tests/unit/test_ssm_scan_emu.cpp).
  *
@@ -19,6 +19,23 @@
  *    addresses must be 16-byte aligned rows inside the CTA's shared
  *    memory. A product is exact and a sum is taken in double, then rounded
  *    to fp32 (the hardware's order differs; tolerances cover both).
+ *  - warpgroup MMA (wgmma.mma_async m64nNk16, f16 in, f32 accumulate; the
+ *    fused_wgmma kernel): all 128 threads of the warpgroup must issue the
+ *    same ops in the same commit groups with the same descriptors. A
+ *    comes from shared memory through its descriptor (K-major) or from
+ *    the threads' registers (the PTX ISA's A fragment: warp q's rows 16 q
+ *    .. 16 q + 15 as mma.sync's m16n8k16 A), B through its descriptor
+ *    (K-major or MN-major), each descriptor read the way
+ *    tests/unit/wgmma_emu.h says the tensor cores read it; accumulators by
+ *    the ISA's m64nN map. It is asynchronous as on the GPU: issued by
+ *    each thread alone (A registers and accumulators taken then), computed
+ *    when the first wait_group that covers it runs once every thread has
+ *    issued it (shared memory read then), its results written into a
+ *    thread's accumulators by that thread's wait: reading accumulators
+ *    before their wait, or overwriting an operand between issue and wait,
+ *    shows. Ops are kept to the launch's end. The fences do nothing.
+ *    stmatrix .x4 is the inverse of ldmatrix. Shared addresses (smem_u32)
+ *    are offsets from the CTA's shared memory.
  *  - barriers: __syncthreads and bar.sync with an id and a thread count.
  *  - shared memory: filled with 0xFF bytes (fp16 NaN) at launch, so that a
  *    read before any write shows; global memory is host memory; atomics are
@@ -39,6 +56,8 @@
 #include <sys/mman.h>
 #include <ucontext.h>
 
+#include "wgmma_emu.h"
+
 #include <algorithm>
 #include <functional>
 #include <random>
@@ -57,7 +76,36 @@ enum {
 	OUT_WORDS = 4,
 };
 
-enum kind { K_NONE, K_LDSM, K_LDSM_T, K_MMA, K_SHFL };
+enum kind { K_NONE, K_LDSM, K_LDSM_T, K_MMA, K_SHFL, K_STSM };
+
+enum {
+	WG_THREADS = 128, /* one warpgroup */
+	WG_M = 64,
+	WG_K = 16,
+	WG_N_MAX = 128,
+	WG_ACC_MAX = WG_M * WG_N_MAX / WG_THREADS,
+};
+
+/* One wgmma of the warpgroup: what each thread issued (its accumulators'
+ * address and values then, its A registers, the descriptors), and the
+ * result once computed. */
+struct wg_op {
+	int kind = 0, group = 0, issued = 0;
+	bool computed = false;
+	float *d[WG_THREADS];
+	float d_in[WG_THREADS][WG_ACC_MAX], d_out[WG_THREADS][WG_ACC_MAX];
+	int chain[WG_THREADS]; /* the op whose result is this one's input, or -1 */
+	uint32_t a[WG_THREADS][4];
+	uint64_t da[WG_THREADS], db[WG_THREADS];
+	int scale_d[WG_THREADS];
+};
+
+/* The warpgroup's ops in issue order, and each thread's progress: ops
+ * issued, groups committed, ops whose results it has taken. */
+struct wg_state {
+	std::vector<wg_op *> ops;
+	int issued[WG_THREADS] = {0}, committed[WG_THREADS] = {0}, taken[WG_THREADS] = {0};
+};
 
 struct warp_slot {
 	int kind = K_NONE, arrived = 0;
@@ -74,6 +122,7 @@ struct cta_state {
 	int bar_count[MAX_BARRIERS] = {0};
 	unsigned bar_gen[MAX_BARRIERS] = {0};
 	warp_slot warps[MAX_WARPS];
+	wg_state wg;
 };
 
 struct fiber {
@@ -281,6 +330,141 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
 		memcpy(&d[i], &out[i], 4);
 }
 
+/* stmatrix.sync.aligned.m8n8.x4.shared.b16: lane 8 i + r gives the
+ * address of row r of matrix i; lane l's register i holds that matrix's
+ * row l / 4 at columns 2 (l % 4) and the next. */
+inline void stsm(const void *p, const uint32_t (&r)[4])
+{
+	check_row(p);
+	collective(K_STSM, r, 4, p, nullptr, 0, [](warp_slot &w) {
+		for (int l = 0; l < WARP; l++)
+			for (int i = 0; i < 4; i++) {
+				uint16_t *row = (uint16_t *)w.addr[8 * i + l / 4];
+				row[2 * (l % 4)] = (uint16_t)(w.in[l][i] & 0xffff);
+				row[2 * (l % 4) + 1] = (uint16_t)(w.in[l][i] >> 16);
+			}
+	});
+}
+
+/* The fp16 element at shared offset `addr` of the CTA. */
+inline float smem_half(const cta_state &c, uint32_t addr)
+{
+	if ((size_t)addr + 2 > c.smem_bytes || addr % 2 != 0)
+		die("wgmma operand outside shared memory");
+	uint16_t u;
+	memcpy(&u, c.smem + addr, 2);
+	return half_bits_f32(u);
+}
+
+/* wgmma.mma_async.sync.aligned.m64nNk16.f32.f16.f16, issued: d (N / 2
+ * registers a thread) = (scale_d ? d : 0) + A B; A from `a` (4 registers
+ * a thread) when given, else K-major through da; B MN-major through db
+ * when trans_b, else K-major. Asynchronous as on the GPU: the A registers
+ * and d's values are taken now, shared memory is read and d written only
+ * when a wait_group that covers it runs (so a read of d before its wait,
+ * or an operand overwritten between issue and wait, shows). A later op on
+ * the same accumulators before that wait chains on this one's result. */
+inline void wgmma(float *d, int n, const uint32_t *a, uint64_t da, uint64_t db, int scale_d, bool trans_b)
+{
+	wg_state &w = my_cta().wg;
+	const unsigned t = the()->cur->tid.x;
+	const int regs = n / 2, kind = (a ? 1 : 2) + 4 * n + (trans_b ? 4096 : 0);
+
+	if (t >= WG_THREADS)
+		die("wgmma outside warpgroup 0");
+	if (n % 8 != 0 || n > WG_N_MAX)
+		die("wgmma N");
+	const int idx = w.issued[t]++;
+	if ((int)w.ops.size() <= idx) {
+		w.ops.push_back(new wg_op());
+		w.ops.back()->kind = kind;
+		w.ops.back()->group = w.committed[t];
+	}
+	wg_op &op = *w.ops[(size_t)idx];
+	if (op.kind != kind || op.group != w.committed[t])
+		die("threads of a warpgroup issued different wgmma");
+	op.d[t] = d;
+	memcpy(op.d_in[t], d, (size_t)regs * sizeof(float));
+	op.chain[t] = -1;
+	for (int j = idx - 1; j >= w.taken[t]; j--)
+		if (w.ops[(size_t)j]->d[t] == d) {
+			op.chain[t] = j;
+			break;
+		}
+	if (a)
+		memcpy(op.a[t], a, sizeof(op.a[t]));
+	op.da[t] = da;
+	op.db[t] = db;
+	op.scale_d[t] = scale_d;
+	op.issued++;
+	the()->progress++;
+}
+
+inline void wgmma_compute(cta_state &c, int idx)
+{
+	wg_op &op = *c.wg.ops[(size_t)idx];
+	const int n = ((op.kind - 1) % 4096) / 4, regs = n / 2;
+	const bool rs = op.kind % 4 == 1, trans_b = op.kind >= 4096;
+	static double A[WG_M][WG_K], B[WG_K][WG_N_MAX];
+
+	for (int u = 0; u < WG_THREADS; u++)
+		if (op.db[u] != op.db[0] || (!rs && op.da[u] != op.da[0]) || (op.scale_d[u] != 0) != (op.scale_d[0] != 0))
+			die("threads of a warpgroup gave one wgmma different operands");
+	for (int u = 0; rs && u < WG_THREADS; u++) {
+		const int q = u / WARP, l = u % WARP;
+		for (int r = 0; r < 4; r++)
+			for (int h = 0; h < 2; h++)
+				A[16 * q + l / 4 + 8 * (r % 2)][2 * (l % 4) + 8 * (r / 2) + h] =
+					half_bits_f32((uint16_t)(h ? op.a[u][r] >> 16 : op.a[u][r] & 0xffff));
+	}
+	for (int m = 0; !rs && m < WG_M; m++)
+		for (int k = 0; k < WG_K; k++)
+			A[m][k] = smem_half(c, kmajor_address(op.da[0], m, k));
+	for (int k = 0; k < WG_K; k++)
+		for (int j = 0; j < n; j++)
+			B[k][j] = smem_half(c, trans_b ? mnmajor_address(op.db[0], k, j) : kmajor_address(op.db[0], j, k));
+	for (int u = 0; u < WG_THREADS; u++) {
+		const int q = u / WARP, l = u % WARP;
+		const float *in = op.chain[u] >= 0 ? c.wg.ops[(size_t)op.chain[u]]->d_out[u] : op.d_in[u];
+		for (int i = 0; i < regs; i++) {
+			const int row = 16 * q + l / 4 + 8 * ((i / 2) % 2), col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+			double sum = op.scale_d[0] ? (double)in[i] : 0.0;
+			for (int k = 0; k < WG_K; k++)
+				sum += A[row][k] * B[k][col];
+			op.d_out[u][i] = (float)sum;
+		}
+	}
+	op.computed = true;
+}
+
+inline void wgmma_commit()
+{
+	wg_state &w = my_cta().wg;
+	w.committed[the()->cur->tid.x]++;
+}
+
+/* wgmma.wait_group N: this thread's ops of all but its N newest groups
+ * complete, in order (each computed once every thread has issued it),
+ * their results into its accumulators. */
+inline void wgmma_wait(int pending)
+{
+	cta_state &c = my_cta();
+	wg_state &w = c.wg;
+	const unsigned t = the()->cur->tid.x;
+
+	while (w.taken[t] < w.issued[t] && w.ops[(size_t)w.taken[t]]->group < w.committed[t] - pending) {
+		const int idx = w.taken[t];
+		wg_op &op = *w.ops[(size_t)idx];
+		the()->progress++;
+		while (op.issued < WG_THREADS)
+			yield();
+		if (!op.computed)
+			wgmma_compute(c, idx);
+		memcpy(op.d[t], op.d_out[t], (size_t)(((op.kind - 1) % 4096) / 4 / 2) * sizeof(float));
+		w.taken[t]++;
+	}
+}
+
 enum shfl_mode { SHFL_IDX, SHFL_UP, SHFL_DOWN, SHFL_XOR };
 
 template <typename T> inline T shfl(unsigned mask, T v, int arg, int mode)
@@ -372,8 +556,11 @@ inline int launch(dim3 grid, dim3 block, size_t smem_bytes, std::function<void()
 	}
 	for (fiber &f : m.fibers)
 		munmap(f.stack, STACK_BYTES);
-	for (cta_state &c : m.ctas)
+	for (cta_state &c : m.ctas) {
 		free(c.smem);
+		for (wg_op *op : c.wg.ops)
+			delete op;
+	}
 	the() = nullptr;
 	return rc;
 }
@@ -504,6 +691,52 @@ inline unsigned char *dyn_smem()
 {
 	return mb_emu::my_cta().smem;
 }
+
+/* The warpgroup kernel's primitives (ssm_scan_sm90.cuh). */
+inline uint32_t smem_u32(const void *p)
+{
+	return (uint32_t)((const unsigned char *)p - mb_emu::my_cta().smem);
+}
+
+inline void gg_ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr)
+{
+	mb_emu::ldsm(r, mb_emu::my_cta().smem + addr, true);
+}
+
+inline void sw_stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
+{
+	const uint32_t r[4] = {r0, r1, r2, r3};
+	mb_emu::stsm(mb_emu::my_cta().smem + addr, r);
+}
+
+inline void sw_mma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int scale_d)
+{
+	mb_emu::wgmma(d, 64, nullptr, da, db, scale_d, false);
+}
+
+inline void sw_mma_rs_n64(float (&d)[32], const uint32_t (&a)[4], uint64_t db)
+{
+	mb_emu::wgmma(d, 64, a, 0, db, 1, true);
+}
+
+inline void sw_mma_rs_n128(float (&d)[64], const uint32_t (&a)[4], uint64_t db)
+{
+	mb_emu::wgmma(d, 128, a, 0, db, 1, true);
+}
+
+template <int R> inline void sw_fence_regs(float (&)[R]) {}
+template <int K> inline void sw_fence_regs(uint32_t (&)[K][4]) {}
+inline void gw_wgmma_fence() {}
+inline void gw_wgmma_commit()
+{
+	mb_emu::wgmma_commit();
+}
+
+template <int N> inline void gw_wgmma_wait()
+{
+	mb_emu::wgmma_wait(N);
+}
+inline void gw_fence_proxy_async() {}
 
 inline unsigned ld_acquire_gpu(const unsigned *p)
 {

@@ -1,5 +1,6 @@
-/* ssm_scan's fused kernel, run on the CPU by the SIMT emulator of
- * ssm_scan_emu.h, against the row's fp32 reference at the row's bf16
+/* ssm_scan's fused kernels (fused's mma.sync one and fused_wgmma's
+ * warpgroup one), run on the CPU by the SIMT emulator of ssm_scan_emu.h,
+ * against the row's fp32 reference at the row's bf16
  * tolerance (src/reference/ssm_scan.c), on shapes that take each of its
  * plans: one segment a sequence, two (no hand-over), and chained plans of
  * three and four segments, with partial last chunks, P below 64 and N
@@ -99,8 +100,16 @@ void fill(inputs &in, const shape &sh, uint64_t seed)
 	}
 }
 
-/* One emulated launch of the fused kernel as fused_launch makes it. */
-int run(const shape &sh, const inputs &in, std::vector<uint16_t> &y, std::vector<unsigned char> &scratch,
+/* The two kernels. */
+enum kernel { K_MMA_SYNC, K_WGMMA };
+
+const char *kernel_name(kernel k)
+{
+	return k == K_WGMMA ? "fused_wgmma" : "fused";
+}
+
+/* One emulated launch of a fused kernel as fused_launch_kernel makes it. */
+int run(kernel kern, const shape &sh, const inputs &in, std::vector<uint16_t> &y, std::vector<unsigned char> &scratch,
 	uint64_t order_seed)
 {
 	const int64_t axis[5] = {sh.b, sh.l, sh.nh, sh.p, sh.n};
@@ -118,11 +127,15 @@ int run(const shape &sh, const inputs &in, std::vector<uint16_t> &y, std::vector
 	const emu_tu::fused_args g =
 		emu_tu::fused_args_make(axis, ins, outs, plan, scratch.empty() ? NULL : scratch.data());
 	y.assign(y.size(), 0xffff); /* NaN */
+	if (kern == K_WGMMA)
+		return mb_emu::launch(dim3((unsigned)(rows * plan.segs)), dim3(SW_THREADS),
+			SW_TILE_BYTES + sizeof(emu_tu::sw_side) + SW_SMEM_ALIGN, [&g] { emu_tu::mb_ssm_scan_wgmma_kernel(g); },
+			order_seed);
 	return mb_emu::launch(dim3((unsigned)(rows * plan.segs)), dim3(THREADS), sizeof(emu_tu::fused_smem),
 		[&g] { emu_tu::mb_ssm_scan_fused_kernel(g); }, order_seed);
 }
 
-void check_case(const shape &sh, uint64_t seed)
+void check_case(kernel kern, const shape &sh, uint64_t seed)
 {
 	const int64_t axis[5] = {sh.b, sh.l, sh.nh, sh.p, sh.n};
 	const size_t rows = (size_t)sh.b * sh.nh, n_y = rows * sh.l * sh.p;
@@ -139,9 +152,11 @@ void check_case(const shape &sh, uint64_t seed)
 	float *ref_out[1] = {want.data()};
 	mb_ref_ssm_scan(axis, ref_in, ref_out, NULL, (int64_t)rows);
 
-	CHECK_MSG(run(sh, in, y1, scratch, seed) == 0, "B=%d L=%d NH=%d: first launch", sh.b, sh.l, sh.nh);
-	CHECK_MSG(run(sh, in, y2, scratch, seed + 1) == 0, "B=%d L=%d NH=%d: second launch", sh.b, sh.l, sh.nh);
-	CHECK_MSG(y1 == y2, "B=%d L=%d NH=%d: two launches differ", sh.b, sh.l, sh.nh);
+	const char *name = kernel_name(kern);
+	CHECK_MSG(run(kern, sh, in, y1, scratch, seed) == 0, "%s B=%d L=%d NH=%d: first launch", name, sh.b, sh.l, sh.nh);
+	CHECK_MSG(run(kern, sh, in, y2, scratch, seed + 1) == 0, "%s B=%d L=%d NH=%d: second launch", name, sh.b, sh.l,
+		sh.nh);
+	CHECK_MSG(y1 == y2, "%s B=%d L=%d NH=%d: two launches differ", name, sh.b, sh.l, sh.nh);
 
 	size_t over = 0;
 	double max_abs = 0.0, max_used = 0.0, norm_got = 0.0, norm_want = 0.0;
@@ -156,11 +171,11 @@ void check_case(const shape &sh, uint64_t seed)
 		norm_got += got * got;
 		norm_want += w * w;
 	}
-	printf("B=%d L=%d NH=%d P=%d N=%d: %d segments, max abs error %.5f (tolerance %.4f + %.5f |want|; the worst "
+	printf("%s B=%d L=%d NH=%d P=%d N=%d: %d segments, max abs error %.5f (tolerance %.4f + %.5f |want|; the worst "
 	       "element uses %.2f of its bound), %zu over, norm ratio %.5f\n",
-		sh.b, sh.l, sh.nh, sh.p, sh.n, sh.segs, max_abs, tol.abs, tol.rel, max_used, over,
+		name, sh.b, sh.l, sh.nh, sh.p, sh.n, sh.segs, max_abs, tol.abs, tol.rel, max_used, over,
 		sqrt(norm_got / norm_want));
-	CHECK_MSG(over == 0, "B=%d L=%d NH=%d: %zu elements over tolerance", sh.b, sh.l, sh.nh, over);
+	CHECK_MSG(over == 0, "%s B=%d L=%d NH=%d: %zu elements over tolerance", name, sh.b, sh.l, sh.nh, over);
 	CHECK(fabs(sqrt(norm_got / norm_want) - 1.0) < 0.01);
 }
 
@@ -207,7 +222,10 @@ int main(void)
 	uint64_t seed = 11;
 
 	check_plans();
-	for (const shape &sh : shapes)
-		check_case(sh, seed += 100);
+	for (const shape &sh : shapes) {
+		seed += 100;
+		check_case(K_MMA_SYNC, sh, seed);
+		check_case(K_WGMMA, sh, seed);
+	}
 	return mb_test_finish("test_ssm_scan_emu");
 }

@@ -1,0 +1,557 @@
+/* ssm_scan's fused variant on Hopper's warpgroup tensor cores (sm_90a):
+ * the same chunked math, plan and precision as the mma.sync kernel of
+ * ssm_scan.cu (its header derives them), one warpgroup a CTA, each product
+ * of a 64-step chunk one chain of wgmma.mma_async that reads each operand
+ * once a warpgroup. Included by ssm_scan.cu after the fused kernel, whose
+ * plan (segments, phase 1, the chained hand-over), discretisation (a
+ * chunk ahead, on warps 2 and 3) and loaders it shares.
+ *
+ * Per chunk (Q = 64 steps, P = 64, N = 128), the tiles fp16 in shared
+ * memory in the 128-byte swizzle (ssm_scan_sm90_layout.h places them):
+ *   1. S = C B^T (m64n64k16 x 8, both K-major) and C g_in (x 8, g_in the
+ *      entering state as fp16 [p][n], K-major);
+ *   2. M = S o L on S's accumulators (L_ij = e^{cs_i - cs_j} kappa_j below
+ *      the diagonal, gamma_i on it), rounded to fp16 straight into the A
+ *      fragments of the next wgmma (the accumulator and A-register layouts
+ *      coincide), while C g_in still runs (its own commit group); then C
+ *      g_in's rows times e^{cs_i};
+ *   3. y += M x (m64n64k16 x 4, A from registers, x [j][p] read MN-major)
+ *      and the state g = e^{cs_last} g + (w o x)^T B (m64n128k16 x 4, A =
+ *      fp16(w_j x_j[p]) from registers: x^T by ldmatrix.trans, scaled by
+ *      w_j = e^{cs_last - cs_j} kappa_j; B [j][n] read MN-major), one group;
+ *      the state's 64 accumulators a thread stay in registers from chunk to
+ *      chunk;
+ *   4. y to global memory (bf16), the state to g16 (fp16, stmatrix) for the
+ *      next chunk's C g_in.
+ * The next chunk's x and B come from global memory while (1) runs and go
+ * into the other buffer of their tiles before (1)'s wait (the previous
+ * chunk freed it); its C is fetched before (3) is issued and stored after
+ * (3)'s wait, when the registers the products held are free; two
+ * barriers a chunk (one warpgroup: 128 threads): after (1) has retired in
+ * every warp (C and g16 free) and at the chunk's end (the next tiles and
+ * g16 written, fenced into the async proxy). Phase 1 (the state-only pass
+ * over the previous segment) is (3)'s state product alone.
+ *
+ * Precision: the same roundings as the mma.sync kernel (x, B, C exact in
+ * fp16; M, w x and the entering state rounded to fp16 once each; fp32
+ * accumulation; cs summed in double and rounded once), so
+ * src/reference/ssm_scan.c's tolerance holds unchanged; only the order of
+ * the fp32 sums inside the tensor cores differs.
+ *
+ * On paper (H100 SXM, B=4 L=16384 NH=32 P=64 N=128, 132 SMs at 1.83 GHz).
+ * The plan: two segments a sequence (264 CTA slots for 128 sequences),
+ * segment 0 151 chunks, segment 1 105 after a phase 1 over segment 0's
+ * 151: 32768 chunks of phase 3 and 19328 of phase 1.
+ *   tensor: a phase-3 chunk is 2 M N K for S (64x64x128), C g_in (the
+ *     same), M x (64x64x64) and the state (64x128x64): 3.67 MFLOP; phase 1
+ *     the state's 1.05: 141 GFLOP, 0.14 ms at 990 TFLOP/s dense fp16;
+ *   DRAM: x and y 268 MB each, B and C 17 MB each, dt and lambda 4 MB
+ *     each (0.58 GB), and phase 1 reads x and B of 59% of the chunks again
+ *     (0.17 GB, partly from L2: segment 0's CTA streams the same rows):
+ *     0.17 to 0.22 ms at 3.35 TB/s;
+ *   instructions, a thread (so a warp) a chunk: the loads and fp16
+ *     staging of x, B and C (20 16-byte vectors, about 320), M's mask (32
+ *     elements: difference, exponential, kappa, select, product, pack:
+ *     about 300), x^T's ldmatrix and decay weights (about 115), the
+ *     decays of y's rows and of the state (96), y's stores (about 50), the
+ *     state's stmatrix (about 40), 24 wgmma with their fences and waits
+ *     (about 40), the discretisation's share and the loop (about 80):
+ *     about 1,000, so 4,000 warp instructions a chunk against the mma.sync
+ *     kernel's 10,800 (8 warps of 1,350), and phase 1 about 1,600: 162 M
+ *     warp instructions, 0.17 ms at 4 an SM a cycle.
+ * The three bounds sit at 0.14-0.22 ms, and overlap only as far as two
+ * CTAs an SM (shared memory: 2 x 100 KB; registers: 2 x 128 x 255) hide
+ * each other's serial chain of a chunk: batch 1's wgmma (about 1,000
+ * tensor cycles), the mask, batch 2 (about 770), the stores, two
+ * barriers, about 3,500 cycles a chunk a CTA by this count, so 151
+ * chunks take 0.29 ms. 0.3 ms at L = 16384 is the expectation before
+ * tuning (target 0.45); at L = 4096 a quarter of it plus the start (the
+ * first tiles' latency), 0.08-0.1 ms (target 0.15). Where it misses, the
+ * chain's latency (stall reasons: wgmma wait, barrier, long scoreboard
+ * on the global loads staged before batch 1's wait) is the first thing
+ * for ncu to look at; the lever after that is starting chunk k + 1's S
+ * = C B^T (independent of the state) before chunk k's state update.
+ *
+ * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
+ * element through this kernel's index maps (ssm_scan_sm90_layout.h);
+ * tests/unit/test_ssm_scan_emu.cpp runs its device code on the CPU (the
+ * SIMT emulator of ssm_scan_emu.h, with asynchronous warpgroup MMA)
+ * against the reference, on every kind of plan.
+ *
+ * Only an sm_90a build has the body (__CUDA_ARCH_FEAT_SM90_ALL); the launch
+ * answers cudaErrorInvalidValue (the case skipped) where gw_device_has_wgmma
+ * says the device cannot run it. */
+#ifndef MB_KERNELS_SSM_SCAN_SM90_CUH
+#define MB_KERNELS_SSM_SCAN_SM90_CUH
+
+#ifndef MB_SSM_EMU
+#include "kernels/grouped_gemm_sm90.cuh"
+#endif
+#include "kernels/ssm_scan_sm90_layout.h"
+
+/* Where the device code has its body: an sm_90a device pass, or the CPU
+ * emulation of tests/unit/ssm_scan_emu.h (which supplies the wgmma,
+ * ldmatrix, stmatrix and fence primitives written in PTX here). */
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) || defined(MB_SSM_EMU)
+#define MB_SSM_SM90_BODY 1
+#else
+#define MB_SSM_SM90_BODY 0
+#endif
+
+#define SW_CTAS_PER_SM 2
+#define SW_X_VECS (SW_Q * SW_P / SW_VEC_ELEMS / SW_THREADS)  /* 4 */
+#define SW_BC_VECS (SW_Q * SW_N / SW_VEC_ELEMS / SW_THREADS) /* 8 */
+#define SW_STSM_CALLS (SW_N / 16)                           /* 8: two 8-column blocks each */
+
+static_assert(SW_Q == TILE && SW_P == SSM_P_MAX && SW_N == SSM_N_MAX, "the tiles are the fused kernel's");
+static_assert(DISC_STAGE2_WARP < SW_WARPS && DISC_WARP0 + 1 < SW_WARPS, "the discretising warps exist");
+
+/* Shared memory beside the tiles. */
+struct sw_side {
+	chunk_coefs co[2]; /* this chunk's and the next */
+	disc_smem ds;      /* stage 1 of the next chunk */
+	unsigned item, tag;
+};
+
+#define SW_SMEM_BYTES (SW_TILE_BYTES + sizeof(sw_side) + SW_SMEM_ALIGN)
+static_assert(SW_CTAS_PER_SM * (SW_SMEM_BYTES + 1024) <= 228 * 1024,
+	"two CTAs an SM: 228 KB of shared memory, 1 KB reserved per CTA");
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) && !defined(MB_SSM_EMU)
+
+/* ---- wgmma forms (f16 in, f32 accumulate) ------------------------------------
+ * SS: both operands K-major from shared memory (imm-trans-a = imm-trans-b =
+ * 0); RS: A from registers, B MN-major (imm-trans-b = 1). scale_d 0 ignores
+ * d's old value. */
+#define SW_R32 \
+	"%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+	"%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define SW_D32 GW_D8(0), GW_D8(1), GW_D8(2), GW_D8(3)
+
+__device__ __forceinline__ void sw_mma_ss_n64(float (&d)[SW_ACC64], uint64_t da, uint64_t db, int scale_d)
+{
+	asm volatile("{\n.reg .pred p;\n"
+		     "setp.ne.b32 p, %34, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" SW_R32 "}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+		: SW_D32
+		: "l"(da), "l"(db), "r"(scale_d));
+}
+
+__device__ __forceinline__ void sw_mma_rs_n64(float (&d)[SW_ACC64], const uint32_t (&a)[4], uint64_t db)
+{
+	asm volatile("{\n.reg .pred p;\n"
+		     "setp.ne.b32 p, %37, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {" SW_R32 "}, {%32, %33, %34, %35}, %36, p, 1, "
+		     "1, 1;\n}\n"
+		: SW_D32
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ void sw_mma_rs_n128(float (&d)[SW_ACC128], const uint32_t (&a)[4], uint64_t db)
+{
+	asm volatile("{\n.reg .pred p;\n"
+		     "setp.ne.b32 p, %69, 0;\n"
+		     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 {" GW_R64 "}, {%64, %65, %66, %67}, %68, p, "
+		     "1, 1, 1;\n}\n"
+		: GW_D64
+		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+/* Keep the compiler from moving accesses of registers that an issued
+ * wgmma owns (accumulators, A fragments) across its wait. */
+template <int R> __device__ __forceinline__ void sw_fence_regs(float (&d)[R])
+{
+#pragma unroll
+	for (int i = 0; i < R; i++)
+		asm volatile("" : "+f"(d[i])::"memory");
+}
+
+template <int K> __device__ __forceinline__ void sw_fence_regs(uint32_t (&a)[K][4])
+{
+#pragma unroll
+	for (int k = 0; k < K; k++) {
+#pragma unroll
+		for (int r = 0; r < 4; r++)
+			asm volatile("" : "+r"(a[k][r])::"memory");
+	}
+}
+
+__device__ __forceinline__ void sw_stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3)
+{
+	asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+		"r"(r2), "r"(r3)
+		: "memory");
+}
+#endif
+
+#if MB_SSM_SM90_BODY
+/* ---- tiles ------------------------------------------------------------------ */
+
+/* The 1024-aligned start of the tiles in dynamic shared memory. */
+__device__ __forceinline__ unsigned char *sw_tiles()
+{
+	unsigned char *raw = dyn_smem();
+	const uint32_t addr = smem_u32(raw);
+	return raw + (((addr + SW_SMEM_ALIGN - 1) & ~(uint32_t)(SW_SMEM_ALIGN - 1)) - addr);
+}
+
+/* Fetched rows (fetch_rows' layout at SW_THREADS) into a tile as fp16;
+ * columns past cols are left as they are (zero since the kernel's start). */
+template <int MAXC, int VECS> __device__ __forceinline__ void sw_stage(unsigned char *tile, const uint4 (&r)[VECS], int cols)
+{
+	const int col = sw_vec_col(threadIdx.x, 0, MAXC);
+	unsigned char *at = tile + sw_tile_offset(sw_vec_row(threadIdx.x, 0, MAXC), col);
+	if (col >= cols)
+		return;
+#pragma unroll
+	for (int k = 0; k < VECS; k++)
+		*reinterpret_cast<uint4 *>(at + k * sw_vec_step(MAXC)) = bf16x8_to_f16x8(r[k]);
+}
+
+/* ---- the per-chunk register work ------------------------------------------- */
+
+/* M = fp16(S o L) as the A fragments of M x (ssm_scan_sm90_layout.h:
+ * sw_acc_of_a), from S's accumulators. */
+__device__ __forceinline__ void sw_mask(uint32_t (&ma)[SW_K_STEPS_Q][4], const float (&sa)[SW_ACC64],
+	const chunk_coefs &co, int q, int lane)
+{
+#pragma unroll
+	for (int kk = 0; kk < SW_K_STEPS_Q; kk++) {
+#pragma unroll
+		for (int r = 0; r < 4; r++) {
+			float v[2];
+#pragma unroll
+			for (int h = 0; h < 2; h++) {
+				const int a = sw_acc_of_a(kk, r, h), i = gw_acc_row(q, lane, a), j = gw_acc_col(lane, a);
+				const float l = j < i ? __expf(co.cs[i] - co.cs[j]) * co.kap[j] : j == i ? co.gam[i] : 0.0f;
+				v[h] = sa[a] * l;
+			}
+			ma[kk][r] = half2_bits(__floats2half2_rn(v[0], v[1]));
+		}
+	}
+}
+
+/* The state's A fragments: fp16(w_j x_j[p]) for rows p, k = j, from the x
+ * tile [j][p] by ldmatrix.trans. */
+__device__ __forceinline__ void sw_weighted_xt(uint32_t (&xa)[SW_K_STEPS_Q][4], uint32_t x_tile, const chunk_coefs &co,
+	int q, int lane)
+{
+	const uint32_t at = x_tile + sw_xt_ldsm_offset(q, lane, 0);
+#pragma unroll
+	for (int kk = 0; kk < SW_K_STEPS_Q; kk++) {
+		gg_ldmatrix_x4_trans(xa[kk], at + sw_xt_ldsm_step(kk));
+#pragma unroll
+		for (int r = 0; r < 4; r++) {
+			const int j = sw_a_col(lane, kk, r, 0);
+			const float2 f = half2_bits_f2(xa[kk][r]);
+			xa[kk][r] = half2_bits(__floats2half2_rn(f.x * co.wdec[j], f.y * co.wdec[j + 1]));
+		}
+	}
+}
+
+/* Rows of an m64n64 result times e[row]. */
+__device__ __forceinline__ void sw_scale_rows(float (&d)[SW_ACC64], const float *e, int q, int lane)
+{
+	const float e0 = e[gw_acc_row(q, lane, 0)], e1 = e[gw_acc_row(q, lane, 2)];
+#pragma unroll
+	for (int i = 0; i < SW_ACC64; i++)
+		d[i] *= (i / 2) % 2 ? e1 : e0;
+}
+
+template <int R> __device__ __forceinline__ void sw_scale(float (&d)[R], float s)
+{
+#pragma unroll
+	for (int i = 0; i < R; i++)
+		d[i] *= s;
+}
+
+/* y rows below `rows`, columns below p_dim, as bf16 (row stride p_dim). */
+__device__ __forceinline__ void sw_store_y(__nv_bfloat16 *y, int64_t p_dim, const float (&d)[SW_ACC64], int rows, int q,
+	int lane)
+{
+#pragma unroll
+	for (int i = 0; i < SW_ACC64; i += 2) {
+		const int r = gw_acc_row(q, lane, i), col = gw_acc_col(lane, i);
+		if (r < rows && col < p_dim)
+			store_bf16x2(y + (int64_t)r * p_dim + col, d[i], d[i + 1]);
+	}
+}
+
+/* The state, rounded to fp16, into the g16 tile [p][n]. */
+__device__ __forceinline__ void sw_store_g16(uint32_t g16, const float (&st)[SW_ACC128], int q, int lane)
+{
+	const uint32_t off0 = sw_g16_stsm_offset(q, lane, 0);
+#pragma unroll
+	for (int s = 0; s < SW_STSM_CALLS; s++) {
+		uint32_t r[4];
+#pragma unroll
+		for (int m = 0; m < 4; m++)
+			r[m] = half2_bits(__floats2half2_rn(st[sw_stsm_acc(s, m, 0)], st[sw_stsm_acc(s, m, 1)]));
+		sw_stmatrix_x4(g16 + sw_g16_stsm_from0(off0, s), r[0], r[1], r[2], r[3]);
+	}
+}
+
+/* The state's element of register i (and i + 1) in a [P_MAX, N_MAX] fp32
+ * array, the same in every CTA. */
+__device__ __forceinline__ int64_t sw_state_offset(int q, int lane, int i)
+{
+	return (int64_t)gw_acc_row(q, lane, i) * SSM_N_MAX + gw_acc_col(lane, i);
+}
+
+__device__ __forceinline__ void sw_state_publish(float *dst, const float (&st)[SW_ACC128], int q, int lane)
+{
+#pragma unroll
+	for (int i = 0; i < SW_ACC128; i += 2)
+		*reinterpret_cast<float2 *>(dst + sw_state_offset(q, lane, i)) = make_float2(st[i], st[i + 1]);
+}
+
+/* st = decay src + st, src read past L1 (another SM wrote it). */
+__device__ __forceinline__ void sw_state_fold(float (&st)[SW_ACC128], const float *src, float decay, int q, int lane)
+{
+#pragma unroll
+	for (int i = 0; i < SW_ACC128; i += 2) {
+		const float2 v = __ldcg(reinterpret_cast<const float2 *>(src + sw_state_offset(q, lane, i)));
+		st[i] = decay * v.x + st[i];
+		st[i + 1] = decay * v.y + st[i + 1];
+	}
+}
+
+/* ---- passes ------------------------------------------------------------------ */
+
+struct sw_cta {
+	unsigned char *tiles; /* generic address of the tiles */
+	uint32_t base;        /* their shared address */
+	sw_side *side;
+	__device__ __forceinline__ int q() const { return threadIdx.x / MB_WARP_THREADS; }
+	__device__ __forceinline__ int lane() const { return threadIdx.x % MB_WARP_THREADS; }
+};
+
+/* Chunk 0 of [begin, end) into buffer 0 (C too when with_c) and its
+ * coefficients into co[0]; the raw inputs of chunk 1 into `raw` on the
+ * discretising warps. Ends with the CTA synchronised and its writes in
+ * the async proxy. */
+__device__ __forceinline__ void sw_prologue(const sw_cta &k, disc_raw &raw, const fused_args &g, const fused_ctx &c,
+	int begin, int end, bool with_c)
+{
+	sw_side &s = *k.side;
+	uint4 px[SW_X_VECS], pn[SW_BC_VECS];
+
+	fetch_rows<SSM_P_MAX, SW_X_VECS, SW_THREADS>(px, c.x(g), g.seq, g.p_dim, begin);
+	if (disc_warp(c))
+		disc_load(raw, g, c.row, begin, c.warp() - DISC_WARP0, c.lane());
+	sw_stage<SSM_P_MAX>(k.tiles + SW_OFF_X(0), px, g.p_dim);
+	fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pn, c.bm(g), g.seq, g.n_dim, begin);
+	sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_B(0), pn, g.n_dim);
+	if (with_c) {
+		fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pn, c.cm(g), g.seq, g.n_dim, begin);
+		sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_C(0), pn, g.n_dim);
+	}
+	if (disc_warp(c)) {
+		disc_stage1(s.ds, raw, g, c, begin);
+		if (begin + TILE < end)
+			disc_load(raw, g, c.row, begin + TILE, c.warp() - DISC_WARP0, c.lane());
+	}
+	__syncthreads();
+	if (c.warp() == DISC_STAGE2_WARP)
+		disc_stage2(s.co[0], s.ds, c.lane());
+	gw_fence_proxy_async();
+	__syncthreads();
+}
+
+/* Phase 1 over [begin, end): the state this stretch leaves from a zero
+ * start, into st, and its whole log-decay. Per chunk: the state's product
+ * issued while the next chunk's x and B load, a barrier (stage 1 done),
+ * their tiles and stage 2, the product's wait, a barrier. */
+__device__ __forceinline__ void sw_pass_states(const sw_cta &k, const fused_args &g, const fused_ctx &c, int begin,
+	int end, float (&st)[SW_ACC128], double &log_decay)
+{
+	sw_side &s = *k.side;
+	disc_raw raw = {0.0f, 0.0f, 0.0f, 0.0f};
+	const int q = k.q(), lane = k.lane();
+
+#pragma unroll
+	for (int i = 0; i < SW_ACC128; i++)
+		st[i] = 0.0f;
+	log_decay = 0.0;
+	sw_prologue(k, raw, g, c, begin, end, false);
+	for (int t0 = begin, cur = 0; t0 < end; t0 += TILE, cur ^= 1) {
+		const bool more = t0 + TILE < end;
+		uint32_t xa[SW_K_STEPS_Q][4];
+		uint4 px[SW_X_VECS], pb[SW_BC_VECS];
+
+		if (more) {
+			disc_ahead(s.ds, raw, g, c, t0, end);
+			fetch_rows<SSM_P_MAX, SW_X_VECS, SW_THREADS>(px, c.x(g), g.seq, g.p_dim, t0 + TILE);
+			fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pb, c.bm(g), g.seq, g.n_dim, t0 + TILE);
+		}
+		sw_weighted_xt(xa, k.base + SW_OFF_X(cur), s.co[cur], q, lane);
+		sw_scale(st, s.co[cur].dtot);
+		log_decay += s.co[cur].cs_last;
+		sw_fence_regs(st);
+		sw_fence_regs(xa);
+		gw_wgmma_fence();
+#pragma unroll
+		for (int kk = 0; kk < SW_K_STEPS_Q; kk++)
+			sw_mma_rs_n128(st, xa[kk], sw_desc_mnmajor(k.base + SW_OFF_B(cur), kk));
+		gw_wgmma_commit();
+		__syncthreads();
+		if (more) {
+			sw_stage<SSM_P_MAX>(k.tiles + SW_OFF_X(cur ^ 1), px, g.p_dim);
+			sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), pb, g.n_dim);
+			if (c.warp() == DISC_STAGE2_WARP)
+				disc_stage2(s.co[cur ^ 1], s.ds, c.lane());
+		}
+		gw_wgmma_wait<0>();
+		sw_fence_regs(st);
+		sw_fence_regs(xa);
+		gw_fence_proxy_async();
+		__syncthreads();
+	}
+}
+
+/* Phase 3 over [begin, end) from the entering state st: y, and the state
+ * carried from chunk to chunk (the header's steps 1-4). */
+__device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_args &g, const fused_ctx &c, int begin,
+	int end, float (&st)[SW_ACC128])
+{
+	sw_side &s = *k.side;
+	disc_raw raw = {0.0f, 0.0f, 0.0f, 0.0f};
+	const int q = k.q(), lane = k.lane();
+
+	sw_store_g16(k.base + SW_OFF_G16, st, q, lane);
+	sw_prologue(k, raw, g, c, begin, end, true);
+	for (int t0 = begin, cur = 0; t0 < end; t0 += TILE, cur ^= 1) {
+		const bool more = t0 + TILE < end;
+		const uint32_t c_tile = k.base + SW_OFF_C(cur), b_tile = k.base + SW_OFF_B(cur);
+		float sa[SW_ACC64], ya[SW_ACC64];
+		uint32_t ma[SW_K_STEPS_Q][4], xa[SW_K_STEPS_Q][4];
+
+		if (more)
+			disc_ahead(s.ds, raw, g, c, t0, end);
+		/* 1: S = C B^T and C g_in, a group each */
+		gw_wgmma_fence();
+#pragma unroll
+		for (int kk = 0; kk < SW_K_STEPS_N; kk++)
+			sw_mma_ss_n64(sa, sw_desc_kmajor(c_tile, kk), sw_desc_kmajor(b_tile, kk), kk > 0);
+		gw_wgmma_commit();
+#pragma unroll
+		for (int kk = 0; kk < SW_K_STEPS_N; kk++)
+			sw_mma_ss_n64(ya, sw_desc_kmajor(c_tile, kk), sw_desc_kmajor(k.base + SW_OFF_G16, kk), kk > 0);
+		gw_wgmma_commit();
+		if (more) {
+			/* the next x and B, into the buffers the previous chunk freed */
+			uint4 px[SW_X_VECS], pb[SW_BC_VECS];
+			fetch_rows<SSM_P_MAX, SW_X_VECS, SW_THREADS>(px, c.x(g), g.seq, g.p_dim, t0 + TILE);
+			fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pb, c.bm(g), g.seq, g.n_dim, t0 + TILE);
+			sw_stage<SSM_P_MAX>(k.tiles + SW_OFF_X(cur ^ 1), px, g.p_dim);
+			sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), pb, g.n_dim);
+		}
+		/* 2: M while C g_in runs, then the decays */
+		gw_wgmma_wait<1>();
+		sw_fence_regs(sa);
+		sw_mask(ma, sa, s.co[cur], q, lane);
+		gw_wgmma_wait<0>();
+		sw_fence_regs(ya);
+		/* every warp's share of (1) retired: C and g16 are free; stage 1 of
+		 * the next chunk is done */
+		__syncthreads();
+		sw_scale_rows(ya, s.co[cur].ecs, q, lane);
+		sw_weighted_xt(xa, k.base + SW_OFF_X(cur), s.co[cur], q, lane);
+		sw_scale(st, s.co[cur].dtot);
+		uint4 pc[SW_BC_VECS];
+		if (more)
+			fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pc, c.cm(g), g.seq, g.n_dim, t0 + TILE);
+		/* 3: y += M x, the state's update (the register writes above
+		 * ordered before wgmma.fence) */
+		sw_fence_regs(ya);
+		sw_fence_regs(st);
+		sw_fence_regs(ma);
+		sw_fence_regs(xa);
+		gw_wgmma_fence();
+#pragma unroll
+		for (int kk = 0; kk < SW_K_STEPS_Q; kk++)
+			sw_mma_rs_n64(ya, ma[kk], sw_desc_mnmajor(k.base + SW_OFF_X(cur), kk));
+#pragma unroll
+		for (int kk = 0; kk < SW_K_STEPS_Q; kk++)
+			sw_mma_rs_n128(st, xa[kk], sw_desc_mnmajor(b_tile, kk));
+		gw_wgmma_commit();
+		if (more && c.warp() == DISC_STAGE2_WARP)
+			disc_stage2(s.co[cur ^ 1], s.ds, c.lane());
+		gw_wgmma_wait<0>();
+		sw_fence_regs(ya);
+		sw_fence_regs(st);
+		sw_fence_regs(ma);
+		sw_fence_regs(xa);
+		/* 4: y, and the next chunk's g16 and C */
+		sw_store_y(g.y + ((int64_t)c.row * g.seq + t0) * g.p_dim, g.p_dim, ya, min(TILE, g.seq - t0), q, lane);
+		if (more) {
+			sw_store_g16(k.base + SW_OFF_G16, st, q, lane);
+			sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_C(cur ^ 1), pc, g.n_dim);
+		}
+		gw_fence_proxy_async();
+		__syncthreads();
+	}
+}
+
+#endif /* MB_SSM_SM90_BODY */
+
+/* One CTA (one warpgroup) per (segment, sequence), the plan and phases of
+ * mb_ssm_scan_fused_kernel. */
+__global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_wgmma_kernel(const fused_args g)
+{
+#if MB_SSM_SM90_BODY
+	sw_cta k;
+	k.tiles = sw_tiles();
+	k.base = smem_u32(k.tiles);
+	k.side = reinterpret_cast<sw_side *>(k.tiles + SW_TILE_BYTES);
+	sw_side &s = *k.side;
+	const bool chained = g.plan.segs >= CHAIN_MIN_SEGS;
+	float st[SW_ACC128];
+	fused_ctx c;
+
+	if (threadIdx.x == 0)
+		chain_take(g, chained, s.item, s.tag);
+	/* columns past P and N stay zero for the whole kernel */
+	for (int v = threadIdx.x; v < (int)(SW_TILE_BYTES / sizeof(uint4)); v += SW_THREADS)
+		reinterpret_cast<uint4 *>(k.tiles)[v] = make_uint4(0, 0, 0, 0);
+	__syncthreads();
+	const unsigned item = s.item, tag = s.tag;
+	const int seg = (int)(item / (unsigned)g.rows);
+	c.row = (int)(item % (unsigned)g.rows);
+
+#pragma unroll
+	for (int i = 0; i < SW_ACC128; i++)
+		st[i] = 0.0f;
+	if (seg >= 1) {
+		double log_decay;
+		sw_pass_states(k, g, c, seg_begin(g.plan, seg - 1), seg_end(g.plan, seg - 1, g.seq), st, log_decay);
+		const int64_t slot = (int64_t)c.row * g.plan.segs + seg;
+		if (seg >= 2) {
+			/* G_{s-2}, which the CTA of segment s - 1 published */
+			if (threadIdx.x == 0)
+				chain_wait(g, slot - 1, tag);
+			__syncthreads();
+			sw_state_fold(st, g.pub + (slot - 1) * (SSM_P_MAX * SSM_N_MAX), (float)exp(log_decay), k.q(),
+				k.lane());
+		}
+		if (chained && seg + 1 < g.plan.segs) {
+			sw_state_publish(g.pub + slot * (SSM_P_MAX * SSM_N_MAX), st, k.q(), k.lane());
+			__threadfence();
+			__syncthreads();
+			if (threadIdx.x == 0)
+				st_release_gpu(&g.sync[SYNC_FLAGS + slot], tag);
+		}
+	}
+	sw_pass_outputs(k, g, c, seg_begin(g.plan, seg), seg_end(g.plan, seg, g.seq), st);
+
+	if (chained) {
+		__syncthreads();
+		if (threadIdx.x == 0)
+			chain_finish(g, tag);
+	}
+#else
+	__trap(); /* the host launches this only where sm_90a code runs (gw_device_has_wgmma) */
+#endif
+}
+
+#endif

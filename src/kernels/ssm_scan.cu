@@ -1192,25 +1192,22 @@ static int fused_launch_kernel(fused_launcher &l, K kernel, int threads, size_t 
 	return (int)cudaGetLastError();
 }
 
+#define SSM_MMA_ENV "MEGABENCH_SSM_MMA"
+
+/* The warpgroup kernel where sm_90a code runs, else the mma.sync one;
+ * MEGABENCH_SSM_MMA=mma|wgmma forces either (gw_pick_wgmma). */
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	static fused_launcher l;
-	return fused_launch_kernel(l, mb_ssm_scan_fused_kernel, THREADS, sizeof(fused_smem), stream, axis, in, out);
-}
-
-/* The warpgroup variant: where sm_90a code runs, else the case is
- * skipped. */
-static int wgmma_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
-{
-	static fused_launcher l;
-	bool has_wgmma = false;
-	int rc = gw_device_has_wgmma(&has_wgmma);
+	static fused_launcher mma, wgmma;
+	bool use_wgmma = false;
+	int rc = gw_pick_wgmma(SSM_MMA_ENV, &use_wgmma);
 
 	if (rc != 0)
 		return rc;
-	if (!has_wgmma)
-		return (int)cudaErrorInvalidValue;
-	return fused_launch_kernel(l, mb_ssm_scan_wgmma_kernel, SW_THREADS, SW_SMEM_BYTES, stream, axis, in, out);
+	if (use_wgmma)
+		return fused_launch_kernel(wgmma, mb_ssm_scan_fused_wgmma_kernel, SW_THREADS, SW_SMEM_BYTES, stream,
+			axis, in, out);
+	return fused_launch_kernel(mma, mb_ssm_scan_fused_kernel, THREADS, sizeof(fused_smem), stream, axis, in, out);
 }
 
 #endif
@@ -1565,13 +1562,6 @@ extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fused_launch)
 	if (!launchable(axis, dtype, in, out))
 		return (int)cudaErrorInvalidValue;
 	return fused_launch((cudaStream_t)stream, axis, in, out);
-}
-
-extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fused_wgmma_launch)
-{
-	if (!launchable(axis, dtype, in, out))
-		return (int)cudaErrorInvalidValue;
-	return wgmma_launch((cudaStream_t)stream, axis, in, out);
 }
 
 extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fallback_launch)

@@ -497,7 +497,7 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 
 /* One CTA (one warpgroup) per (segment, sequence), the plan and phases of
  * mb_ssm_scan_fused_kernel. */
-__global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_wgmma_kernel(const fused_args g)
+__global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_fused_wgmma_kernel(const fused_args g)
 {
 #if MB_SSM_SM90_BODY
 	sw_cta k;

@@ -34,7 +34,10 @@
  * far under the fp16 rounding they meet next).
  *
  * fused: one launch that parallelises over chunks as well as over
- * (b, head). Each sequence is cut into `segs` segments of whole 64-step
+ * (b, head), by one of two kernels: the warpgroup (wgmma) kernel of
+ * ssm_scan_sm90.cuh where sm_90a code runs, else the mma.sync kernel
+ * described here (MEGABENCH_SSM_MMA=mma|wgmma forces either; the
+ * receipt's kernel names say which ran). Each sequence is cut into `segs` segments of whole 64-step
  * chunks, a CTA of 8 warps each, two CTAs an SM (128 registers a thread,
  * 107 KB of shared memory each), so that B*NH*segs fills the device
  * (fused_plan_make: 2 segments at B*NH = 128 on 132 SMs). The CTA of
@@ -80,9 +83,16 @@
  * measured and removed: 1.232 against 1.138 ms at this shape, 0.311
  * against 0.289 at L = 4096 (H100, reports/h100 run b against run a).
  *
- * fused_wgmma: the same plan, math and roundings on Hopper's warpgroup
- * tensor cores (sm_90a only), one warpgroup a CTA: ssm_scan_sm90.cuh,
- * whose header counts what bounds it.
+ * The warpgroup kernel (mb_ssm_scan_fused_wgmma_kernel) is that step:
+ * the same plan, math and roundings, one warpgroup a CTA. Predicted 0.3
+ * ms at this shape; measured on an H200 (reports/h200 run p) 1.084 ms
+ * against this kernel's 1.227 in the same run (0.271 against 0.308 at
+ * L = 4096): 1.13x, the 0.45 and 0.15 ms targets still missed. It issues
+ * 252 M warp instructions to this kernel's 407 M, but still latency-bound:
+ * two warps a scheduler (254 registers a thread) issuing at 25% of the
+ * peak rate against this kernel's 36%. Its header has the ncu figures and
+ * the next levers (bf16 operands straight from memory, the next chunk's
+ * C B^T overlapped with the state update).
  *
  * fallback: Mamba-2's chunked path (mamba_chunk_scan_combined) with its
  * default chunk of 256 steps, five launches through fp32 intermediates in

@@ -1,4 +1,5 @@
-/* ssm_scan's fused variant on Hopper's warpgroup tensor cores (sm_90a):
+/* ssm_scan's fused variant on Hopper's warpgroup tensor cores (sm_90a;
+ * ssm_scan.cu's fused_launch runs it where gw_pick_wgmma says it runs):
  * the same chunked math, plan and precision as the mma.sync kernel of
  * ssm_scan.cu (its header derives them), one warpgroup a CTA, each product
  * of a 64-step chunk one chain of wgmma.mma_async that reads each operand
@@ -66,11 +67,49 @@
  * barriers, about 3,500 cycles a chunk a CTA by this count, so 151
  * chunks take 0.29 ms. 0.3 ms at L = 16384 is the expectation before
  * tuning (target 0.45); at L = 4096 a quarter of it plus the start (the
- * first tiles' latency), 0.08-0.1 ms (target 0.15). Where it misses, the
- * chain's latency (stall reasons: wgmma wait, barrier, long scoreboard
- * on the global loads staged before batch 1's wait) is the first thing
- * for ncu to look at; the lever after that is starting chunk k + 1's S
- * = C B^T (independent of the state) before chunk k's state update.
+ * first tiles' latency), 0.08-0.1 ms (target 0.15).
+ *
+ * Measured (an H200, reports/h200 run p): 1.084 ms at L = 16384 and
+ * 0.271 at L = 4096, against the mma.sync kernel's 1.227 and 0.308 in
+ * the same run: 1.13x faster, 3.6x slower than predicted, the targets
+ * missed. ncu at L = 16384 (one launch, clocks as found, 1.79 GHz): 1.09
+ * ms, 1.95 M cycles; 252.2 M warp instructions (the mma.sync kernel
+ * 407.3 M), about 1,500 a warp a chunk against the 1,000 counted above;
+ * 254 registers a thread and 102.7 KB of shared memory, each allowing 2
+ * CTAs an SM, so 8 warps (12.5% theoretical occupancy, 11.67% achieved).
+ * None of the three bounds binds: DRAM 13.8% busy, tensor work 0.14 of
+ * the 1.09 ms, issue active 25.2% (the mma.sync kernel 36.4%). The kernel
+ * is latency-bound: two warps a scheduler, each issuing about once every
+ * 8 cycles (stall cycles per issued instruction: wait 1.65, barrier
+ * 1.06, long scoreboard 0.94, short scoreboard 0.81, not selected 0.15,
+ * math pipe 0.12), so 1,500 instructions a warp make a chunk about
+ * 13,000 cycles (1.95 M over segment 0's 151 chunks), not 3,500: the
+ * count above missed a third of the instructions, and took the chain to
+ * be its wgmma and barriers when it is every instruction of a warp, each
+ * waiting on the one before.
+ * The levers, in the order we would try them:
+ *   - B, C and x fed to wgmma as bf16, straight from global memory into
+ *     the swizzled tiles (cp.async or TMA): bf16 products are exact in
+ *     fp32 accumulation as fp16's are. That removes the staging through
+ *     registers (load, convert, store: about 320 instructions a thread a
+ *     chunk) and the 80 registers of prefetch (20 16-byte vectors) held
+ *     across batch 1. A wgmma's A and B share one type, so the operands
+ *     rounded from fp32 (M, the entering state, w o x) become bf16 too,
+ *     each split hi + lo (hi = bf16(v), lo = bf16(v - hi): 2^-16
+ *     relative, finer than fp16's 2^-11) into two wgmmas: C g_in, M x and
+ *     the state twice, 6.3 MFLOP a chunk, still about 0.25 ms of tensor
+ *     work. The reference's tolerance (derived for fp16's rounding) then
+ *     holds with room to spare; the mma.sync kernel keeps fp16. Its cost:
+ *     C g_in reads the state from shared memory, and its lo half is a
+ *     second 16 KB tile, past the 113 KB a CTA that two an SM leave
+ *     (102.7 KB now), so one of the double-buffered tiles gives way.
+ *   - Chunk k + 1's S = C B^T (independent of the state) issued before
+ *     chunk k's state update, so that each warp has independent work
+ *     while the chain waits: 32 more accumulator registers a thread,
+ *     which the first lever frees.
+ *   - A third CTA an SM would need at most 168 registers a thread (254
+ *     now) and 75 KB of shared memory a CTA (102.7): further off than
+ *     either lever above.
  *
  * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
  * element through this kernel's index maps (ssm_scan_sm90_layout.h);
@@ -78,9 +117,10 @@
  * SIMT emulator of ssm_scan_emu.h, with asynchronous warpgroup MMA)
  * against the reference, on every kind of plan.
  *
- * Only an sm_90a build has the body (__CUDA_ARCH_FEAT_SM90_ALL); the launch
- * answers cudaErrorInvalidValue (the case skipped) where gw_device_has_wgmma
- * says the device cannot run it. */
+ * Only an sm_90a build has the body (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere
+ * the fused variant launches the mma.sync kernel (MEGABENCH_SSM_MMA=mma
+ * forces that everywhere, =wgmma this kernel, an error where it cannot
+ * run). */
 #ifndef MB_KERNELS_SSM_SCAN_SM90_CUH
 #define MB_KERNELS_SSM_SCAN_SM90_CUH
 

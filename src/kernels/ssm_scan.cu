@@ -894,11 +894,7 @@ __device__ __forceinline__ void pass_prologue(fused_smem &s, disc_raw &raw, cons
 		fetch_rows<SSM_N_MAX>(pn, c.cm(g), g.seq, g.n_dim, begin);
 		stage_rows<SSM_N_MAX>(&s.c[0][0], LD_N, pn, g.n_dim);
 	}
-	if (disc_warp(c)) {
-		disc_stage1(s.ds, raw, g, c, begin);
-		if (begin + TILE < end)
-			disc_load(raw, g, c.row, begin + TILE, c.warp() - DISC_WARP0, c.lane());
-	}
+	disc_ahead(s.ds, raw, g, c, begin - TILE, end); /* chunk 0's stage 1, chunk 1's raw inputs */
 	__syncthreads();
 	if (c.warp() == DISC_STAGE2_WARP)
 		disc_stage2(s.co[0], s.ds, c.lane());
@@ -1029,58 +1025,96 @@ __device__ __forceinline__ void chain_finish(const fused_args &g, unsigned tag)
 	}
 }
 
-/* One CTA per (segment, sequence). Segment s >= 1 first runs phase 1 over
- * segment s - 1 (state_local and its decay D); its entering state is then
- * G_{s-1} = D G_{s-2} + state_local, with G_{-1} = 0, and G_{s-2} handed
- * over by the CTA of segment s - 1 in a chained plan; phase 3 follows. */
-__global__ void __launch_bounds__(THREADS, FUSED_CTAS_PER_SM) mb_ssm_scan_fused_kernel(const fused_args g)
+/* One CTA per (segment, sequence), as both fused kernels run it. Segment
+ * s >= 1 first runs phase 1 over segment s - 1 (state_local and its decay
+ * D); its entering state is then G_{s-1} = D G_{s-2} + state_local, with
+ * G_{-1} = 0, and G_{s-2} handed over by the CTA of segment s - 1 in a
+ * chained plan; phase 3 follows. K is a kernel's own part: its state
+ * type, zero_tiles (columns past P and N stay zero for the whole kernel),
+ * zero, states (phase 1), fold, publish and outputs (phase 3); item and
+ * tag are its shared words for chain_take. */
+template <typename K>
+__device__ __forceinline__ void fused_cta_run(const K &k, const fused_args &g, unsigned &item_s, unsigned &tag_s)
 {
-	fused_smem &s = *reinterpret_cast<fused_smem *>(dyn_smem());
 	const bool chained = g.plan.segs >= CHAIN_MIN_SEGS;
-	float st[2][4][4];
+	typename K::state st;
 	fused_ctx c;
 
 	if (threadIdx.x == 0)
-		chain_take(g, chained, s.item, s.tag);
-	/* columns past P and N stay zero for the whole kernel; the state
-	 * entering segment 0 is zero */
-	tile_zero(&s.c[0][0], LD_N, TILE);
-	tile_zero(&s.b[0][0][0], LD_N, 2 * TILE);
-	tile_zero(&s.x[0][0][0], LD_P, 2 * TILE);
-	tile_zero(&s.xw[0][0], LD_P, TILE);
-	tile_zero(&s.m[0][0], LD_T, TILE);
+		chain_take(g, chained, item_s, tag_s);
+	k.zero_tiles();
 	__syncthreads();
-	const unsigned item = s.item, tag = s.tag;
+	const unsigned item = item_s, tag = tag_s;
 	const int seg = (int)(item / (unsigned)g.rows);
 	c.row = (int)(item % (unsigned)g.rows);
 
-	zero_acc(st);
+	k.zero(st); /* the state entering segment 0 */
 	if (seg >= 1) {
 		double log_decay;
-		pass_states(s, g, c, seg_begin(g.plan, seg - 1), seg_end(g.plan, seg - 1, g.seq), st, log_decay);
+		k.states(c, seg_begin(g.plan, seg - 1), seg_end(g.plan, seg - 1, g.seq), st, log_decay);
 		const int64_t slot = (int64_t)c.row * g.plan.segs + seg;
 		if (seg >= 2) {
 			/* G_{s-2}, which the CTA of segment s - 1 published */
 			if (threadIdx.x == 0)
 				chain_wait(g, slot - 1, tag);
 			__syncthreads();
-			state_fold(st, g.pub + (slot - 1) * (SSM_P_MAX * SSM_N_MAX), (float)exp(log_decay), c.warp(), c.lane());
+			k.fold(c, st, g.pub + (slot - 1) * (SSM_P_MAX * SSM_N_MAX), (float)exp(log_decay));
 		}
 		if (chained && seg + 1 < g.plan.segs) {
-			state_publish(g.pub + slot * (SSM_P_MAX * SSM_N_MAX), st, c.warp(), c.lane());
+			k.publish(c, g.pub + slot * (SSM_P_MAX * SSM_N_MAX), st);
 			__threadfence();
 			__syncthreads();
 			if (threadIdx.x == 0)
 				st_release_gpu(&g.sync[SYNC_FLAGS + slot], tag);
 		}
 	}
-	pass_outputs(s, g, c, seg_begin(g.plan, seg), seg_end(g.plan, seg, g.seq), st);
+	k.outputs(c, seg_begin(g.plan, seg), seg_end(g.plan, seg, g.seq), st);
 
 	if (chained) {
 		__syncthreads();
 		if (threadIdx.x == 0)
 			chain_finish(g, tag);
 	}
+}
+
+/* The mma.sync kernel's part of fused_cta_run: 8 warps, the state in
+ * mma accumulators. */
+struct mma_cta {
+	typedef float state[2][4][4];
+	fused_smem &s;
+	const fused_args &g;
+
+	__device__ __forceinline__ void zero_tiles() const
+	{
+		tile_zero(&s.c[0][0], LD_N, TILE);
+		tile_zero(&s.b[0][0][0], LD_N, 2 * TILE);
+		tile_zero(&s.x[0][0][0], LD_P, 2 * TILE);
+		tile_zero(&s.xw[0][0], LD_P, TILE);
+		tile_zero(&s.m[0][0], LD_T, TILE);
+	}
+	__device__ __forceinline__ void zero(state &st) const { zero_acc(st); }
+	__device__ __forceinline__ void states(const fused_ctx &c, int begin, int end, state &st, double &log_decay) const
+	{
+		pass_states(s, g, c, begin, end, st, log_decay);
+	}
+	__device__ __forceinline__ void fold(const fused_ctx &c, state &st, const float *src, float decay) const
+	{
+		state_fold(st, src, decay, c.warp(), c.lane());
+	}
+	__device__ __forceinline__ void publish(const fused_ctx &c, float *dst, const state &st) const
+	{
+		state_publish(dst, st, c.warp(), c.lane());
+	}
+	__device__ __forceinline__ void outputs(const fused_ctx &c, int begin, int end, state &st) const
+	{
+		pass_outputs(s, g, c, begin, end, st);
+	}
+};
+
+__global__ void __launch_bounds__(THREADS, FUSED_CTAS_PER_SM) mb_ssm_scan_fused_kernel(const fused_args g)
+{
+	fused_smem &s = *reinterpret_cast<fused_smem *>(dyn_smem());
+	fused_cta_run(mma_cta{s, g}, g, s.item, s.tag);
 }
 
 /* The plan for `rows` sequences of `seq` steps on a device that holds

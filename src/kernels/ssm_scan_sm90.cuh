@@ -386,11 +386,7 @@ __device__ __forceinline__ void sw_prologue(const sw_cta &k, disc_raw &raw, cons
 		fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pn, c.cm(g), g.seq, g.n_dim, begin);
 		sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_C(0), pn, g.n_dim);
 	}
-	if (disc_warp(c)) {
-		disc_stage1(s.ds, raw, g, c, begin);
-		if (begin + TILE < end)
-			disc_load(raw, g, c.row, begin + TILE, c.warp() - DISC_WARP0, c.lane());
-	}
+	disc_ahead(s.ds, raw, g, c, begin - TILE, end); /* chunk 0's stage 1, chunk 1's raw inputs */
 	__syncthreads();
 	if (c.warp() == DISC_STAGE2_WARP)
 		disc_stage2(s.co[0], s.ds, c.lane());
@@ -533,10 +529,46 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 	}
 }
 
+/* The warpgroup kernel's part of fused_cta_run (ssm_scan.cu): the state
+ * in the m64n128 accumulators. */
+struct sw_cta_run {
+	typedef float state[SW_ACC128];
+	sw_cta k;
+	const fused_args &g;
+
+	__device__ __forceinline__ void zero_tiles() const
+	{
+		for (int v = threadIdx.x; v < (int)(SW_TILE_BYTES / sizeof(uint4)); v += SW_THREADS)
+			reinterpret_cast<uint4 *>(k.tiles)[v] = make_uint4(0, 0, 0, 0);
+	}
+	__device__ __forceinline__ void zero(state &st) const
+	{
+#pragma unroll
+		for (int i = 0; i < SW_ACC128; i++)
+			st[i] = 0.0f;
+	}
+	__device__ __forceinline__ void states(const fused_ctx &c, int begin, int end, state &st, double &log_decay) const
+	{
+		sw_pass_states(k, g, c, begin, end, st, log_decay);
+	}
+	__device__ __forceinline__ void fold(const fused_ctx &, state &st, const float *src, float decay) const
+	{
+		sw_state_fold(st, src, decay, k.q(), k.lane());
+	}
+	__device__ __forceinline__ void publish(const fused_ctx &, float *dst, const state &st) const
+	{
+		sw_state_publish(dst, st, k.q(), k.lane());
+	}
+	__device__ __forceinline__ void outputs(const fused_ctx &c, int begin, int end, state &st) const
+	{
+		sw_pass_outputs(k, g, c, begin, end, st);
+	}
+};
+
 #endif /* MB_SSM_SM90_BODY */
 
 /* One CTA (one warpgroup) per (segment, sequence), the plan and phases of
- * mb_ssm_scan_fused_kernel. */
+ * mb_ssm_scan_fused_kernel (fused_cta_run). */
 __global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_fused_wgmma_kernel(const fused_args g)
 {
 #if MB_SSM_SM90_BODY
@@ -544,51 +576,7 @@ __global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_fused_
 	k.tiles = sw_tiles();
 	k.base = smem_u32(k.tiles);
 	k.side = reinterpret_cast<sw_side *>(k.tiles + SW_TILE_BYTES);
-	sw_side &s = *k.side;
-	const bool chained = g.plan.segs >= CHAIN_MIN_SEGS;
-	float st[SW_ACC128];
-	fused_ctx c;
-
-	if (threadIdx.x == 0)
-		chain_take(g, chained, s.item, s.tag);
-	/* columns past P and N stay zero for the whole kernel */
-	for (int v = threadIdx.x; v < (int)(SW_TILE_BYTES / sizeof(uint4)); v += SW_THREADS)
-		reinterpret_cast<uint4 *>(k.tiles)[v] = make_uint4(0, 0, 0, 0);
-	__syncthreads();
-	const unsigned item = s.item, tag = s.tag;
-	const int seg = (int)(item / (unsigned)g.rows);
-	c.row = (int)(item % (unsigned)g.rows);
-
-#pragma unroll
-	for (int i = 0; i < SW_ACC128; i++)
-		st[i] = 0.0f;
-	if (seg >= 1) {
-		double log_decay;
-		sw_pass_states(k, g, c, seg_begin(g.plan, seg - 1), seg_end(g.plan, seg - 1, g.seq), st, log_decay);
-		const int64_t slot = (int64_t)c.row * g.plan.segs + seg;
-		if (seg >= 2) {
-			/* G_{s-2}, which the CTA of segment s - 1 published */
-			if (threadIdx.x == 0)
-				chain_wait(g, slot - 1, tag);
-			__syncthreads();
-			sw_state_fold(st, g.pub + (slot - 1) * (SSM_P_MAX * SSM_N_MAX), (float)exp(log_decay), k.q(),
-				k.lane());
-		}
-		if (chained && seg + 1 < g.plan.segs) {
-			sw_state_publish(g.pub + slot * (SSM_P_MAX * SSM_N_MAX), st, k.q(), k.lane());
-			__threadfence();
-			__syncthreads();
-			if (threadIdx.x == 0)
-				st_release_gpu(&g.sync[SYNC_FLAGS + slot], tag);
-		}
-	}
-	sw_pass_outputs(k, g, c, seg_begin(g.plan, seg), seg_end(g.plan, seg, g.seq), st);
-
-	if (chained) {
-		__syncthreads();
-		if (threadIdx.x == 0)
-			chain_finish(g, tag);
-	}
+	fused_cta_run(sw_cta_run{k, g}, g, k.side->item, k.side->tag);
 #else
 	__trap(); /* the host launches this only where sm_90a code runs (gw_device_has_wgmma) */
 #endif

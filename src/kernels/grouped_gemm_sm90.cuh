@@ -61,6 +61,8 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "kernels/grouped_gemm.cuh"
 #include "kernels/grouped_gemm_sm90_layout.h"
@@ -562,6 +564,33 @@ static int gw_device_has_wgmma(bool *out)
 #else
 	*out = false;
 #endif
+	return 0;
+}
+
+/* Whether a variant that has both kernels runs the wgmma one, as the
+ * environment variable `env` asks: unset, empty or "auto": where
+ * gw_device_has_wgmma says it runs; "mma": never; "wgmma": always, or
+ * cudaErrorNotSupported where it cannot run. Any other value is
+ * cudaErrorInvalidValue (a typo must not measure the wrong kernel).
+ * 0 and *out set, or a cudaError_t. */
+static int gw_pick_wgmma(const char *env, bool *out)
+{
+	const char *want = getenv(env);
+	const bool force = want && strcmp(want, "wgmma") == 0;
+	bool has = false;
+	int rc;
+
+	if (want && strcmp(want, "mma") == 0) {
+		*out = false;
+		return 0;
+	}
+	if (want && *want && !force && strcmp(want, "auto") != 0)
+		return (int)cudaErrorInvalidValue;
+	if ((rc = gw_device_has_wgmma(&has)) != 0)
+		return rc;
+	if (force && !has)
+		return (int)cudaErrorNotSupported;
+	*out = has;
 	return 0;
 }
 

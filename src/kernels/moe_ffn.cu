@@ -547,30 +547,15 @@ typedef enum moe_gemm_path { MOE_GEMM_MMA, MOE_GEMM_WGMMA } moe_gemm_path;
 
 #define MOE_GEMM_ENV "MEGABENCH_MOE_GEMM"
 
-/* MEGABENCH_MOE_GEMM unset, empty or "auto": wgmma where
- * gw_device_has_wgmma says it runs, else mma.sync; "mma": mma.sync;
- * "wgmma": wgmma, or cudaErrorNotSupported where it cannot run. Any other
- * value is cudaErrorInvalidValue (a typo must not measure the wrong
- * kernel). */
+/* MEGABENCH_MOE_GEMM=auto|mma|wgmma as gw_pick_wgmma reads it. */
 static int moe_gemm_path_pick(moe_gemm_path *out)
 {
-	const char *want = getenv(MOE_GEMM_ENV);
-	const bool force_wgmma = want && strcmp(want, "wgmma") == 0;
-	bool has = false;
-	int rc;
+	bool wgmma = false;
+	int rc = gw_pick_wgmma(MOE_GEMM_ENV, &wgmma);
 
-	if (want && strcmp(want, "mma") == 0) {
-		*out = MOE_GEMM_MMA;
-		return 0;
-	}
-	if (want && *want && !force_wgmma && strcmp(want, "auto") != 0)
-		return (int)cudaErrorInvalidValue;
-	if ((rc = gw_device_has_wgmma(&has)) != 0)
-		return rc;
-	if (force_wgmma && !has)
-		return (int)cudaErrorNotSupported;
-	*out = has ? MOE_GEMM_WGMMA : MOE_GEMM_MMA;
-	return 0;
+	if (rc == 0)
+		*out = wgmma ? MOE_GEMM_WGMMA : MOE_GEMM_MMA;
+	return rc;
 }
 
 /* The mma.sync kernel's tile shape for a grouped GEMM with n columns:

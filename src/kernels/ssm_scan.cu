@@ -34,7 +34,10 @@
  * far under the fp16 rounding they meet next).
  *
  * fused: one launch that parallelises over chunks as well as over
- * (b, head). Each sequence is cut into `segs` segments of whole 64-step
+ * (b, head), by one of two kernels: the warpgroup (wgmma) kernel of
+ * ssm_scan_sm90.cuh where sm_90a code runs, else the mma.sync kernel
+ * described here (MEGABENCH_SSM_MMA=mma|wgmma forces either; the
+ * receipt's kernel names say which ran). Each sequence is cut into `segs` segments of whole 64-step
  * chunks, a CTA of 8 warps each, two CTAs an SM (128 registers a thread,
  * 107 KB of shared memory each), so that B*NH*segs fills the device
  * (fused_plan_make: 2 segments at B*NH = 128 on 132 SMs). The CTA of
@@ -80,9 +83,16 @@
  * measured and removed: 1.232 against 1.138 ms at this shape, 0.311
  * against 0.289 at L = 4096 (H100, reports/h100 run b against run a).
  *
- * fused_wgmma: the same plan, math and roundings on Hopper's warpgroup
- * tensor cores (sm_90a only), one warpgroup a CTA: ssm_scan_sm90.cuh,
- * whose header counts what bounds it.
+ * The warpgroup kernel (mb_ssm_scan_fused_wgmma_kernel) is that step:
+ * the same plan, math and roundings, one warpgroup a CTA. Predicted 0.3
+ * ms at this shape; measured on an H200 (reports/h200 run p) 1.084 ms
+ * against this kernel's 1.227 in the same run (0.271 against 0.308 at
+ * L = 4096): 1.13x, the 0.45 and 0.15 ms targets still missed. It issues
+ * 252 M warp instructions to this kernel's 407 M, but still latency-bound:
+ * two warps a scheduler (254 registers a thread) issuing at 25% of the
+ * peak rate against this kernel's 36%. Its header has the ncu figures and
+ * the next levers (bf16 operands straight from memory, the next chunk's
+ * C B^T overlapped with the state update).
  *
  * fallback: Mamba-2's chunked path (mamba_chunk_scan_combined) with its
  * default chunk of 256 steps, five launches through fp32 intermediates in
@@ -884,11 +894,7 @@ __device__ __forceinline__ void pass_prologue(fused_smem &s, disc_raw &raw, cons
 		fetch_rows<SSM_N_MAX>(pn, c.cm(g), g.seq, g.n_dim, begin);
 		stage_rows<SSM_N_MAX>(&s.c[0][0], LD_N, pn, g.n_dim);
 	}
-	if (disc_warp(c)) {
-		disc_stage1(s.ds, raw, g, c, begin);
-		if (begin + TILE < end)
-			disc_load(raw, g, c.row, begin + TILE, c.warp() - DISC_WARP0, c.lane());
-	}
+	disc_ahead(s.ds, raw, g, c, begin - TILE, end); /* chunk 0's stage 1, chunk 1's raw inputs */
 	__syncthreads();
 	if (c.warp() == DISC_STAGE2_WARP)
 		disc_stage2(s.co[0], s.ds, c.lane());
@@ -1019,58 +1025,96 @@ __device__ __forceinline__ void chain_finish(const fused_args &g, unsigned tag)
 	}
 }
 
-/* One CTA per (segment, sequence). Segment s >= 1 first runs phase 1 over
- * segment s - 1 (state_local and its decay D); its entering state is then
- * G_{s-1} = D G_{s-2} + state_local, with G_{-1} = 0, and G_{s-2} handed
- * over by the CTA of segment s - 1 in a chained plan; phase 3 follows. */
-__global__ void __launch_bounds__(THREADS, FUSED_CTAS_PER_SM) mb_ssm_scan_fused_kernel(const fused_args g)
+/* One CTA per (segment, sequence), as both fused kernels run it. Segment
+ * s >= 1 first runs phase 1 over segment s - 1 (state_local and its decay
+ * D); its entering state is then G_{s-1} = D G_{s-2} + state_local, with
+ * G_{-1} = 0, and G_{s-2} handed over by the CTA of segment s - 1 in a
+ * chained plan; phase 3 follows. K is a kernel's own part: its state
+ * type, zero_tiles (columns past P and N stay zero for the whole kernel),
+ * zero, states (phase 1), fold, publish and outputs (phase 3); item and
+ * tag are its shared words for chain_take. */
+template <typename K>
+__device__ __forceinline__ void fused_cta_run(const K &k, const fused_args &g, unsigned &item_s, unsigned &tag_s)
 {
-	fused_smem &s = *reinterpret_cast<fused_smem *>(dyn_smem());
 	const bool chained = g.plan.segs >= CHAIN_MIN_SEGS;
-	float st[2][4][4];
+	typename K::state st;
 	fused_ctx c;
 
 	if (threadIdx.x == 0)
-		chain_take(g, chained, s.item, s.tag);
-	/* columns past P and N stay zero for the whole kernel; the state
-	 * entering segment 0 is zero */
-	tile_zero(&s.c[0][0], LD_N, TILE);
-	tile_zero(&s.b[0][0][0], LD_N, 2 * TILE);
-	tile_zero(&s.x[0][0][0], LD_P, 2 * TILE);
-	tile_zero(&s.xw[0][0], LD_P, TILE);
-	tile_zero(&s.m[0][0], LD_T, TILE);
+		chain_take(g, chained, item_s, tag_s);
+	k.zero_tiles();
 	__syncthreads();
-	const unsigned item = s.item, tag = s.tag;
+	const unsigned item = item_s, tag = tag_s;
 	const int seg = (int)(item / (unsigned)g.rows);
 	c.row = (int)(item % (unsigned)g.rows);
 
-	zero_acc(st);
+	k.zero(st); /* the state entering segment 0 */
 	if (seg >= 1) {
 		double log_decay;
-		pass_states(s, g, c, seg_begin(g.plan, seg - 1), seg_end(g.plan, seg - 1, g.seq), st, log_decay);
+		k.states(c, seg_begin(g.plan, seg - 1), seg_end(g.plan, seg - 1, g.seq), st, log_decay);
 		const int64_t slot = (int64_t)c.row * g.plan.segs + seg;
 		if (seg >= 2) {
 			/* G_{s-2}, which the CTA of segment s - 1 published */
 			if (threadIdx.x == 0)
 				chain_wait(g, slot - 1, tag);
 			__syncthreads();
-			state_fold(st, g.pub + (slot - 1) * (SSM_P_MAX * SSM_N_MAX), (float)exp(log_decay), c.warp(), c.lane());
+			k.fold(c, st, g.pub + (slot - 1) * (SSM_P_MAX * SSM_N_MAX), (float)exp(log_decay));
 		}
 		if (chained && seg + 1 < g.plan.segs) {
-			state_publish(g.pub + slot * (SSM_P_MAX * SSM_N_MAX), st, c.warp(), c.lane());
+			k.publish(c, g.pub + slot * (SSM_P_MAX * SSM_N_MAX), st);
 			__threadfence();
 			__syncthreads();
 			if (threadIdx.x == 0)
 				st_release_gpu(&g.sync[SYNC_FLAGS + slot], tag);
 		}
 	}
-	pass_outputs(s, g, c, seg_begin(g.plan, seg), seg_end(g.plan, seg, g.seq), st);
+	k.outputs(c, seg_begin(g.plan, seg), seg_end(g.plan, seg, g.seq), st);
 
 	if (chained) {
 		__syncthreads();
 		if (threadIdx.x == 0)
 			chain_finish(g, tag);
 	}
+}
+
+/* The mma.sync kernel's part of fused_cta_run: 8 warps, the state in
+ * mma accumulators. */
+struct mma_cta {
+	typedef float state[2][4][4];
+	fused_smem &s;
+	const fused_args &g;
+
+	__device__ __forceinline__ void zero_tiles() const
+	{
+		tile_zero(&s.c[0][0], LD_N, TILE);
+		tile_zero(&s.b[0][0][0], LD_N, 2 * TILE);
+		tile_zero(&s.x[0][0][0], LD_P, 2 * TILE);
+		tile_zero(&s.xw[0][0], LD_P, TILE);
+		tile_zero(&s.m[0][0], LD_T, TILE);
+	}
+	__device__ __forceinline__ void zero(state &st) const { zero_acc(st); }
+	__device__ __forceinline__ void states(const fused_ctx &c, int begin, int end, state &st, double &log_decay) const
+	{
+		pass_states(s, g, c, begin, end, st, log_decay);
+	}
+	__device__ __forceinline__ void fold(const fused_ctx &c, state &st, const float *src, float decay) const
+	{
+		state_fold(st, src, decay, c.warp(), c.lane());
+	}
+	__device__ __forceinline__ void publish(const fused_ctx &c, float *dst, const state &st) const
+	{
+		state_publish(dst, st, c.warp(), c.lane());
+	}
+	__device__ __forceinline__ void outputs(const fused_ctx &c, int begin, int end, state &st) const
+	{
+		pass_outputs(s, g, c, begin, end, st);
+	}
+};
+
+__global__ void __launch_bounds__(THREADS, FUSED_CTAS_PER_SM) mb_ssm_scan_fused_kernel(const fused_args g)
+{
+	fused_smem &s = *reinterpret_cast<fused_smem *>(dyn_smem());
+	fused_cta_run(mma_cta{s, g}, g, s.item, s.tag);
 }
 
 /* The plan for `rows` sequences of `seq` steps on a device that holds
@@ -1192,25 +1236,22 @@ static int fused_launch_kernel(fused_launcher &l, K kernel, int threads, size_t 
 	return (int)cudaGetLastError();
 }
 
+#define SSM_MMA_ENV "MEGABENCH_SSM_MMA"
+
+/* The warpgroup kernel where sm_90a code runs, else the mma.sync one;
+ * MEGABENCH_SSM_MMA=mma|wgmma forces either (gw_pick_wgmma). */
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	static fused_launcher l;
-	return fused_launch_kernel(l, mb_ssm_scan_fused_kernel, THREADS, sizeof(fused_smem), stream, axis, in, out);
-}
-
-/* The warpgroup variant: where sm_90a code runs, else the case is
- * skipped. */
-static int wgmma_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
-{
-	static fused_launcher l;
-	bool has_wgmma = false;
-	int rc = gw_device_has_wgmma(&has_wgmma);
+	static fused_launcher mma, wgmma;
+	bool use_wgmma = false;
+	int rc = gw_pick_wgmma(SSM_MMA_ENV, &use_wgmma);
 
 	if (rc != 0)
 		return rc;
-	if (!has_wgmma)
-		return (int)cudaErrorInvalidValue;
-	return fused_launch_kernel(l, mb_ssm_scan_wgmma_kernel, SW_THREADS, SW_SMEM_BYTES, stream, axis, in, out);
+	if (use_wgmma)
+		return fused_launch_kernel(wgmma, mb_ssm_scan_fused_wgmma_kernel, SW_THREADS, SW_SMEM_BYTES, stream,
+			axis, in, out);
+	return fused_launch_kernel(mma, mb_ssm_scan_fused_kernel, THREADS, sizeof(fused_smem), stream, axis, in, out);
 }
 
 #endif
@@ -1565,13 +1606,6 @@ extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fused_launch)
 	if (!launchable(axis, dtype, in, out))
 		return (int)cudaErrorInvalidValue;
 	return fused_launch((cudaStream_t)stream, axis, in, out);
-}
-
-extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fused_wgmma_launch)
-{
-	if (!launchable(axis, dtype, in, out))
-		return (int)cudaErrorInvalidValue;
-	return wgmma_launch((cudaStream_t)stream, axis, in, out);
 }
 
 extern "C" MB_DECLARE_LAUNCH(mb_ssm_scan_fallback_launch)

@@ -1,4 +1,5 @@
-/* ssm_scan's fused variant on Hopper's warpgroup tensor cores (sm_90a):
+/* ssm_scan's fused variant on Hopper's warpgroup tensor cores (sm_90a;
+ * ssm_scan.cu's fused_launch runs it where gw_pick_wgmma says it runs):
  * the same chunked math, plan and precision as the mma.sync kernel of
  * ssm_scan.cu (its header derives them), one warpgroup a CTA, each product
  * of a 64-step chunk one chain of wgmma.mma_async that reads each operand
@@ -66,11 +67,49 @@
  * barriers, about 3,500 cycles a chunk a CTA by this count, so 151
  * chunks take 0.29 ms. 0.3 ms at L = 16384 is the expectation before
  * tuning (target 0.45); at L = 4096 a quarter of it plus the start (the
- * first tiles' latency), 0.08-0.1 ms (target 0.15). Where it misses, the
- * chain's latency (stall reasons: wgmma wait, barrier, long scoreboard
- * on the global loads staged before batch 1's wait) is the first thing
- * for ncu to look at; the lever after that is starting chunk k + 1's S
- * = C B^T (independent of the state) before chunk k's state update.
+ * first tiles' latency), 0.08-0.1 ms (target 0.15).
+ *
+ * Measured (an H200, reports/h200 run p): 1.084 ms at L = 16384 and
+ * 0.271 at L = 4096, against the mma.sync kernel's 1.227 and 0.308 in
+ * the same run: 1.13x faster, 3.6x slower than predicted, the targets
+ * missed. ncu at L = 16384 (one launch, clocks as found, 1.79 GHz): 1.09
+ * ms, 1.95 M cycles; 252.2 M warp instructions (the mma.sync kernel
+ * 407.3 M), about 1,500 a warp a chunk against the 1,000 counted above;
+ * 254 registers a thread and 102.7 KB of shared memory, each allowing 2
+ * CTAs an SM, so 8 warps (12.5% theoretical occupancy, 11.67% achieved).
+ * None of the three bounds binds: DRAM 13.8% busy, tensor work 0.14 of
+ * the 1.09 ms, issue active 25.2% (the mma.sync kernel 36.4%). The kernel
+ * is latency-bound: two warps a scheduler, each issuing about once every
+ * 8 cycles (stall cycles per issued instruction: wait 1.65, barrier
+ * 1.06, long scoreboard 0.94, short scoreboard 0.81, not selected 0.15,
+ * math pipe 0.12), so 1,500 instructions a warp make a chunk about
+ * 13,000 cycles (1.95 M over segment 0's 151 chunks), not 3,500: the
+ * count above missed a third of the instructions, and took the chain to
+ * be its wgmma and barriers when it is every instruction of a warp, each
+ * waiting on the one before.
+ * The levers, in the order we would try them:
+ *   - B, C and x fed to wgmma as bf16, straight from global memory into
+ *     the swizzled tiles (cp.async or TMA): bf16 products are exact in
+ *     fp32 accumulation as fp16's are. That removes the staging through
+ *     registers (load, convert, store: about 320 instructions a thread a
+ *     chunk) and the 80 registers of prefetch (20 16-byte vectors) held
+ *     across batch 1. A wgmma's A and B share one type, so the operands
+ *     rounded from fp32 (M, the entering state, w o x) become bf16 too,
+ *     each split hi + lo (hi = bf16(v), lo = bf16(v - hi): 2^-16
+ *     relative, finer than fp16's 2^-11) into two wgmmas: C g_in, M x and
+ *     the state twice, 6.3 MFLOP a chunk, still about 0.25 ms of tensor
+ *     work. The reference's tolerance (derived for fp16's rounding) then
+ *     holds with room to spare; the mma.sync kernel keeps fp16. Its cost:
+ *     C g_in reads the state from shared memory, and its lo half is a
+ *     second 16 KB tile, past the 113 KB a CTA that two an SM leave
+ *     (102.7 KB now), so one of the double-buffered tiles gives way.
+ *   - Chunk k + 1's S = C B^T (independent of the state) issued before
+ *     chunk k's state update, so that each warp has independent work
+ *     while the chain waits: 32 more accumulator registers a thread,
+ *     which the first lever frees.
+ *   - A third CTA an SM would need at most 168 registers a thread (254
+ *     now) and 75 KB of shared memory a CTA (102.7): further off than
+ *     either lever above.
  *
  * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
  * element through this kernel's index maps (ssm_scan_sm90_layout.h);
@@ -78,9 +117,10 @@
  * SIMT emulator of ssm_scan_emu.h, with asynchronous warpgroup MMA)
  * against the reference, on every kind of plan.
  *
- * Only an sm_90a build has the body (__CUDA_ARCH_FEAT_SM90_ALL); the launch
- * answers cudaErrorInvalidValue (the case skipped) where gw_device_has_wgmma
- * says the device cannot run it. */
+ * Only an sm_90a build has the body (__CUDA_ARCH_FEAT_SM90_ALL); elsewhere
+ * the fused variant launches the mma.sync kernel (MEGABENCH_SSM_MMA=mma
+ * forces that everywhere, =wgmma this kernel, an error where it cannot
+ * run). */
 #ifndef MB_KERNELS_SSM_SCAN_SM90_CUH
 #define MB_KERNELS_SSM_SCAN_SM90_CUH
 
@@ -346,11 +386,7 @@ __device__ __forceinline__ void sw_prologue(const sw_cta &k, disc_raw &raw, cons
 		fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pn, c.cm(g), g.seq, g.n_dim, begin);
 		sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_C(0), pn, g.n_dim);
 	}
-	if (disc_warp(c)) {
-		disc_stage1(s.ds, raw, g, c, begin);
-		if (begin + TILE < end)
-			disc_load(raw, g, c.row, begin + TILE, c.warp() - DISC_WARP0, c.lane());
-	}
+	disc_ahead(s.ds, raw, g, c, begin - TILE, end); /* chunk 0's stage 1, chunk 1's raw inputs */
 	__syncthreads();
 	if (c.warp() == DISC_STAGE2_WARP)
 		disc_stage2(s.co[0], s.ds, c.lane());
@@ -493,62 +529,54 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 	}
 }
 
+/* The warpgroup kernel's part of fused_cta_run (ssm_scan.cu): the state
+ * in the m64n128 accumulators. */
+struct sw_cta_run {
+	typedef float state[SW_ACC128];
+	sw_cta k;
+	const fused_args &g;
+
+	__device__ __forceinline__ void zero_tiles() const
+	{
+		for (int v = threadIdx.x; v < (int)(SW_TILE_BYTES / sizeof(uint4)); v += SW_THREADS)
+			reinterpret_cast<uint4 *>(k.tiles)[v] = make_uint4(0, 0, 0, 0);
+	}
+	__device__ __forceinline__ void zero(state &st) const
+	{
+#pragma unroll
+		for (int i = 0; i < SW_ACC128; i++)
+			st[i] = 0.0f;
+	}
+	__device__ __forceinline__ void states(const fused_ctx &c, int begin, int end, state &st, double &log_decay) const
+	{
+		sw_pass_states(k, g, c, begin, end, st, log_decay);
+	}
+	__device__ __forceinline__ void fold(const fused_ctx &, state &st, const float *src, float decay) const
+	{
+		sw_state_fold(st, src, decay, k.q(), k.lane());
+	}
+	__device__ __forceinline__ void publish(const fused_ctx &, float *dst, const state &st) const
+	{
+		sw_state_publish(dst, st, k.q(), k.lane());
+	}
+	__device__ __forceinline__ void outputs(const fused_ctx &c, int begin, int end, state &st) const
+	{
+		sw_pass_outputs(k, g, c, begin, end, st);
+	}
+};
+
 #endif /* MB_SSM_SM90_BODY */
 
 /* One CTA (one warpgroup) per (segment, sequence), the plan and phases of
- * mb_ssm_scan_fused_kernel. */
-__global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_wgmma_kernel(const fused_args g)
+ * mb_ssm_scan_fused_kernel (fused_cta_run). */
+__global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_fused_wgmma_kernel(const fused_args g)
 {
 #if MB_SSM_SM90_BODY
 	sw_cta k;
 	k.tiles = sw_tiles();
 	k.base = smem_u32(k.tiles);
 	k.side = reinterpret_cast<sw_side *>(k.tiles + SW_TILE_BYTES);
-	sw_side &s = *k.side;
-	const bool chained = g.plan.segs >= CHAIN_MIN_SEGS;
-	float st[SW_ACC128];
-	fused_ctx c;
-
-	if (threadIdx.x == 0)
-		chain_take(g, chained, s.item, s.tag);
-	/* columns past P and N stay zero for the whole kernel */
-	for (int v = threadIdx.x; v < (int)(SW_TILE_BYTES / sizeof(uint4)); v += SW_THREADS)
-		reinterpret_cast<uint4 *>(k.tiles)[v] = make_uint4(0, 0, 0, 0);
-	__syncthreads();
-	const unsigned item = s.item, tag = s.tag;
-	const int seg = (int)(item / (unsigned)g.rows);
-	c.row = (int)(item % (unsigned)g.rows);
-
-#pragma unroll
-	for (int i = 0; i < SW_ACC128; i++)
-		st[i] = 0.0f;
-	if (seg >= 1) {
-		double log_decay;
-		sw_pass_states(k, g, c, seg_begin(g.plan, seg - 1), seg_end(g.plan, seg - 1, g.seq), st, log_decay);
-		const int64_t slot = (int64_t)c.row * g.plan.segs + seg;
-		if (seg >= 2) {
-			/* G_{s-2}, which the CTA of segment s - 1 published */
-			if (threadIdx.x == 0)
-				chain_wait(g, slot - 1, tag);
-			__syncthreads();
-			sw_state_fold(st, g.pub + (slot - 1) * (SSM_P_MAX * SSM_N_MAX), (float)exp(log_decay), k.q(),
-				k.lane());
-		}
-		if (chained && seg + 1 < g.plan.segs) {
-			sw_state_publish(g.pub + slot * (SSM_P_MAX * SSM_N_MAX), st, k.q(), k.lane());
-			__threadfence();
-			__syncthreads();
-			if (threadIdx.x == 0)
-				st_release_gpu(&g.sync[SYNC_FLAGS + slot], tag);
-		}
-	}
-	sw_pass_outputs(k, g, c, seg_begin(g.plan, seg), seg_end(g.plan, seg, g.seq), st);
-
-	if (chained) {
-		__syncthreads();
-		if (threadIdx.x == 0)
-			chain_finish(g, tag);
-	}
+	fused_cta_run(sw_cta_run{k, g}, g, k.side->item, k.side->tag);
 #else
 	__trap(); /* the host launches this only where sm_90a code runs (gw_device_has_wgmma) */
 #endif

@@ -51,7 +51,6 @@
 /* The GPU variants the descriptor names, defined in src/kernels/ssm_scan.cu:
  * in x, dt_raw, lambda_raw, B_ssm, C_ssm, A, dt_bias; out y (shapes above). */
 MB_DECLARE_LAUNCH(mb_ssm_scan_fused_launch);
-MB_DECLARE_LAUNCH(mb_ssm_scan_fused_wgmma_launch);
 MB_DECLARE_LAUNCH(mb_ssm_scan_fallback_launch);
 
 enum { AX_B, AX_L, AX_NH, AX_P, AX_N };
@@ -267,10 +266,12 @@ static ssm_sizes ssm_sizes_of(const int64_t *a, mb_dtype dtype)
  * this model (the row's compulsory bytes) leaves out: from L2 where the
  * two CTAs' passes run close, from memory where they drift apart (at
  * most 0.59 of x again). Not measured yet: no GPU was at hand when this
- * was written. fused_wgmma (src/kernels/ssm_scan_sm90.cuh, whose header
- * counts it) is that step: the same plan and bytes, each operand read
- * once a warpgroup, about 4,000 warp instructions a chunk against
- * 10,800; 0.3 ms expected at this shape, not measured yet either. */
+ * was written. The fused variant's warpgroup kernel (sm_90a:
+ * src/kernels/ssm_scan_sm90.cuh, whose header counts it) is that step:
+ * the same plan and bytes, each operand read once a warpgroup; 0.3 ms
+ * was expected at this shape and 1.08 ms measured on an H200 (against
+ * the mma.sync kernel's 1.23 in the same run, reports/h200 run p),
+ * bound by its serial chain's latency, not by any of these three. */
 static uint64_t ssm_bytes(const int64_t *a, mb_dtype dtype)
 {
 	/* every input read once (B and C once, though every head reads them:
@@ -344,8 +345,9 @@ static uint64_t ssm_flops(const int64_t *a)
  *
  * In units u = 2^-24 (fp32) and u16 = 2^-11 (fp16 unit roundoff). The
  * GPU variants compute the chunked form (src/kernels/ssm_scan.cu) on
- * tensor cores with fp16 operands and fp32 accumulation (fused_wgmma with
- * the same roundings as fused: ssm_scan_sm90.cuh). x, B and C
+ * tensor cores with fp16 operands and fp32 accumulation (the fused
+ * variant's two kernels, mma.sync and sm_90a wgmma, with the same
+ * roundings: ssm_scan_sm90.cuh). x, B and C
  * convert to fp16 exactly; three kinds of fp32 operand are rounded to fp16
  * once before a product: M_ij = (C_i . B_j) L_ij, the entering state g in
  * C_i g, and the decay-weighted e^{cs_last - cs_j} kappa_j x_j in the
@@ -439,7 +441,7 @@ const mb_row mb_row_ssm_scan = {
 			"sqrt(2/3) u16 y_rms at y_rms <= 3.5 abs; a dominant term's 3 u16 + decay error, 4 u16, plus y's bf16 "
 			"half ulp rel"},
 	},
-	.n_variants = 4,
+	.n_variants = 3,
 	.variants = {
 		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
 			.description = "one launch over chunks and (b, head): each sequence cut into segments "
@@ -448,17 +450,13 @@ const mb_row mb_row_ssm_scan = {
 			"on between CTAs past two segments), then its chunks: C B^T, the masked intra-chunk "
 			"product, C times the entering state and the state update on tensor cores (fp16 "
 			"operands, fp32 accumulation), the [P, N] state in registers, the discretisation a "
-			"chunk ahead",
+			"chunk ahead. On compute capability 9.0 with sm_90a code, one warpgroup a CTA, each "
+			"product of a chunk one chain of wgmma.mma_async (C B^T and C g_in from shared memory, "
+			"M x and the state update with A from registers), the fp16 tiles in the 128-byte swizzle "
+			"(kernel mb_ssm_scan_fused_wgmma_kernel); elsewhere, or with MEGABENCH_SSM_MMA=mma, 8 "
+			"warps of mma.sync m16n8k16 fed by ldmatrix (kernel mb_ssm_scan_fused_kernel)",
 			.launches_per_call = 1, .kernel_patterns = {"ssm_scan_fused"},
 			.launch = GPU_LAUNCH(mb_ssm_scan_fused_launch), .dtype_mask = 1u << MB_BF16},
-		{.name = "fused_wgmma", .kind = MB_VARIANT_FUSED, .backend = "cuda",
-			.description = "fused's plan and math on Hopper's warpgroup tensor cores (sm_90a only; "
-			"skipped elsewhere): one warpgroup a CTA, each product of a 64-step chunk one chain of "
-			"wgmma.mma_async (C B^T and C g_in from shared memory, M x and the state update with "
-			"A from registers: M masked on C B^T's accumulators, x^T weighted by the decays), the "
-			"fp16 tiles in the 128-byte swizzle, two CTAs an SM",
-			.launches_per_call = 1, .kernel_patterns = {"ssm_scan_wgmma"},
-			.launch = GPU_LAUNCH(mb_ssm_scan_fused_wgmma_launch), .dtype_mask = 1u << MB_BF16},
 		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
 			.description = "Mamba-2's chunked path (mamba_chunk_scan_combined, chunk 256), five "
 			"launches through fp32 workspace: discretize (cumulative log-decay, kappa, gamma), "

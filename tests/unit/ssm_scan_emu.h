@@ -20,7 +20,7 @@
  *    memory. A product is exact and a sum is taken in double, then rounded
  *    to fp32 (the hardware's order differs; tolerances cover both).
  *  - warpgroup MMA (wgmma.mma_async m64nNk16, f16 in, f32 accumulate; the
- *    fused_wgmma kernel): all 128 threads of the warpgroup must issue the
+ *    fused variant's sm_90a kernel): all 128 threads of the warpgroup must issue the
  *    same ops in the same commit groups with the same descriptors. A
  *    comes from shared memory through its descriptor (K-major) or from
  *    the threads' registers (the PTX ISA's A fragment: warp q's rows 16 q

@@ -1,5 +1,5 @@
-/* ssm_scan's fused kernels (fused's mma.sync one and fused_wgmma's
- * warpgroup one), run on the CPU by the SIMT emulator of ssm_scan_emu.h,
+/* ssm_scan's fused kernels (the fused variant's mma.sync one and its
+ * sm_90a warpgroup one), run on the CPU by the SIMT emulator of ssm_scan_emu.h,
  * against the row's fp32 reference at the row's bf16
  * tolerance (src/reference/ssm_scan.c), on shapes that take each of its
  * plans: one segment a sequence, two (no hand-over), and chained plans of
@@ -105,7 +105,7 @@ enum kernel { K_MMA_SYNC, K_WGMMA };
 
 const char *kernel_name(kernel k)
 {
-	return k == K_WGMMA ? "fused_wgmma" : "fused";
+	return k == K_WGMMA ? "fused (wgmma)" : "fused (mma.sync)";
 }
 
 /* One emulated launch of a fused kernel as fused_launch_kernel makes it. */
@@ -129,7 +129,7 @@ int run(kernel kern, const shape &sh, const inputs &in, std::vector<uint16_t> &y
 	y.assign(y.size(), 0xffff); /* NaN */
 	if (kern == K_WGMMA)
 		return mb_emu::launch(dim3((unsigned)(rows * plan.segs)), dim3(SW_THREADS),
-			SW_TILE_BYTES + sizeof(emu_tu::sw_side) + SW_SMEM_ALIGN, [&g] { emu_tu::mb_ssm_scan_wgmma_kernel(g); },
+			SW_TILE_BYTES + sizeof(emu_tu::sw_side) + SW_SMEM_ALIGN, [&g] { emu_tu::mb_ssm_scan_fused_wgmma_kernel(g); },
 			order_seed);
 	return mb_emu::launch(dim3((unsigned)(rows * plan.segs)), dim3(THREADS), sizeof(emu_tu::fused_smem),
 		[&g] { emu_tu::mb_ssm_scan_fused_kernel(g); }, order_seed);

@@ -25,11 +25,23 @@
  * stash 12, and 64 KiB of the SM's 256 go to shared memory. Both kernels
  * in one run on an H100 (2026-11-27, reports/h100/heavy-b): 0.490 against
  * 0.522 ms at T = 16384, N = 4, W = 4096 in bf16, 0.127 against 0.136 ms
- * at T = 4096; the kernel without the stash was then removed.
+ * at T = 4096; the kernel without the stash was then removed. On an H200
+ * (reports/h200 run r, three passes of one binary, 58ee98e): 0.402
+ * against 0.436 ms and 0.105 against 0.117 ms, the same order.
  *
- * fused_v2 and fused_v3, candidates for one GPU measurement beside fused,
- * move the projection to tensor cores and x through shared memory (their
- * section below says how and why).
+ * Tried and not kept (reports/h200 run p, branch mhc3 at 9484751): a
+ * persistent CTA of 512 threads an SM taking tokens two at a time, x
+ * brought by cp.async into a ring of shared-memory buffers, P held in
+ * registers as the A operand of tensor-core MMAs against the 8 stream
+ * rows of a pair (no ALU unpacking of P, no P traffic through L1), one
+ * warp running both tokens' Sinkhorn; and the same with that warp's
+ * Sinkhorn beside the other warps' mix of the pair before. Both correct,
+ * both twice as slow: 0.746 and 0.715 ms against 0.396 at T = 16384 in
+ * bf16 (issued instructions 169 M and 178 M against 245 M, DRAM 30% busy;
+ * 9.9 of the second one's 13 stall cycles per issue wait at a barrier for
+ * the Sinkhorn warp). What this kernel lacks is bytes in flight while a
+ * token's serial part runs, and a design that puts a whole block behind
+ * one warp's Sinkhorn loses more than tensor cores save.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -250,51 +262,37 @@ __device__ __forceinline__ float rcp_approx(float x)
 #endif
 }
 
-/* The reciprocal of a Sinkhorn sum: rcp.approx (within 1 ulp, 2u) in
- * fused; correctly rounded (u, a few more instructions) where EXACT, which
- * fused_v2 takes to pay for its tensor-core projection's rounding
- * (src/reference/mhc_sinkhorn.c). */
-template <bool EXACT> __device__ __forceinline__ float sinkhorn_rcp(float x)
-{
-	if constexpr (EXACT)
-		return __frcp_rn(x);
-	else
-		return rcp_approx(x);
-}
-
 /* Row i of m to sum 1: the sum in order, then the reciprocal times each
- * entry (3 roundings of up to 2u, u and u, or with EXACT 2u, u and u; the
- * reference divides). */
-template <int N, bool EXACT> __device__ __forceinline__ void normalise_row(float (&m)[N][N], int i)
+ * entry (3 roundings of up to 2u, u and u; the reference divides). */
+template <int N> __device__ __forceinline__ void normalise_row(float (&m)[N][N], int i)
 {
 	float s = m[i][0];
 #pragma unroll
 	for (int j = 1; j < N; j++)
 		s += m[i][j];
-	const float r = sinkhorn_rcp<EXACT>(s);
+	const float r = rcp_approx(s);
 #pragma unroll
 	for (int j = 0; j < N; j++)
 		m[i][j] *= r;
 }
 
-template <int N, bool EXACT> __device__ __forceinline__ void normalise_col(float (&m)[N][N], int j)
+template <int N> __device__ __forceinline__ void normalise_col(float (&m)[N][N], int j)
 {
 	float s = m[0][j];
 #pragma unroll
 	for (int i = 1; i < N; i++)
 		s += m[i][j];
-	const float r = sinkhorn_rcp<EXACT>(s);
+	const float r = rcp_approx(s);
 #pragma unroll
 	for (int i = 0; i < N; i++)
 		m[i][j] *= r;
 }
 
-/* A whole warp: every lane gathers exp(phi) from lanes first .. first +
- * n*n - 1 (its own `first`: lanes may work on different tokens) and runs
- * the iterations on its own copy (the same in every lane of a token);
- * lane first + q then writes entry q of S to s_out. */
-template <int N, bool EXACT>
-__device__ __forceinline__ void sinkhorn_lanes(float phi, int iters, int first, float *__restrict__ s_out)
+/* Warp 0: every lane gathers exp(phi) from lanes 0 .. n*n-1 and runs the
+ * iterations on its own copy (the same in every lane); lane q then writes
+ * entry q of S. */
+template <int N>
+__device__ __forceinline__ void sinkhorn_warp(float phi, int iters, float *__restrict__ s_out)
 {
 	const int lane = threadIdx.x % MB_WARP_THREADS;
 	const float e = expf(phi);
@@ -302,18 +300,18 @@ __device__ __forceinline__ void sinkhorn_lanes(float phi, int iters, int first, 
 
 #pragma unroll
 	for (int q = 0; q < N * N; q++)
-		m[q / N][q % N] = __shfl_sync(FULL_MASK, e, first + q);
+		m[q / N][q % N] = __shfl_sync(FULL_MASK, e, q);
 	for (int it = 0; it < iters; it++) {
 #pragma unroll
 		for (int i = 0; i < N; i++)
-			normalise_row<N, EXACT>(m, i);
+			normalise_row<N>(m, i);
 #pragma unroll
 		for (int j = 0; j < N; j++)
-			normalise_col<N, EXACT>(m, j);
+			normalise_col<N>(m, j);
 	}
 #pragma unroll
 	for (int q = 0; q < N * N; q++) {
-		if (lane == first + q)
+		if (lane == q)
 			s_out[q] = m[q / N][q % N];
 	}
 }
@@ -365,7 +363,7 @@ __device__ __forceinline__ void fused_token(const T *__restrict__ x, const T *__
 	load_token(xs, x, t, width);
 	const float phi = project(xs, p, width, red);
 	if (threadIdx.x < MB_WARP_THREADS)
-		sinkhorn_lanes<N, false>(phi, iters, 0, s_shared);
+		sinkhorn_warp<N>(phi, iters, s_shared);
 	__syncthreads();
 #pragma unroll
 	for (int q = 0; q < N * N; q++)
@@ -383,425 +381,10 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
 	fused_token<T, N, VEC, VPT, true>(x, p, y, width, iters, stash);
 }
 
-/* ---- fused_v2: the projection on tensor cores, x staged in shared memory --
- *
- * One persistent block of MHC_V2_THREADS an SM, tokens two at a time (a
- * pair). The projection is an MMA: phi's n*n = 16 rows of P are the A
- * operand (m16n8k16, bf16 or fp16 in, fp32 out), held in registers for
- * the whole kernel, and the pair's 8 stream rows (2 tokens x 4 streams)
- * the B operand's 8 columns, so that the 16 x 8 product is every stream's
- * dot product with every row of P: phi sums a token's 4 columns, and
- * xbar is never formed (x and P are exact MMA inputs; the products are
- * exact in fp32). The pair's x arrives in shared memory by cp.async, three
- * pairs in flight, and feeds both the MMA (ldmatrix) and the mix (16-byte
- * loads): no register holds x between the two, none is converted for the
- * projection, and P is neither loaded nor converted per token.
- *
- * Per token against fused, counted on paper (W = 4096): the projection
- * 128 MMAs and 64 ldmatrix (plus 512 fp32 additions of their results, in
- * warp instructions) instead of 2048 FMAs, 2048 conversions of P and 256
- * 16-byte loads of it; Sinkhorn shared by the pair's two tokens in one
- * warp (lanes 0-15 and 16-31); the mix unchanged (4 FMAs an element).
- * From the PTX, about 7,000 warp instructions a token (mix 3,700,
- * projection 1,600, Sinkhorn 1,250, copies 500) against fused's 15,000
- * (ncu, reports/h100 run b), and no per-token traffic for P.
- *
- * Warp w takes the 32-column chunks w, w + 16, ... of every row (two MMA
- * k-steps, one ldmatrix.x4 of the pair's 8 rows); its registers hold P
- * for those columns (64 registers at W = 4096). Each MMA starts from
- * zero and its result is added to the warp's fp32 sums in order (the
- * rounding bound of src/reference/mhc_sinkhorn.c takes each MMA's own
- * rounding on 16 products only). */
-
-/* Threads of the persistent block: 16 warps, each a sixteenth of the
- * columns; 128 registers a thread (P's fragments take 64 at W = 4096). */
-#define MHC_V2_THREADS 512
-#define MHC_V2_WARPS (MHC_V2_THREADS / MB_WARP_THREADS)
-/* The MMA tile: 16 rows of P, 8 stream rows (a pair), 16 columns a step. */
-#define MHC_V2_STREAMS 4
-#define MHC_V2_PAIR 2
-#define MHC_V2_ROWS (MHC_V2_STREAMS * MHC_V2_PAIR)
-#define MHC_V2_PROWS (MHC_V2_STREAMS * MHC_V2_STREAMS)
-#define MHC_V2_KSTEP 16
-/* Columns one ldmatrix.x4 covers: two k-steps of the 8 rows. */
-#define MHC_V2_CHUNK 32
-#define MHC_V2_MAX_WIDTH 4096
-#define MHC_V2_CHUNKS_PER_WARP (MHC_V2_MAX_WIDTH / MHC_V2_CHUNK / MHC_V2_WARPS)
-/* Pairs in shared memory: the one worked on and two in flight (64 KiB
- * each at W = 4096 in 16-bit types: 192 KiB, with the padding and the
- * reduction 200.5 KiB of the SM's 227). */
-#define MHC_V2_BUFFERS 3
-/* Each stream row padded by 16 bytes: rows W * 2 bytes apart would put the
- * 8 rows of an ldmatrix on the same banks. */
-#define MHC_V2_PAD_BYTES 16
-
-/* Bytes of one stream row in shared memory, and of the whole layout: the
- * ring of pairs, then the reduction [warps][2][16][4] and S [2][2][16]
- * (fused_v3 alternates between the two). */
-__host__ __device__ constexpr int mhc_v2_row_bytes(int width, int elem_bytes)
-{
-	return width * elem_bytes + MHC_V2_PAD_BYTES;
-}
-
-__host__ __device__ constexpr int mhc_v2_red_floats()
-{
-	return MHC_V2_WARPS * MHC_V2_PAIR * MHC_V2_PROWS * MHC_V2_STREAMS;
-}
-
-__host__ __device__ constexpr size_t mhc_v2_smem_bytes(int width, int elem_bytes)
-{
-	return (size_t)MHC_V2_BUFFERS * MHC_V2_ROWS * mhc_v2_row_bytes(width, elem_bytes) +
-		(size_t)(mhc_v2_red_floats() + 2 * MHC_V2_PAIR * MHC_V2_PROWS) * sizeof(float);
-}
-
-/* The primitives written in PTX. Under MB_MHC_EMU the test defines the
- * same names on the emulator of tests/unit/ssm_scan_emu.h. */
-#ifndef MB_MHC_EMU
-__device__ __forceinline__ uint32_t mhc_smem_u32(const void *p)
-{
-	return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-/* 16 bytes global -> shared, L2 only (x is read once). */
-__device__ __forceinline__ void mhc_cp_async16(void *dst, const void *src)
-{
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(mhc_smem_u32(dst)), "l"(src) : "memory");
-}
-
-__device__ __forceinline__ void mhc_cp_async_commit()
-{
-	asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-/* Until at most PENDING of this thread's groups are still in flight. */
-template <int PENDING> __device__ __forceinline__ void mhc_cp_async_wait()
-{
-	asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING) : "memory");
-}
-
-__device__ __forceinline__ void mhc_ldsm_x4(uint32_t (&r)[4], const void *p)
-{
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-		: "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-		: "r"(mhc_smem_u32(p))
-		: "memory");
-}
-
-/* d = a b in T's MMA (d's old value not read: each MMA starts from zero). */
-template <typename T>
-__device__ __forceinline__ void mhc_mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1);
-
-template <>
-__device__ __forceinline__ void mhc_mma<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-{
-	const float z = 0.0f;
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-	    "{%10, %10, %10, %10};\n"
-		: "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
-}
-
-template <>
-__device__ __forceinline__ void mhc_mma<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
-{
-	const float z = 0.0f;
-	asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-	    "{%10, %10, %10, %10};\n"
-		: "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(z));
-}
-
-__device__ __forceinline__ unsigned char *mhc_smem()
-{
-	extern __shared__ __align__(16) unsigned char mhc_smem_raw[];
-	return mhc_smem_raw;
-}
-#endif
-
-/* Two adjacent 16-bit elements as one word (P's fragments). */
-template <typename T> __device__ __forceinline__ uint32_t load_pair_word(const T *p)
-{
-	return *reinterpret_cast<const uint32_t *>(p);
-}
-
-/* Warp w's fragments of P: chunk slot c is the 32 columns from
- * (w + c * warps) * 32, k-step h its h-th 16; with g = lane / 4 and
- * q = lane % 4, register r holds rows g + 8 (r % 2), columns 2 q + 8 (r / 2)
- * and the next (the PTX ISA's A layout). Zero past the row's end. */
-template <typename T>
-__device__ __forceinline__ void load_p_fragments(uint32_t (&a)[MHC_V2_CHUNKS_PER_WARP][2][4], const T *__restrict__ p,
-	int width)
-{
-	const int warp = threadIdx.x / MB_WARP_THREADS, lane = threadIdx.x % MB_WARP_THREADS;
-	const int g = lane / 4, q = lane % 4, chunks = width / MHC_V2_CHUNK;
-#pragma unroll
-	for (int c = 0; c < MHC_V2_CHUNKS_PER_WARP; c++) {
-		const int chunk = warp + c * MHC_V2_WARPS;
-#pragma unroll
-		for (int h = 0; h < 2; h++) {
-#pragma unroll
-			for (int r = 0; r < 4; r++) {
-				const int row = g + 8 * (r % 2), col = chunk * MHC_V2_CHUNK + h * MHC_V2_KSTEP + 2 * q + 8 * (r / 2);
-				a[c][h][r] = chunk < chunks ? load_pair_word(p + (int64_t)row * width + col) : 0u;
-			}
-		}
-	}
-}
-
-/* Pair `pair`'s rows into ring buffer `buf`: token 2 pair's 4 streams,
- * then the next token's (zeros where the last pair has one token), as
- * 16-byte cp.async of this thread's share, then one commit (empty past
- * the last pair, so that every thread counts the same groups). */
-template <typename T>
-__device__ __forceinline__ void issue_pair(unsigned char *buf, const T *__restrict__ x, int64_t pair, int64_t tokens,
-	int width)
-{
-	const int row_bytes = mhc_v2_row_bytes(width, (int)sizeof(T)), vecs = width * (int)sizeof(T) / MB_VEC_BYTES;
-	if (pair * MHC_V2_PAIR < tokens) {
-		const int64_t t0 = pair * MHC_V2_PAIR;
-		const int rows = (t0 + 1 < tokens ? MHC_V2_PAIR : 1) * MHC_V2_STREAMS;
-		const unsigned char *src = reinterpret_cast<const unsigned char *>(x + t0 * MHC_V2_STREAMS * (int64_t)width);
-#pragma unroll 1
-		for (int r = 0; r < MHC_V2_ROWS; r++) {
-			for (int v = threadIdx.x; v < vecs; v += MHC_V2_THREADS) {
-				unsigned char *dst = buf + r * row_bytes + v * MB_VEC_BYTES;
-				if (r < rows)
-					mhc_cp_async16(dst, src + ((int64_t)r * vecs + v) * MB_VEC_BYTES);
-				else
-					*reinterpret_cast<uint4 *>(dst) = make_uint4(0, 0, 0, 0);
-			}
-		}
-	}
-	mhc_cp_async_commit();
-}
-
-/* This warp's partial products of the pair in `buf` with its columns of
- * P, into red[warp][token][row of P][stream]: each MMA from zero, its
- * result added in chunk and step order. */
-template <typename T>
-__device__ __forceinline__ void project_pair(const uint32_t (&a)[MHC_V2_CHUNKS_PER_WARP][2][4],
-	const unsigned char *buf, int width, float *__restrict__ red)
-{
-	const int warp = threadIdx.x / MB_WARP_THREADS, lane = threadIdx.x % MB_WARP_THREADS;
-	const int g = lane / 4, q = lane % 4, chunks = width / MHC_V2_CHUNK;
-	const int row_bytes = mhc_v2_row_bytes(width, (int)sizeof(T));
-	/* ldmatrix: lanes 8 i .. 8 i + 7 give the 8 rows of matrix i, the
-	 * columns 8 i .. 8 i + 7 of the chunk (b0, b1 of step 0, then step 1) */
-	const unsigned char *row = buf + (lane % 8) * row_bytes + (lane / 8) * 8 * (int)sizeof(T);
-	float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-
-#pragma unroll
-	for (int c = 0; c < MHC_V2_CHUNKS_PER_WARP; c++) {
-		const int chunk = warp + c * MHC_V2_WARPS;
-		if (chunk < chunks) {
-			uint32_t b[4];
-			mhc_ldsm_x4(b, row + chunk * MHC_V2_CHUNK * (int)sizeof(T));
-#pragma unroll
-			for (int h = 0; h < 2; h++) {
-				float d[4];
-				mhc_mma<T>(d, a[c][h], b[2 * h], b[2 * h + 1]);
-#pragma unroll
-				for (int r = 0; r < 4; r++)
-					acc[r] += d[r];
-			}
-		}
-	}
-	/* accumulator r: row of P g + 8 (r / 2), column 2 q + r % 2, the
-	 * column being token column / 4, stream column % 4 */
-#pragma unroll
-	for (int r = 0; r < 4; r++) {
-		const int prow = g + 8 * (r / 2), col = 2 * q + r % 2;
-		const int tok = col / MHC_V2_STREAMS, stream = col % MHC_V2_STREAMS;
-		red[((warp * MHC_V2_PAIR + tok) * MHC_V2_PROWS + prow) * MHC_V2_STREAMS + stream] = acc[r];
-	}
-}
-
-/* Warp 0, lane l: token l / 16's phi for row l % 16 of P: each stream's
- * partials summed over the warps in order, the streams in order, then
- * scaled by 1/4 (exact) and divided by sqrt(W); then that token's
- * Sinkhorn in lanes 16 (l / 16) .. + 15 (exact reciprocals), S into s_pair. */
-__device__ __forceinline__ void pair_sinkhorn(const float *__restrict__ red, int width, int iters,
-	float *__restrict__ s_pair)
-{
-	const int lane = threadIdx.x % MB_WARP_THREADS, tok = lane / MHC_V2_PROWS, prow = lane % MHC_V2_PROWS;
-	float phi = 0.0f;
-
-#pragma unroll
-	for (int j = 0; j < MHC_V2_STREAMS; j++) {
-		float s = red[(tok * MHC_V2_PROWS + prow) * MHC_V2_STREAMS + j];
-		for (int w = 1; w < MHC_V2_WARPS; w++)
-			s += red[((w * MHC_V2_PAIR + tok) * MHC_V2_PROWS + prow) * MHC_V2_STREAMS + j];
-		phi = j == 0 ? s : phi + s;
-	}
-	phi = __fdiv_rn(phi * (1.0f / MHC_V2_STREAMS), sqrtf((float)width));
-	sinkhorn_lanes<MHC_V2_STREAMS, true>(phi, iters, tok * MHC_V2_PROWS, s_pair + tok * MHC_V2_PROWS);
-}
-
-/* The pair's y from the x in `buf`, by the `threads` threads from
- * `first`: one 16-byte column vector of one token a thread at a time, its
- * 4 streams from shared memory, the mix in fused's order, y stored
- * evict-first. */
-template <typename T>
-__device__ __forceinline__ void mix_pair(const unsigned char *buf, const float *__restrict__ s_pair,
-	T *__restrict__ y, int64_t pair, int64_t tokens, int width, int first, int threads)
-{
-	constexpr int VEC = MB_VEC_BYTES / (int)sizeof(T);
-	const int row_bytes = mhc_v2_row_bytes(width, (int)sizeof(T)), vecs = width / VEC;
-	const int64_t t0 = pair * MHC_V2_PAIR;
-	const int live = (int)(t0 + 1 < tokens ? MHC_V2_PAIR : 1) * vecs;
-
-	for (int v = (int)threadIdx.x - first; v < live; v += threads) {
-		/* v < 2 vecs: no division */
-		const int tok = v >= vecs ? 1 : 0, k = v - tok * vecs;
-		mb_packed<T, VEC> xs[MHC_V2_STREAMS];
-		float s[MHC_V2_PROWS];
-#pragma unroll
-		for (int j = 0; j < MHC_V2_STREAMS; j++)
-			xs[j].w = *reinterpret_cast<const uint4 *>(buf + (tok * MHC_V2_STREAMS + j) * row_bytes + k * MB_VEC_BYTES);
-#pragma unroll
-		for (int e = 0; e < MHC_V2_PROWS; e++)
-			s[e] = s_pair[tok * MHC_V2_PROWS + e];
-		T *base = y + (t0 + tok) * MHC_V2_STREAMS * (int64_t)width + (int64_t)k * VEC;
-#pragma unroll
-		for (int i = 0; i < MHC_V2_STREAMS; i++) {
-			float out[VEC];
-#pragma unroll
-			for (int e = 0; e < VEC; e++) {
-				float acc = s[i * MHC_V2_STREAMS] * xs[0].get(e);
-#pragma unroll
-				for (int j = 1; j < MHC_V2_STREAMS; j++)
-					acc = fmaf(s[i * MHC_V2_STREAMS + j], xs[j].get(e), acc);
-				out[e] = acc;
-			}
-			store_streaming<T, VEC>(base + (int64_t)i * width, out);
-		}
-	}
-}
-
-/* The persistent block: pairs blockIdx.x, + gridDim.x, ...; the i-th in
- * ring buffer i % 3.
- *
- * fused_v2 (OVERLAP false): two later pairs in flight while one is worked
- * on; each pair goes: its copies waited for, the projection, Sinkhorn
- * (warp 0, the other 15 waiting), the mix, and its buffer refilled.
- *
- * fused_v3 (OVERLAP true): warp 0's Sinkhorn of pair i runs beside the
- * other 15 warps' mix of pair i - 1 (S double-buffered), so that the
- * serial iterations no longer stall the block; the buffer of pair i - 1
- * is refilled only then, so one to two later pairs are in flight instead
- * of two to three, and the last pair is mixed after the loop. */
-template <typename T, bool OVERLAP>
-__device__ __forceinline__ void persistent_pairs(const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y,
-	int64_t tokens, int width, int iters)
-{
-	constexpr int AHEAD = OVERLAP ? MHC_V2_BUFFERS - 1 : MHC_V2_BUFFERS;
-	constexpr int S_FLOATS = MHC_V2_PAIR * MHC_V2_PROWS;
-	unsigned char *smem = mhc_smem();
-	const int buf_bytes = MHC_V2_ROWS * mhc_v2_row_bytes(width, (int)sizeof(T));
-	float *red = reinterpret_cast<float *>(smem + MHC_V2_BUFFERS * buf_bytes);
-	float *s_pairs = red + mhc_v2_red_floats();
-	/* T <= INT32_MAX (dispatch): pair indices fit an int */
-	const int pairs = (int)((tokens + MHC_V2_PAIR - 1) / MHC_V2_PAIR);
-	const bool sinkhorn_warp = threadIdx.x < MB_WARP_THREADS;
-	uint32_t a[MHC_V2_CHUNKS_PER_WARP][2][4];
-	int buf = 0;
-
-	/* x's first pairs from DRAM before P's fragments from L2 */
-	for (int b = 0; b < AHEAD; b++)
-		issue_pair(smem + b * buf_bytes, x, blockIdx.x + (int64_t)b * gridDim.x, tokens, width);
-	load_p_fragments(a, p, width);
-	if constexpr (!OVERLAP) {
-		for (int pair = (int)blockIdx.x; pair < pairs; pair += (int)gridDim.x) {
-			unsigned char *cur = smem + buf * buf_bytes;
-			mhc_cp_async_wait<AHEAD - 1>();
-			__syncthreads();
-			project_pair<T>(a, cur, width, red);
-			__syncthreads();
-			if (sinkhorn_warp)
-				pair_sinkhorn(red, width, iters, s_pairs);
-			__syncthreads();
-			mix_pair<T>(cur, s_pairs, y, pair, tokens, width, 0, MHC_V2_THREADS);
-			/* every thread done with cur (and with s_pairs and red) */
-			__syncthreads();
-			issue_pair(cur, x, pair + (int64_t)AHEAD * gridDim.x, tokens, width);
-			buf = buf + 1 == MHC_V2_BUFFERS ? 0 : buf + 1;
-		}
-	} else {
-		/* one pass past the last pair mixes it (all warps, no Sinkhorn) */
-		int prev = -1, i = 0;
-		for (int pair = (int)blockIdx.x;; pair += (int)gridDim.x, i++) {
-			const bool live = pair < pairs;
-			const int prev_buf = buf == 0 ? MHC_V2_BUFFERS - 1 : buf - 1;
-			if (!live && prev < 0)
-				break;
-			if (live) {
-				mhc_cp_async_wait<AHEAD - 1>();
-				__syncthreads();
-				project_pair<T>(a, smem + buf * buf_bytes, width, red);
-				__syncthreads();
-				if (sinkhorn_warp)
-					pair_sinkhorn(red, width, iters, s_pairs + i % 2 * S_FLOATS);
-			}
-			/* pair i - 1 in the buffer before this one, its S in the other half */
-			if (prev >= 0 && !(live && sinkhorn_warp))
-				mix_pair<T>(smem + prev_buf * buf_bytes, s_pairs + (1 - i % 2) * S_FLOATS, y, prev, tokens, width,
-					live ? MB_WARP_THREADS : 0, live ? MHC_V2_THREADS - MB_WARP_THREADS : MHC_V2_THREADS);
-			if (!live)
-				break;
-			/* every thread done with the previous buffer (and red read) */
-			__syncthreads();
-			issue_pair(smem + prev_buf * buf_bytes, x, pair + (int64_t)AHEAD * gridDim.x, tokens, width);
-			prev = pair;
-			buf = buf + 1 == MHC_V2_BUFFERS ? 0 : buf + 1;
-		}
-	}
-	mhc_cp_async_wait<0>();
-}
-
-template <typename T>
-__global__ void __launch_bounds__(MHC_V2_THREADS, 1) mb_mhc_sinkhorn_fused_v2_kernel(const T *__restrict__ x,
-	const T *__restrict__ p, T *__restrict__ y, int64_t tokens, int width, int iters)
-{
-	persistent_pairs<T, false>(x, p, y, tokens, width, iters);
-}
-
-template <typename T>
-__global__ void __launch_bounds__(MHC_V2_THREADS, 1) mb_mhc_sinkhorn_fused_v3_kernel(const T *__restrict__ x,
-	const T *__restrict__ p, T *__restrict__ y, int64_t tokens, int width, int iters)
-{
-	persistent_pairs<T, true>(x, p, y, tokens, width, iters);
-}
-
-/* fused_v2 where the tensor-core kernel does not apply (fp32, n = 2, W
- * not a multiple of 32 or above 4096): fused's kernel under fused_v2's
- * name, so that a run's kernels are the variant's own. */
-template <typename T, int N, int VEC, int VPT>
-__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_v2_simt_kernel(
-	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
-{
-	__shared__ uint4 stash[token_x<MHC_FUSED_THREADS, T, N, VEC, VPT, true>::STASH_VECTORS];
-
-	fused_token<T, N, VEC, VPT, true>(x, p, y, width, iters, stash);
-}
-
-/* The same for fused_v3. */
-template <typename T, int N, int VEC, int VPT>
-__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_v3_simt_kernel(
-	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
-{
-	__shared__ uint4 stash[token_x<MHC_FUSED_THREADS, T, N, VEC, VPT, true>::STASH_VECTORS];
-
-	fused_token<T, N, VEC, VPT, true>(x, p, y, width, iters, stash);
-}
-
 #ifndef MB_MHC_EMU
 /* The host side: under MB_MHC_EMU the kernels above are compiled for the
  * CPU and run by the SIMT emulator of tests/unit/ssm_scan_emu.h
  * (tests/unit/test_mhc_sinkhorn_emu.cpp), which launches them itself. */
-
-/* The variants' kernels: fused_v2 and fused_v3 run fused's code under
- * their own names where their tensor-core kernel does not apply. */
-enum { MHC_FALLBACK, MHC_FUSED, MHC_FUSED_V2_SIMT, MHC_FUSED_V3_SIMT };
 
 /* The kernels read P through L1: the largest L1 carveout, set once per
  * kernel on its first call (outside any capture: the harness warms up
@@ -824,15 +407,11 @@ template <typename K> static void prefer_l1(K kernel, bool *done)
  * (outside any capture: the harness warms up first): shared memory just
  * enough for MHC_FUSED_MIN_BLOCKS blocks (64 KiB with the stash of four),
  * the rest L1, for P. A refused setting only costs speed. */
-template <typename T, int N, int VEC, int VPT, int KIND>
+template <typename T, int N, int VEC, int VPT>
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	static bool carveout;
 	auto kernel = mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>;
-	if (KIND == MHC_FUSED_V2_SIMT)
-		kernel = mb_mhc_sinkhorn_fused_v2_simt_kernel<T, N, VEC, VPT>;
-	else if (KIND == MHC_FUSED_V3_SIMT)
-		kernel = mb_mhc_sinkhorn_fused_v3_simt_kernel<T, N, VEC, VPT>;
 	cudaFuncAttributes attr;
 
 	if (!carveout) {
@@ -849,48 +428,6 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
 	}
 	kernel<<<(unsigned)axis[AX_T], MHC_FUSED_THREADS, 0, stream>>>((const T *)in[IN_X], (const T *)in[IN_P],
 		(T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I]);
-	return (int)cudaGetLastError();
-}
-
-/* fused_v2's and fused_v3's tensor-core kernels: one block an SM (as many
- * as fit where W is small), no more than there are pairs. The shared
- * memory limit is set once to W = 4096's need, with the largest shared
- * carveout; the grid is worked out once per width. */
-template <typename T, bool OVERLAP>
-static int fused_v2_tensor_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
-{
-	static bool attributes;
-	static int grid_width = -1, grid_blocks;
-	auto kernel = OVERLAP ? mb_mhc_sinkhorn_fused_v3_kernel<T> : mb_mhc_sinkhorn_fused_v2_kernel<T>;
-	const int width = (int)axis[AX_W];
-	const size_t smem = mhc_v2_smem_bytes(width, (int)sizeof(T));
-	const int64_t pairs = (axis[AX_T] + MHC_V2_PAIR - 1) / MHC_V2_PAIR;
-	cudaError_t ce;
-
-	if (!attributes) {
-		attributes = true;
-		if ((ce = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-			     (int)mhc_v2_smem_bytes(MHC_V2_MAX_WIDTH, (int)sizeof(T)))) != cudaSuccess)
-			return (int)ce;
-		if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-			    (int)cudaSharedmemCarveoutMaxShared) != cudaSuccess)
-			(void)cudaGetLastError();
-	}
-	if (grid_width != width) {
-		int device, sms, per_sm;
-		if ((ce = cudaGetDevice(&device)) != cudaSuccess ||
-			(ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess ||
-			(ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, MHC_V2_THREADS, smem)) !=
-				cudaSuccess)
-			return (int)ce;
-		if (per_sm < 1)
-			return (int)cudaErrorInvalidConfiguration;
-		grid_width = width;
-		grid_blocks = sms * per_sm;
-	}
-	const unsigned grid = (unsigned)(pairs < grid_blocks ? pairs : grid_blocks);
-	kernel<<<grid, MHC_V2_THREADS, smem, stream>>>((const T *)in[IN_X], (const T *)in[IN_P], (T *)out[OUT_Y],
-		axis[AX_T], width, (int)axis[AX_I]);
 	return (int)cudaGetLastError();
 }
 
@@ -1039,13 +576,14 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 
 typedef int (*mhc_launch_fn)(cudaStream_t, const int64_t *, const void *const *, void *const *);
 
+enum { MHC_FALLBACK, MHC_FUSED };
 
 /* The launcher of variant KIND for VPT vectors a thread. */
 template <typename T, int N, int VEC, int VPT, int KIND> static mhc_launch_fn launcher()
 {
 	if (KIND == MHC_FALLBACK)
 		return fallback_launch<T, N, VEC, VPT>;
-	return fused_launch<T, N, VEC, VPT, KIND>;
+	return fused_launch<T, N, VEC, VPT>;
 }
 
 /* The instantiation for n streams, VEC-element vectors and VPT vectors a
@@ -1101,34 +639,6 @@ static int fused_dispatch(cudaStream_t stream, const int64_t *axis, const void *
 	return dispatch<T, MHC_FUSED>(stream, axis, in, out);
 }
 
-/* fused_v2 and fused_v3: the tensor-core kernel for 16-bit types, n = 4
- * and W a multiple of 32 up to 4096 (16-byte aligned tensors); fused's
- * kernel under the variant's name otherwise. */
-template <typename T, bool OVERLAP>
-static int tensor_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
-{
-	if constexpr (sizeof(T) == 2) {
-		if (axis[AX_T] >= 1 && axis[AX_T] <= INT32_MAX && axis[AX_N] == MHC_V2_STREAMS && axis[AX_W] % MHC_V2_CHUNK == 0 &&
-			axis[AX_W] >= MHC_V2_CHUNK && axis[AX_W] <= MHC_V2_MAX_WIDTH && axis[AX_I] >= 0 &&
-			axis[AX_I] <= INT32_MAX && mb_aligned16(in[IN_X]) && mb_aligned16(in[IN_P]) &&
-			mb_aligned16(out[OUT_Y]))
-			return fused_v2_tensor_launch<T, OVERLAP>(stream, axis, in, out);
-	}
-	return dispatch<T, OVERLAP ? MHC_FUSED_V3_SIMT : MHC_FUSED_V2_SIMT>(stream, axis, in, out);
-}
-
-template <typename T>
-static int fused_v2_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
-{
-	return tensor_dispatch<T, false>(stream, axis, in, out);
-}
-
-template <typename T>
-static int fused_v3_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
-{
-	return tensor_dispatch<T, true>(stream, axis, in, out);
-}
-
 template <typename T>
 static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
@@ -1139,17 +649,6 @@ static int fallback_dispatch(cudaStream_t stream, const int64_t *axis, const voi
 extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_launch)
 {
 	return MB_DISPATCH_DTYPE(dtype, fused_dispatch, (cudaStream_t)stream, axis, in, out);
-}
-
-/* One launch each: x read once (into shared memory), y written once. */
-extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch)
-{
-	return MB_DISPATCH_DTYPE(dtype, fused_v2_dispatch, (cudaStream_t)stream, axis, in, out);
-}
-
-extern "C" MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v3_launch)
-{
-	return MB_DISPATCH_DTYPE(dtype, fused_v3_dispatch, (cudaStream_t)stream, axis, in, out);
 }
 
 /* 2 + 2I launches: the projection, I row and I column normalisations over

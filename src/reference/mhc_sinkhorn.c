@@ -28,8 +28,6 @@
 /* The GPU variants the descriptor names, defined in src/kernels/mhc_sinkhorn.cu:
  * in x [T,N*W], P [N*N,W]; out y [T,N*W]. */
 MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_launch);
-MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch);
-MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fused_v3_launch);
 MB_DECLARE_LAUNCH(mb_mhc_sinkhorn_fallback_launch);
 
 enum { AX_T, AX_N, AX_W, AX_I };
@@ -171,30 +169,6 @@ void mb_oracle_mhc_sinkhorn(const int64_t *axis, const float *const *in, double 
  *    on each side: (1680 + 8)u * max|x| * (row sum of S, 1 + 1e-7 after
  *    20 iterations) <= 5900u = 3.5e-4, the absolute term (y may cancel to
  *    zero, so no relative bound holds alone).
- * fused_v2's tensor-core kernel, and fused_v3's (the same arithmetic in
- * another schedule) (bf16 and fp16, n = 4, W <= 4096; fp32
- * and other shapes run fused's code, bound above) forms no xbar: phi =
- * R / (4 sqrt(W)), R = sum_j dot(x_j, P_q), with R from MMAs of 16 exact
- * products each (16-bit inputs, products exact in fp32), every MMA from
- * zero. Bounded here under a pessimistic model of the MMA's own sum (Fasi
- * et al. 2021 measured it on V100, T4 and A100; later models of H100 keep
- * at least as many bits): every product aligned to the largest of them and
- * truncated to 24 bits, error < 2^-23 max|p| = 2u max|p| with the sign of
- * the product, then the sum truncated, < 2u |D|. With E max|p|^2 <=
- * E sum p^2 = 16 (x, P of unit variance) and E D^2 = 16, one MMA's error
- * has variance <= (2u)^2/3 (16 * 16 + 16) = 363u^2; R takes W/4 of them,
- * and phi's error is R's over 4 sqrt(W): 363/64 = 5.67u^2 whatever W. The
- * fp32 additions of the MMA results (each warp's chain of W/256 of them,
- * the 16 warps in order, the 4 streams in order) add, on phi,
- * W/6144 + 0.89 <= 1.56u^2. The reference's own roundings: its pairwise
- * sum 1.21u^2 (as above) and its xbar, which fused_v2 does not share (3
- * additions of the streams, partials of variance 2, 3, 4, over 4): 0.19u^2.
- * Together 8.6u^2, sigma 2.94u: 18u at six sigma, 21u with the division's.
- * Its Sinkhorn takes correctly rounded reciprocals (__frcp_rn): (n-1)u +
- * 2u a half-step against the reference's (n-1)u + u, 9u between the two
- * sides, 360u for 40 half-steps. |log S~ - log S| <= 4 (21 + 6 + 360)u =
- * 1548u, and y within (1548 + 8)u * 3.47 = 5400u <= 5900u: the same
- * tolerance holds.
  * The GPU variants keep every intermediate in fp32 (the fallback's [T,n,n]
  * buffer too), so fp16 and bf16 add only the output's rounding: half an
  * ulp, u_d relative. */
@@ -301,7 +275,7 @@ const mb_row mb_row_mhc_sinkhorn = {
 		[MB_BF16] = {MHC_ABS, BF16_HALF_ULP + MHC_REL_F32,
 			"every intermediate in fp32 (bound as for fp32, 5900u abs), the output rounded once to bf16: 2^-8 relative"},
 	},
-	.n_variants = 5,
+	.n_variants = 3,
 	.variants = {
 		{.name = "fused", .kind = MB_VARIANT_FUSED, .backend = "cuda",
 			.description = "one block per token, four an SM: x loaded once into registers (the last 16-byte vector of "
@@ -311,22 +285,6 @@ const mb_row mb_row_mhc_sinkhorn = {
 			"once",
 			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused"},
 			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_launch), .dtype_mask = MB_DTYPE_ALL},
-		/* candidates beside fused for one GPU measurement: the slower
-		 * are removed */
-		{.name = "fused_v2", .kind = MB_VARIANT_FUSED, .backend = "cuda",
-			.description = "one persistent block an SM, tokens in pairs: x by cp.async into shared memory (three "
-			"pairs in flight), the N*N dot products as tensor-core MMAs (the 16 rows of P held in registers as A, "
-			"the pair's 8 stream rows as B, fp32 results; no stream mean formed), Sinkhorn for both tokens in one "
-			"warp, the mix from shared memory and y written once; bf16 and fp16 with N = 4 and W a multiple of 32 "
-			"up to 4096, fused's kernel (under this variant's name) otherwise",
-			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused_v2"},
-			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_v2_launch), .dtype_mask = MB_DTYPE_ALL},
-		{.name = "fused_v3", .kind = MB_VARIANT_FUSED, .backend = "cuda",
-			.description = "fused_v2 with one warp's Sinkhorn of a pair beside the other 15 warps' mix of the "
-			"pair before (S in two buffers), one to two pairs in flight instead of two to three; fused's kernel "
-			"(under this variant's name) where fused_v2's does not apply",
-			.launches_per_call = 1, .kernel_patterns = {"mhc_sinkhorn_fused_v3"},
-			.launch = GPU_LAUNCH(mb_mhc_sinkhorn_fused_v3_launch), .dtype_mask = MB_DTYPE_ALL},
 		{.name = "fallback", .kind = MB_VARIANT_FALLBACK, .backend = "cuda",
 			.description = "as a framework runs it: a projection reduction kernel (one block per "
 			"token) writing exp(phi) to an fp32 [T,N,N] buffer, a row-normalise and a "

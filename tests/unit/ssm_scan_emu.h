@@ -14,8 +14,8 @@
  *    must reach the same one; the last to arrive computes all 32 results.
  *    Lanes that diverge around a collective hang, and a round in which no
  *    fiber arrives anywhere or finishes is reported as a deadlock.
- *  - ldmatrix .x4 (plain and .trans) and mma.m16n8k16 with fp16 or bf16
- *    operands and fp32 accumulators, by the PTX ISA's fragment layouts; ldmatrix
+ *  - ldmatrix .x4 (plain and .trans) and mma.m16n8k16 with fp16 operands
+ *    and fp32 accumulators, by the PTX ISA's fragment layouts; ldmatrix
  *    addresses must be 16-byte aligned rows inside the CTA's shared
  *    memory. A product is exact and a sum is taken in double, then rounded
  *    to fp32 (the hardware's order differs; tolerances cover both).
@@ -238,15 +238,6 @@ inline float half_bits_f32(uint16_t u)
 	return __half2float(__half(r));
 }
 
-/* A bf16 is the high half of the fp32 of the same value. */
-inline float bf16_bits_f32(uint16_t u)
-{
-	const uint32_t w = (uint32_t)u << 16;
-	float f;
-	memcpy(&f, &w, 4);
-	return f;
-}
-
 inline void check_row(const void *p)
 {
 	const cta_state &c = my_cta();
@@ -282,14 +273,13 @@ inline void ldsm(uint32_t (&r)[4], const void *p, bool trans)
 	});
 }
 
-/* mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (.bf16 with `bf16`), d += a b: with
+/* mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32, d += a b: with
  * g = lane / 4, q = lane % 4, register k of a holds A at row g + 8 (k % 2),
  * columns 2 q + 8 (k / 2) and the next; b0 and b1 hold B at rows 2 q and
  * 2 q + 8 (and the next), column g; d[r] is D at row g + 8 (r / 2),
  * column 2 q + r % 2. */
-inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, bool bf16 = false)
+inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1)
 {
-	float (*const elem)(uint16_t) = bf16 ? bf16_bits_f32 : half_bits_f32;
 	uint32_t in[10], out[4];
 	for (int i = 0; i < 4; i++) {
 		in[i] = a[i];
@@ -297,19 +287,19 @@ inline void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1,
 	}
 	in[4] = b0;
 	in[5] = b1;
-	collective(K_MMA, in, 10, nullptr, out, 4, [elem](warp_slot &w) {
+	collective(K_MMA, in, 10, nullptr, out, 4, [](warp_slot &w) {
 		float A[16][16], B[16][8], C[16][8];
 		for (int l = 0; l < WARP; l++) {
 			const int g = l / 4, q = l % 4;
 			for (int k = 0; k < 4; k++) {
 				const int row = g + 8 * (k % 2), col = 2 * q + 8 * (k / 2);
-				A[row][col] = elem((uint16_t)(w.in[l][k] & 0xffff));
-				A[row][col + 1] = elem((uint16_t)(w.in[l][k] >> 16));
+				A[row][col] = half_bits_f32((uint16_t)(w.in[l][k] & 0xffff));
+				A[row][col + 1] = half_bits_f32((uint16_t)(w.in[l][k] >> 16));
 			}
 			for (int k = 0; k < 2; k++) {
 				const int row = 2 * q + 8 * k;
-				B[row][g] = elem((uint16_t)(w.in[l][4 + k] & 0xffff));
-				B[row + 1][g] = elem((uint16_t)(w.in[l][4 + k] >> 16));
+				B[row][g] = half_bits_f32((uint16_t)(w.in[l][4 + k] & 0xffff));
+				B[row + 1][g] = half_bits_f32((uint16_t)(w.in[l][4 + k] >> 16));
 			}
 			for (int r = 0; r < 4; r++)
 				memcpy(&C[g + 8 * (r / 2)][2 * q + r % 2], &w.in[l][6 + r], 4);
@@ -565,7 +555,7 @@ inline int launch(dim3 grid, dim3 block, size_t smem_bytes, std::function<void()
 	return rc;
 }
 
-/* A test's storage of a dtype and its fp32 value (fp32, bf16 and fp16). */
+/* A test's storage of a dtype and its fp32 value (fp32 and bf16). */
 template <typename T> T store(float f);
 template <> inline float store<float>(float f)
 {
@@ -583,14 +573,6 @@ template <> inline float value<float>(float v)
 template <> inline float value<__nv_bfloat16>(__nv_bfloat16 v)
 {
 	return __bfloat162float(v);
-}
-template <> inline __half store<__half>(float f)
-{
-	return __float2half_rn(f);
-}
-template <> inline float value<__half>(__half v)
-{
-	return __half2float(v);
 }
 
 } /* namespace mb_emu */

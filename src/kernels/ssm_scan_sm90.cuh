@@ -298,6 +298,13 @@ __device__ __forceinline__ void sw_scale_rows(float (&d)[SW_ACC64], const float 
 		d[i] *= (i / 2) % 2 ? e1 : e0;
 }
 
+template <int R> __device__ __forceinline__ void sw_zero_acc(float (&d)[R])
+{
+#pragma unroll
+	for (int i = 0; i < R; i++)
+		d[i] = 0.0f;
+}
+
 template <int R> __device__ __forceinline__ void sw_scale(float (&d)[R], float s)
 {
 #pragma unroll
@@ -405,9 +412,7 @@ __device__ __forceinline__ void sw_pass_states(const sw_cta &k, const fused_args
 	disc_raw raw = {0.0f, 0.0f, 0.0f, 0.0f};
 	const int q = k.q(), lane = k.lane();
 
-#pragma unroll
-	for (int i = 0; i < SW_ACC128; i++)
-		st[i] = 0.0f;
+	sw_zero_acc(st);
 	log_decay = 0.0;
 	sw_prologue(k, raw, g, c, begin, end, false);
 	for (int t0 = begin, cur = 0; t0 < end; t0 += TILE, cur ^= 1) {
@@ -541,12 +546,7 @@ struct sw_cta_run {
 		for (int v = threadIdx.x; v < (int)(SW_TILE_BYTES / sizeof(uint4)); v += SW_THREADS)
 			reinterpret_cast<uint4 *>(k.tiles)[v] = make_uint4(0, 0, 0, 0);
 	}
-	__device__ __forceinline__ void zero(state &st) const
-	{
-#pragma unroll
-		for (int i = 0; i < SW_ACC128; i++)
-			st[i] = 0.0f;
-	}
+	__device__ __forceinline__ void zero(state &st) const { sw_zero_acc(st); }
 	__device__ __forceinline__ void states(const fused_ctx &c, int begin, int end, state &st, double &log_decay) const
 	{
 		sw_pass_states(k, g, c, begin, end, st, log_decay);

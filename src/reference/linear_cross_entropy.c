@@ -62,6 +62,13 @@
  * at the second: ~70-82 GFLOP/s a CPU second in fp32, the forward's
  * 1.7e13 at ~115 on bf16 pairs). On 16 such cores the largest shape would
  * take about 13 s; the forward GEMM is 70% of it.
+ * Where the host has AMX-BF16 too (the GPU hosts' Xeons), the bf16
+ * forward runs on tiles (amx_panel: the same fp32 sums of pairs of exact
+ * products, 32 x 32 blocks of z over the whole depth), from copies of h
+ * and W laid out once a call for the tiles: 2 (T + V) H bytes more,
+ * 1.2 GB at the largest shape. With four GPUs' runs at once on one host
+ * the references had its 64 cores busy for most of the run (issue 23).
+ * MEGABENCH_REF_AMX=0 keeps the AVX-512 product (to compare the two).
  *
  * The oracle is the same math in double without blocking or threads: it
  * serves the CPU backend at small shapes only. */
@@ -71,7 +78,10 @@
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #define LCE_X86_AVX2 1
 #else
 #define LCE_X86_AVX2 0
@@ -120,6 +130,8 @@ typedef struct out_operand {
 #define MC 120   /* rows of packed A (120 KiB, L2); a multiple of every kernel's register tile */
 #define NC 1024  /* columns of packed B (1 MiB, L2) */
 #define PANEL_ALIGN 64
+/* The share of the host's cores the GEMMs run on: all of them. */
+#define REF_CORES_SHARE 1.0
 #define TILE_MAX 384 /* the largest register tile, in floats (MR_BF x NR_BF) */
 
 /* A register-tile kernel: packs A into mr-row panels and B into nr-column
@@ -314,6 +326,194 @@ __attribute__((target("avx512f,avx512bf16"))) static void micro_bf16(int64_t pai
 }
 
 static const gemm_kernel kernel_bf16 = {MR_BF, NR_BF, 2, pack_a_bf16, pack_b_bf16, micro_bf16};
+
+/* ---- bf16 operands on AMX tiles ----
+ * Where the host has AMX-BF16 (Xeons since Sapphire Rapids), the forward
+ * product runs on tiles: TDPBF16PS adds pairs of exact bf16 products into
+ * fp32 lanes as VDPBF16PS does (the same sums, in the same pairs of k),
+ * 16 x 16 lanes by 32 of depth an instruction. Both operands are laid out
+ * once a call, zero-padded to whole tiles, so that the panels need no
+ * packing: h as bf16 rows (a tile of A is 16 rows of 32 values read at
+ * h's stride), W as blocks of 16 vocabulary rows, pair of k major (a tile
+ * of B, 16 pairs of k by 16 rows of W, is 1 KiB in one piece). A block of
+ * z is 32 x 32, four tiles, summed over the whole depth in the tiles. */
+#define AMX_DEPTH 32 /* one tile product: 16 pairs of k */
+#define AMX_BLOCK 32 /* a block of z: 2 x 2 tiles of 16 x 16 */
+#define AMX_TILE 16
+#define AMX_CHUNK 128 /* tokens whose rows of h (1 MiB at H = 4096) stay in L2 while a panel's blocks pass */
+/* Linux's arch_prctl request for a feature's state (asm/prctl.h), and
+ * the tile data's feature number */
+#define ARCH_REQ_XCOMP_PERM 0x1023
+#define XFEATURE_XTILEDATA 18
+
+typedef struct amx_operands {
+	uint16_t *h;   /* [tokens_p, hidden_p] bf16 */
+	uint32_t *w;   /* [vocab_p / 16][hidden_p / 2][16]: pairs of k of 16 rows of W */
+	int64_t tokens, hidden, vocab;
+	int64_t tokens_p, hidden_p, vocab_p;
+} amx_operands;
+
+/* The tile configuration (Intel SDM, LDTILECFG): palette 1, eight tiles
+ * of 16 rows of 64 bytes: 0-3 the block of z, 4-5 h's rows, 6-7 W's. */
+typedef struct __attribute__((aligned(64))) tile_config {
+	uint8_t palette, start_row, reserved[14];
+	uint16_t colsb[16];
+	uint8_t rows[16];
+} tile_config;
+
+/* Whether this process may run AMX-BF16: the CPU has it, Linux grants the
+ * tile state (asked once; a process has to ask before its first tile
+ * instruction), and MEGABENCH_REF_AMX is not 0. */
+static bool amx_usable(void)
+{
+	static int usable = -1;
+	int u = __atomic_load_n(&usable, __ATOMIC_ACQUIRE);
+
+	if (u < 0) {
+		unsigned a, b, c, d;
+		const char *env = getenv("MEGABENCH_REF_AMX");
+		u = !(env && !strcmp(env, "0")) && __get_cpuid_count(7, 0, &a, &b, &c, &d)
+			&& (d & (1u << 22)) && (d & (1u << 24)) /* AMX-BF16, AMX-TILE */
+			&& syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+		__atomic_store_n(&usable, u, __ATOMIC_RELEASE);
+	}
+	return u;
+}
+
+static int64_t round_up(int64_t x, int64_t to)
+{
+	return (x + to - 1) / to * to;
+}
+
+typedef struct amx_layout_job {
+	amx_operands *o;
+	const float *h, *w;
+} amx_layout_job;
+
+/* Item i of the layout: h's row i below tokens_p, else W's block of 16
+ * rows i - tokens_p. */
+static void amx_lay_out(void *arg, int64_t i, void *scratch)
+{
+	const amx_layout_job *job = arg;
+	amx_operands *o = job->o;
+	const float *h = job->h, *w = job->w;
+
+	(void)scratch;
+	if (i < o->tokens_p) {
+		uint16_t *dst = o->h + i * o->hidden_p;
+		for (int64_t k = 0; k < o->hidden_p; k++) {
+			uint32_t u = 0;
+			if (i < o->tokens && k < o->hidden)
+				memcpy(&u, &h[i * o->hidden + k], sizeof(u));
+			dst[k] = (uint16_t)(u >> 16);
+		}
+		return;
+	}
+	i -= o->tokens_p;
+	uint32_t *dst = o->w + i * (o->hidden_p / 2) * AMX_TILE;
+	for (int64_t n = 0; n < AMX_TILE; n++) {
+		const int64_t v = i * AMX_TILE + n;
+		for (int64_t p = 0; p < o->hidden_p / 2; p++) {
+			const int64_t k = 2 * p;
+			const float lo = v < o->vocab && k < o->hidden ? w[v * o->hidden + k] : 0.0f;
+			const float hi = v < o->vocab && k + 1 < o->hidden ? w[v * o->hidden + k + 1] : 0.0f;
+			dst[p * AMX_TILE + n] = bf16_pair(lo, hi);
+		}
+	}
+}
+
+/* h and W laid out for the tiles, on every core; 0, or -1 with nothing
+ * allocated (the caller falls back to the packed kernels). */
+static int amx_prepare(amx_operands *o, const float *h, const float *w, int64_t tokens, int64_t hidden,
+	int64_t vocab)
+{
+	amx_layout_job job = {o, h, w};
+
+	*o = (amx_operands){.tokens = tokens, .hidden = hidden, .vocab = vocab,
+		/* a block may start at any token a thread's share starts at */
+		.tokens_p = round_up(tokens, AMX_BLOCK) + AMX_BLOCK,
+		.hidden_p = round_up(hidden, AMX_DEPTH), .vocab_p = round_up(vocab, AMX_BLOCK)};
+	o->h = aligned_alloc(PANEL_ALIGN, (size_t)(o->tokens_p * o->hidden_p) * sizeof(uint16_t));
+	o->w = aligned_alloc(PANEL_ALIGN, (size_t)(o->vocab_p * o->hidden_p / 2) * sizeof(uint32_t));
+	if (!o->h || !o->w) {
+		free(o->h);
+		free(o->w);
+		return -1;
+	}
+	mb_ref_parallel_scratch(o->tokens_p + o->vocab_p / AMX_TILE, REF_CORES_SHARE, 0, amx_lay_out, &job);
+	return 0;
+}
+
+static void amx_release(amx_operands *o)
+{
+	free(o->h);
+	free(o->w);
+}
+
+__attribute__((target("amx-tile"))) static void amx_configure(void)
+{
+	tile_config cfg = {.palette = 1};
+
+	for (int i = 0; i < 8; i++) {
+		cfg.colsb[i] = 64;
+		cfg.rows[i] = AMX_TILE;
+	}
+	_tile_loadconfig(&cfg);
+}
+
+__attribute__((target("amx-tile"))) static void amx_done(void)
+{
+	_tile_release();
+}
+
+/* out (32 x 32, row-major) = z[t, t + 32) x [v, v + 32) */
+__attribute__((target("amx-tile,amx-bf16"))) static void amx_block(const amx_operands *o, int64_t t, int64_t v,
+	float *out)
+{
+	const uint16_t *a = o->h + t * o->hidden_p;
+	const uint32_t *b = o->w + v / AMX_TILE * (o->hidden_p / 2) * AMX_TILE;
+	const size_t sa = (size_t)o->hidden_p * sizeof(uint16_t), block_b = (size_t)(o->hidden_p / 2) * AMX_TILE;
+
+	_tile_zero(0);
+	_tile_zero(1);
+	_tile_zero(2);
+	_tile_zero(3);
+	for (int64_t k = 0; k < o->hidden_p; k += AMX_DEPTH) {
+		_tile_loadd(4, a + k, sa);
+		_tile_loadd(5, a + AMX_TILE * o->hidden_p + k, sa);
+		_tile_loadd(6, b + k / 2 * AMX_TILE, 64);
+		_tile_loadd(7, b + block_b + k / 2 * AMX_TILE, 64);
+		_tile_dpbf16ps(0, 4, 6);
+		_tile_dpbf16ps(1, 4, 7);
+		_tile_dpbf16ps(2, 5, 6);
+		_tile_dpbf16ps(3, 5, 7);
+	}
+	_tile_stored(0, out, AMX_BLOCK * sizeof(float));
+	_tile_stored(1, out + AMX_TILE, AMX_BLOCK * sizeof(float));
+	_tile_stored(2, out + AMX_TILE * AMX_BLOCK, AMX_BLOCK * sizeof(float));
+	_tile_stored(3, out + AMX_TILE * AMX_BLOCK + AMX_TILE, AMX_BLOCK * sizeof(float));
+}
+
+/* panel rows [0, t1 - t0) x [0, nc), `ld` floats apart, = z[t0, t1) x
+ * [jc, jc + nc); the calling thread's tiles configured. */
+static void amx_panel(const amx_operands *o, int64_t t0, int64_t t1, int64_t jc, int64_t nc, float *panel, int64_t ld)
+{
+	float block[AMX_BLOCK * AMX_BLOCK] __attribute__((aligned(PANEL_ALIGN)));
+
+	for (int64_t c0 = t0; c0 < t1; c0 += AMX_CHUNK) {
+		const int64_t c1 = t1 - c0 < AMX_CHUNK ? t1 : c0 + AMX_CHUNK;
+		for (int64_t v = jc; v < jc + nc; v += AMX_BLOCK) {
+			const int64_t cols = jc + nc - v < AMX_BLOCK ? jc + nc - v : AMX_BLOCK;
+			for (int64_t t = c0; t < c1; t += AMX_BLOCK) {
+				const int64_t rows = c1 - t < AMX_BLOCK ? c1 - t : AMX_BLOCK;
+				amx_block(o, t, v, block);
+				for (int64_t i = 0; i < rows; i++)
+					memcpy(panel + (t - t0 + i) * ld + (v - jc), block + i * AMX_BLOCK,
+						(size_t)cols * sizeof(float));
+			}
+		}
+	}
+}
 #endif
 
 /* The kernel this host runs best: with `bf16`, for operands that hold
@@ -329,6 +529,21 @@ static const gemm_kernel *pick_kernel(bool bf16)
 		return &kernel_avx2;
 #endif
 	return bf16 ? NULL : &kernel_plain;
+}
+
+const char *mb_ref_linear_cross_entropy_forward(bool bf16)
+{
+	const gemm_kernel *k = pick_kernel(bf16);
+
+	if (!k)
+		k = pick_kernel(false);
+#if LCE_X86_AVX2
+	if (k == &kernel_bf16)
+		return amx_usable() ? "amx-bf16" : "avx512-bf16";
+	if (k == &kernel_avx2)
+		return "avx2-fma";
+#endif
+	return "portable";
 }
 
 /* Per-thread packing buffers. */
@@ -393,8 +608,6 @@ static void gemm_range(const gemm_kernel *kn, gemm_bufs *g, const operand *a, co
 
 /* ---- the reference: the forward GEMM, then the sampled rows of dh and dW ------------------------------------------ */
 
-/* The share of the host's cores the GEMMs run on: all of them. */
-#define REF_CORES_SHARE 1.0
 /* Vocabulary columns of z the forward holds per token at a time: one of
  * gemm_range's packed B panels, so that each serves all of a part's
  * tokens. */
@@ -421,6 +634,9 @@ typedef struct ref_job {
 	float *loss, *dh, *dw; /* the outputs */
 	const gemm_kernel *kernel;  /* the fp32 GEMMs' */
 	const gemm_kernel *forward; /* z = h W^T's: bf16 products where both hold bf16 */
+#if LCE_X86_AVX2
+	const amx_operands *amx;    /* z = h W^T on AMX tiles instead (NULL: not) */
+#endif
 	int n_parts;           /* the phase's rows cut into this many parts, one a thread */
 	int failed;            /* a part could not get its buffers */
 } ref_job;
@@ -479,6 +695,10 @@ static int logits_part(ref_job *j, gemm_bufs *g, int64_t t0, int64_t t1)
 		j->m[t] = -INFINITY;
 		j->s[t] = 0;
 	}
+#if LCE_X86_AVX2
+	if (j->amx)
+		amx_configure();
+#endif
 	for (int64_t jc = 0; jc < j->vocab; jc += PANEL) {
 		const int64_t nc = j->vocab - jc < PANEL ? j->vocab - jc : PANEL;
 		/* z [t0:t1, jc:jc+nc] = h W[jc:jc+nc]^T */
@@ -486,7 +706,12 @@ static int logits_part(ref_job *j, gemm_bufs *g, int64_t t0, int64_t t1)
 		out_operand c = {panel, PANEL, NULL, t0};
 		int64_t k1 = k0;
 
-		gemm_range(j->forward, g, &a, &b, &c, t0, t1, nc, j->hidden);
+#if LCE_X86_AVX2
+		if (j->amx)
+			amx_panel(j->amx, t0, t1, jc, nc, panel, PANEL);
+		else
+#endif
+			gemm_range(j->forward, g, &a, &b, &c, t0, t1, nc, j->hidden);
 		while (j->zv && k1 < j->n_v && vrow_of(j, k1) < jc + nc)
 			k1++;
 		for (int64_t t = t0; t < t1; t++) {
@@ -499,6 +724,10 @@ static int logits_part(ref_job *j, gemm_bufs *g, int64_t t0, int64_t t1)
 		}
 		k0 = k1;
 	}
+#if LCE_X86_AVX2
+	if (j->amx)
+		amx_done();
+#endif
 	free(panel);
 	return 0;
 }
@@ -623,6 +852,11 @@ void mb_ref_linear_cross_entropy(const int64_t *axis, const float *const *in, fl
 	if ((!whole && !vrows) || !j.kept || !j.m || !j.s)
 		abort(); /* the harness sized host memory for the tensors */
 	j.forward = bf16 && holds_bf16(j.h, tokens * hidden) && holds_bf16(j.w, vocab * hidden) ? bf16 : j.kernel;
+#if LCE_X86_AVX2
+	amx_operands amx;
+	if (j.forward == bf16 && amx_usable() && amx_prepare(&amx, j.h, j.w, tokens, hidden, vocab) == 0)
+		j.amx = &amx;
+#endif
 	j.n_v = whole ? vocab : mb_sample_derived(rows, n_rows, vocab, vrows);
 	j.vrows = vrows;
 	j.zt = malloc((size_t)(j.n_kept > 0 ? j.n_kept : 1) * (size_t)vocab * sizeof(float));
@@ -646,6 +880,10 @@ void mb_ref_linear_cross_entropy(const int64_t *axis, const float *const *in, fl
 	free(j.s);
 	free(j.zt);
 	free(j.zv);
+#if LCE_X86_AVX2
+	if (j.amx)
+		amx_release(&amx);
+#endif
 }
 
 /* The same math in double, plainly: G [T, V] in double, then dW's and the

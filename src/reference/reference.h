@@ -4,6 +4,7 @@
 #ifndef MB_REFERENCE_REFERENCE_H
 #define MB_REFERENCE_REFERENCE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define MB_DECLARE_REFERENCE(name) \
@@ -22,6 +23,12 @@
 /* The test-only rows' y = 2x on axes N, C (src/reference/test_scale.c,
  * built only into test catalogs; see kernels/test_rows_host.h). */
 MB_DECLARE_REFERENCE(test_scale);
+
+/* Which product linear_cross_entropy's reference computes its forward
+ * GEMM with on this host, for inputs that hold bf16 values (`bf16`) or
+ * not: "amx-bf16", "avx512-bf16", "avx2-fma" or "portable"
+ * (src/reference/linear_cross_entropy.c says what each is). */
+const char *mb_ref_linear_cross_entropy_forward(bool bf16);
 
 /* The RMSNorm epsilon every variant must use. */
 #define MB_RMSNORM_EPS 1e-6

@@ -149,11 +149,11 @@ struct lane_run {
 	cudaStream_t stream;
 	/* two events per step of a sweep, for two sweeps: the one queued and
 	 * the one before, read back while it runs */
-	cudaEvent_t ev[2][2 * MB_LANE_MAX_CONFIGS];
-	mb_cupti_call calls[MB_LANE_MAX_CONFIGS]; /* one per step of a sweep */
+	cudaEvent_t ev[2][2 * MB_LANE_MAX_SWEEP];
+	mb_cupti_call calls[MB_LANE_MAX_SWEEP]; /* one per step of a sweep */
 	/* the sweep queued, not read back: its configurations in the order
 	 * they ran, its round, its events' half and first correlation id */
-	int pending[MB_LANE_MAX_CONFIGS];
+	int pending[MB_LANE_MAX_SWEEP];
 	int n_pending;
 	int pending_round;
 	int pending_half;
@@ -448,26 +448,44 @@ int settle(lane_run *L)
 	return 0;
 }
 
+/* The most steps a sweep of this lane can hold: every configuration,
+ * and all fused's extra steps in each mode. */
+int sweep_room(const lane_run *L)
+{
+	const int n = L->n_configs + MB_LANE_MODE_COUNT * (MB_LANE_MAX_FUSED_STEPS - 1);
+
+	return n < MB_LANE_MAX_SWEEP ? n : MB_LANE_MAX_SWEEP;
+}
+
 /* Rounds until every mode stops (lane.h: the target, the budget or
  * max_rounds). A round is `steps` sweeps; a sweep runs one step of every
- * configuration of the modes still going that has not settled, in an
- * order shuffled from the lane's seed and the sweep's number. */
+ * configuration of the modes still going that has not settled, and
+ * mb_lane_fused_steps of all fused per mode, in an order shuffled from
+ * the lane's seed and the sweep's number. */
 int rounds(lane_run *L, mb_error *err)
 {
 	const mb_lane_spec *s = L->spec;
-	int units[MB_LANE_MAX_CONFIGS], order[MB_LANE_MAX_CONFIGS], sweep[MB_LANE_MAX_CONFIGS], rc;
+	int units[MB_LANE_MAX_SWEEP], order[MB_LANE_MAX_SWEEP], sweep[MB_LANE_MAX_SWEEP], rc;
 
 	for (int round = 0;; round++) {
 		double gpu_ns = 0;
 		int64_t t0 = mb_now_ns();
-		int n = 0;
+		int n = 0, alternatives[MB_LANE_MODE_COUNT] = {0};
 		for (int c = 0; c < L->n_configs; c++) {
 			const mb_lane_progress *p = &L->progress[L->configs[c].mode];
+			if (!p->stopped && !p->noise.settled[c] && strcmp(L->configs[c].name, "fused") != 0)
+				alternatives[L->configs[c].mode]++;
+		}
+		for (int c = 0; c < L->n_configs; c++) {
+			const mb_lane_progress *p = &L->progress[L->configs[c].mode];
+			const int copies = strcmp(L->configs[c].name, "fused") != 0 ? 1
+				: mb_lane_fused_steps(alternatives[L->configs[c].mode]);
 			if (p->stopped || p->noise.settled[c])
 				continue;
-			if (mb_lane_samples_reserve(&L->samples[c], s->steps))
+			if (mb_lane_samples_reserve(&L->samples[c], s->steps * copies))
 				return mb_error_set(err, MB_ENOMEM, s->name, "out of memory for lane samples");
-			units[n++] = c;
+			for (int k = 0; k < copies; k++)
+				units[n++] = c;
 		}
 		if (n == 0) /* all fused never settles: a going mode has it */
 			return 0;
@@ -527,7 +545,7 @@ int run_all(lane_run *L, mb_error *err)
 	return 1;
 #endif
 	for (int h = 0; h < 2; h++)
-		for (int i = 0; i < 2 * L->n_configs; i++)
+		for (int i = 0; i < 2 * sweep_room(L); i++)
 			LANE_TRY(cudaEventCreate(&L->ev[h][i]), "events");
 	if ((rc = fill_buffers(L)) || (rc = prime(L)) || (rc = settle(L)))
 		return rc;
@@ -540,7 +558,7 @@ void release(lane_run *L)
 		if (L->graph[c])
 			cudaGraphExecDestroy(L->graph[c]);
 	for (int h = 0; h < 2; h++)
-		for (int i = 0; i < 2 * L->n_configs; i++)
+		for (int i = 0; i < 2 * sweep_room(L); i++)
 			if (L->ev[h][i])
 				cudaEventDestroy(L->ev[h][i]);
 	for (int b = 0; L->buf && b < L->recipe.n_buffers; b++)

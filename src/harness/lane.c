@@ -533,6 +533,13 @@ bool mb_lane_next_round(mb_lane_progress *p, const mb_lane_spec *spec, double el
 	return false;
 }
 
+int mb_lane_fused_steps(int alternatives)
+{
+	int k = (int)lround(sqrt(alternatives > 0 ? (double)alternatives : 1.0));
+
+	return k < 1 ? 1 : k > MB_LANE_MAX_FUSED_STEPS ? MB_LANE_MAX_FUSED_STEPS : k;
+}
+
 void mb_lane_shuffle(int *order, int n, uint64_t seed, int number)
 {
 	char name[32];

@@ -55,7 +55,8 @@
  * Rounds: after a second of all fused steps, untimed, that brings the
  * device from the set-up's idle gaps to a steady load, each round runs
  * `steps` sweeps. A sweep is one timed step of every configuration of
- * every mode still going, in an order shuffled from the lane's seed and
+ * every mode still going (all fused mb_lane_fused_steps of them, against
+ * which every delta is taken), in an order shuffled from the lane's seed and
  * the sweep's number, after `warmup` untimed steps of its first
  * configuration, which keep the device busy while the host reads the
  * sweep before back. A configuration's steps are thus spread over the
@@ -92,6 +93,9 @@
 #define MB_LANE_ROW_NAME_MAX 32
 /* per mode: fused, fallback, and every row's alternatives */
 #define MB_LANE_MAX_CONFIGS (2 * (2 + MB_LANE_MAX_ROWS * (MB_MAX_VARIANTS - 1)))
+/* steps in a sweep: every configuration once, all fused up to
+ * MB_LANE_MAX_FUSED_STEPS times a mode (mb_lane_fused_steps) */
+#define MB_LANE_MAX_SWEEP (MB_LANE_MAX_CONFIGS + MB_LANE_MODE_COUNT * (MB_LANE_MAX_FUSED_STEPS - 1))
 
 typedef enum mb_lane_mode {
 	MB_LANE_EAGER,
@@ -291,6 +295,16 @@ void mb_lane_after_round(mb_lane_progress *p, const mb_lane_spec *spec, const mb
  * does not, every going mode stops with "budget". Returns whether a round
  * is to run (some mode goes on and it fits). */
 bool mb_lane_next_round(mb_lane_progress *p, const mb_lane_spec *spec, double elapsed_ns);
+
+/* How many steps all fused takes in a sweep beside one of each of
+ * `alternatives` configurations still going in its mode: the square root
+ * of their count, rounded (1 to MB_LANE_MAX_FUSED_STEPS). Every delta is
+ * against all fused, so its median's noise enters every comparison; for
+ * k comparisons with one control, the control's share that makes them
+ * most precise for a given number of steps is sqrt(k) times each
+ * treatment's (Dunnett's allocation). */
+#define MB_LANE_MAX_FUSED_STEPS 4
+int mb_lane_fused_steps(int alternatives);
 
 /* order[0 .. n-1]: a permutation of 0 .. n-1, the same for the same seed
  * and number (a sweep's, counted over the lane), different between

@@ -346,6 +346,18 @@ static void test_shuffle(void)
 		CHECK_MSG(first[i] > 60 && first[i] < 140, "configuration %d first %d times in 600", i, first[i]);
 }
 
+/* All fused's steps in a sweep: the square root of the alternatives going
+ * in its mode, rounded, within 1 .. MB_LANE_MAX_FUSED_STEPS. */
+static void test_fused_steps(void)
+{
+	static const int alternatives[] = {-1, 0, 1, 2, 3, 5, 6, 9, 12, 13, 20, 100};
+	static const int want[] = {1, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 4};
+
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		CHECK_MSG(mb_lane_fused_steps(alternatives[i]) == want[i], "%d alternatives: %d fused steps, want %d",
+			alternatives[i], mb_lane_fused_steps(alternatives[i]), want[i]);
+}
+
 /* Round shifts for fill(): rounds 0.1% apart, and 2% apart. */
 static const double quiet[] = {0.001, -0.001, 0.0005, -0.0005};
 static const double noisy[] = {0.02, -0.02, 0.015, -0.015};
@@ -565,6 +577,7 @@ int main(void)
 	test_configs();
 	test_suite_lanes();
 	test_shuffle();
+	test_fused_steps();
 	test_stop_rule();
 	test_settle();
 	test_lane_json();

@@ -450,15 +450,18 @@ static void amx_release(amx_operands *o)
 	free(o->w);
 }
 
+/* A constant in memory, not a local: LDTILECFG reads 64 bytes, but GCC's
+ * _tile_loadconfig tells the compiler of 8, which then dropped a local's
+ * other stores as dead (an H200 host's Xeon faulted on the config left). */
+static const tile_config amx_config = {
+	.palette = 1,
+	.colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+	.rows = {AMX_TILE, AMX_TILE, AMX_TILE, AMX_TILE, AMX_TILE, AMX_TILE, AMX_TILE, AMX_TILE},
+};
+
 __attribute__((target("amx-tile"))) static void amx_configure(void)
 {
-	tile_config cfg = {.palette = 1};
-
-	for (int i = 0; i < 8; i++) {
-		cfg.colsb[i] = 64;
-		cfg.rows[i] = AMX_TILE;
-	}
-	_tile_loadconfig(&cfg);
+	_tile_loadconfig(&amx_config);
 }
 
 __attribute__((target("amx-tile"))) static void amx_done(void)

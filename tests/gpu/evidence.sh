@@ -68,7 +68,8 @@
 #             case's wall_ns; SHARD_COSTS names other receipts, e.g. the
 #             last sharded run's), validate and diff the two case by case, and
 #             shard_balance.py: both wall times, their ratio, and per GPU the
-#             deal's prediction against the worker's wall time; then, unless
+#             deal's prediction against the worker's wall time, and how busy
+#             the host's cores were in each run (host_cpu.py); then, unless
 #             SHARD_KILL=0, a sharded run of the bf16 cases (no lanes;
 #             SHARD_KILL_ARGS replaces that selection) with the same costs
 #             and gpu1's worker killed (kill -9) after its first case.
@@ -288,12 +289,19 @@ PY
 		limit=${SHARD_LIMIT_S:-540}
 		one=${SHARD_ONE:-$out/shard-1.json}
 		if [ -z "${SHARD_ONE:-}" ]; then
+			python3 tests/gpu/host_cpu.py sample "$out/cpu-shard-1.txt" &
+			sampler=$!
 			step shard-1 "$limit" "$mb" run "${common[@]}" --gpus 1 -o "$one"
+			kill "$sampler"
 		fi
 		costs=${SHARD_COSTS:-$one}
 		"$mb" run "${common[@]}" --gpus all --dry-run --costs "$costs" 2>&1 | grep -v '^[a-z_0-9]*/' >"$out/shard-plan.txt"
 		cat "$out/shard-plan.txt"
+		python3 tests/gpu/host_cpu.py sample "$out/cpu-shard-all.txt" &
+		sampler=$!
 		step shard-all "$limit" "$mb" run "${common[@]}" --gpus all --costs "$costs" -o "$out/shard-all.json"
+		kill "$sampler"
+		python3 tests/gpu/host_cpu.py report "$out"/cpu-shard-*.txt | tee "$out/host-cpu.txt"
 		"$mb" validate "$out/shard-all.json"
 		"$mb" diff "$one" "$out/shard-all.json" >"$out/shard-diff.txt" 2>&1
 		echo "== diff one GPU -> all: exit $?"

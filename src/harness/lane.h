@@ -95,6 +95,7 @@
 #define MB_LANE_MAX_CONFIGS (2 * (2 + MB_LANE_MAX_ROWS * (MB_MAX_VARIANTS - 1)))
 /* steps in a sweep: every configuration once, all fused up to
  * MB_LANE_MAX_FUSED_STEPS times a mode (mb_lane_fused_steps) */
+#define MB_LANE_MAX_FUSED_STEPS 4
 #define MB_LANE_MAX_SWEEP (MB_LANE_MAX_CONFIGS + MB_LANE_MODE_COUNT * (MB_LANE_MAX_FUSED_STEPS - 1))
 
 typedef enum mb_lane_mode {
@@ -303,7 +304,6 @@ bool mb_lane_next_round(mb_lane_progress *p, const mb_lane_spec *spec, double el
  * k comparisons with one control, the control's share that makes them
  * most precise for a given number of steps is sqrt(k) times each
  * treatment's (Dunnett's allocation). */
-#define MB_LANE_MAX_FUSED_STEPS 4
 int mb_lane_fused_steps(int alternatives);
 
 /* order[0 .. n-1]: a permutation of 0 .. n-1, the same for the same seed

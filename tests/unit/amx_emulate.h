@@ -12,15 +12,17 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "kernels/dtype.h"
+
 static __thread unsigned char amx_emulated[8][16][64];
 
+/* The bf16 stored (little-endian) at p. */
 static inline float amx_emulated_bf16(const unsigned char *p)
 {
-	uint32_t u = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 24;
-	float f;
+	uint16_t u;
 
-	memcpy(&f, &u, sizeof(f));
-	return f;
+	memcpy(&u, p, sizeof(u));
+	return mb_bf16_to_f32(u);
 }
 
 static inline void amx_emulated_dp(int c, int a, int b)

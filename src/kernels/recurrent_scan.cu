@@ -16,11 +16,23 @@
  * lanes' maps gives each lane the state entering its steps, and each lane
  * finishes them as y = P_s h_in + H_s. The last lane's state is the next
  * chunk's carry. Warps never wait for each other: no barrier, no shared
- * memory. The grid is persistent (every resident warp), each warp a
- * contiguous run of sequences in channel-major order (sequences of one
- * channel share its constants), and a lane loads the next chunk's inputs
- * before it works on the current one, so that a chunk's loads are in
- * flight for a whole chunk's work.
+ * memory. The grid is persistent (every resident warp); a warp takes its
+ * sequences one at a time from a ticket counter, and a lane loads the
+ * next chunk's inputs (the next sequence's first, at a sequence's last
+ * chunk) before it works on the current one, so that a chunk's loads are
+ * in flight for a whole chunk's work. Taking sequences as they come
+ * rather than a fixed run of them (4 a warp at B=4, D=4096): 345.6 against
+ * 382.9 us in bf16 at L=16384 on an H200 (0.732 of the read+write ceiling
+ * against 0.661), 93.0 against 100.1 us at L=4096 (reports/h200, runs
+ * rs-a to rs-c): ncu counted on average 24.1 of an SM's 32 resident
+ * warps active with the fixed runs, 29.9 with tickets, so a warp done
+ * with its run early no longer idles while the slowest finish. Asking
+ * for the next ticket a chunk early, or computing the next channel's
+ * constants then, was slower (349.4 and 360.0 us: the registers they
+ * hold). Two-warp
+ * blocks of 8 steps a lane, to hold more warps an SM, were slower still
+ * (476.8 us: the sequence counters leave the uniform registers and the
+ * shuffle scan is amortised over half the steps).
  *
  * The fallback's scan launch runs the same warp scan over (a, input) read
  * from memory: the speedup measures the fusion of the gates, not a better
@@ -252,33 +264,59 @@ __device__ __forceinline__ void store_steps(T *dst, int64_t left, const float (&
 	}
 }
 
-/* Block (warp) w of the grid's W takes the sequences [n_seq * w / W,
- * n_seq * (w + 1) / W) in channel-major order (sequence s is channel
- * s / batch of batch s % batch: row (s % batch) * dim + s / batch), each
- * in chunks of SCAN_CHUNK_STEPS; every chunk but a sequence's last is
- * full, and takes the path without bounds. blockDim.x is SCAN_THREADS,
- * one warp. */
+/* Which sequences a warp scans: it takes the next from the launch's
+ * ticket counter, the next but one as it starts the last chunk of that
+ * one (whose loads go out then), and so on, so that a warp that runs fast
+ * takes more. The last warp to finish zeroes the counters for the next
+ * launch. Sequence s is channel s / batch of batch s % batch (row
+ * (s % batch) * dim + s / batch). */
+enum { TICKET_NEXT, TICKET_DONE, TICKET_WORDS };
+
+__device__ __forceinline__ int64_t take_sequence(unsigned long long *tickets, int lane)
+{
+	unsigned long long t = 0;
+
+	if (lane == 0)
+		t = atomicAdd(&tickets[TICKET_NEXT], 1ull);
+	return (int64_t)__shfl_sync(FULL_MASK, t, 0);
+}
+
+/* Every warp of the grid calls it once, after its last take. */
+__device__ __forceinline__ void finish_sequences(unsigned long long *tickets, int lane)
+{
+	if (lane != 0)
+		return;
+	__threadfence();
+	if (atomicAdd(&tickets[TICKET_DONE], 1ull) == gridDim.x - 1ull) {
+		tickets[TICKET_NEXT] = 0;
+		tickets[TICKET_DONE] = 0;
+	}
+}
+
+/* Each sequence in chunks of SCAN_CHUNK_STEPS; every chunk but a
+ * sequence's last is full, and takes the path without bounds. blockDim.x
+ * is SCAN_THREADS, one warp. */
 template <int VEC, class Src>
 __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::value_type *__restrict__ y, int64_t batch,
-	int64_t dim, int64_t len)
+	int64_t dim, int64_t len, unsigned long long *tickets)
 {
 	typedef typename Src::value_type T;
 	const int lane = threadIdx.x;
-	const int64_t warps = gridDim.x, warp = blockIdx.x;
 	const int64_t n_seq = batch * dim;
 	const int64_t full_chunks = len / SCAN_CHUNK_STEPS;
 	const int64_t chunks = (len + SCAN_CHUNK_STEPS - 1) / SCAN_CHUNK_STEPS;
-	const int64_t s_end = n_seq * (warp + 1) / warps;
 	const int my_step = lane * SCAN_ITEMS;
 	/* the current chunk: sequence s (batch b, channel c, its row starting
 	 * at element `base`) and its chunk */
-	int64_t s = n_seq * warp / warps, b = s % batch, c = s / batch, base = (b * dim + c) * len, chunk = 0;
+	int64_t s = take_sequence(tickets, lane), b = s % batch, c = s / batch, base = (b * dim + c) * len, chunk = 0;
 	float carry = 0.0f;
 	typename Src::buf cur;
 	typename Src::channel ch;
 
-	if (s >= s_end)
+	if (s >= n_seq) {
+		finish_sequences(tickets, lane);
 		return;
+	}
 	ch = src.begin_channel(c);
 	if (full_chunks > 0)
 		src.template load<true>(cur, base + my_step, len - my_step);
@@ -293,15 +331,13 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 
 		if (next_chunk == chunks) {
 			next_chunk = 0;
-			next_s = s + 1;
-			if (++next_b == batch) {
-				next_b = 0;
-				next_c++;
-			}
+			next_s = take_sequence(tickets, lane);
+			next_b = next_s % batch;
+			next_c = next_s / batch;
 			next_base = (next_b * dim + next_c) * len;
 		}
 		/* the next chunk's loads go out before this one's work */
-		if (next_s < s_end) {
+		if (next_s < n_seq) {
 			const int64_t next_t = next_chunk * SCAN_CHUNK_STEPS + my_step;
 			if (next_chunk < full_chunks)
 				src.template load<true>(next, next_base + next_t, len - next_t);
@@ -344,7 +380,7 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 		else if (t < len)
 			store_steps<T, VEC, false>(y + base + t, len - t, hs);
 
-		if (next_s >= s_end)
+		if (next_s >= n_seq)
 			break;
 		if (next_chunk == 0) {
 			carry = 0.0f;
@@ -358,21 +394,23 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 		chunk = next_chunk;
 		cur = next;
 	}
+	finish_sequences(tickets, lane);
 }
 
 template <typename T, int VEC>
 __global__ void __launch_bounds__(SCAN_THREADS, sizeof(T) == 2 ? SCAN_MIN_BLOCKS : SCAN_STORED_MIN_BLOCKS)
-	mb_recurrent_scan_fused_kernel(
-	fused_source<T, VEC> src, T *__restrict__ y, int64_t batch, int64_t dim, int64_t len)
+	mb_recurrent_scan_fused_kernel(fused_source<T, VEC> src, T *__restrict__ y, int64_t batch, int64_t dim,
+		int64_t len, unsigned long long *tickets)
 {
-	scan_sequences<VEC>(src, y, batch, dim, len);
+	scan_sequences<VEC>(src, y, batch, dim, len, tickets);
 }
 
 template <typename T, int VEC>
 __global__ void __launch_bounds__(SCAN_THREADS, SCAN_STORED_MIN_BLOCKS) mb_recurrent_scan_fb_scan_kernel(
-	stored_source<T, VEC> src, T *__restrict__ y, int64_t batch, int64_t dim, int64_t len)
+	stored_source<T, VEC> src, T *__restrict__ y, int64_t batch, int64_t dim, int64_t len,
+	unsigned long long *tickets)
 {
-	scan_sequences<VEC>(src, y, batch, dim, len);
+	scan_sequences<VEC>(src, y, batch, dim, len, tickets);
 }
 
 #ifndef MB_RS_EMU
@@ -380,15 +418,22 @@ __global__ void __launch_bounds__(SCAN_THREADS, SCAN_STORED_MIN_BLOCKS) mb_recur
  * CPU and run by the SIMT emulator of tests/unit/ssm_scan_emu.h
  * (tests/unit/test_recurrent_scan_emu.cpp), which launches them itself. */
 
-/* The persistent grid: at most every resident block (warp), as few as
- * give each the same number of sequences (16384 sequences on 132 SMs of
- * 32 warps: 4096 warps of 4, not 4224 of 3 or 4, whose last round would
- * leave an SM's warps idle). `per_sm` caches the occupancy (asked on the
- * first call, which the harness makes outside any capture). */
-template <typename K> static int scan_grid(K kernel, int64_t n_seq, int *per_sm, unsigned *blocks)
+/* The persistent grid, every resident block (warp) and at most one a
+ * sequence, and the launch's ticket counters in `slot`. `per_sm` caches
+ * the occupancy (asked on the first call, which the harness makes outside
+ * any capture). The counters are zeroed when their memory is new (the
+ * harness frees every slot before a case, so that is the case's first,
+ * untimed call); after that each launch leaves them zero for the next, so
+ * launches that share a slot follow each other on one stream. */
+template <typename K>
+static int scan_setup(K kernel, int64_t n_seq, int *per_sm, mb_ws_slot *slot, cudaStream_t stream, unsigned *blocks,
+	unsigned long long **tickets)
 {
-	int device = 0, sms = 0;
+	const size_t bytes = TICKET_WORDS * sizeof(unsigned long long);
+	const bool new_memory = slot->ptr == NULL || slot->bytes < bytes;
+	int device = 0, sms = 0, rc;
 	cudaError_t ce = cudaGetDevice(&device);
+	void *p = NULL;
 
 	if (ce == cudaSuccess)
 		ce = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
@@ -397,11 +442,15 @@ template <typename K> static int scan_grid(K kernel, int64_t n_seq, int *per_sm,
 	if (ce != cudaSuccess)
 		return (int)ce;
 	const int64_t resident = (int64_t)sms * (*per_sm > 0 ? *per_sm : 1);
-	const int64_t per_warp = (n_seq + resident - 1) / resident;
-	const int64_t b = (n_seq + per_warp - 1) / per_warp;
+	const int64_t b = n_seq < resident ? n_seq : resident;
 	if (b < 1 || b > INT32_MAX)
 		return (int)cudaErrorInvalidValue;
 	*blocks = (unsigned)b;
+	if ((rc = mb_ws_reserve(slot, bytes, &p)) != 0)
+		return rc;
+	if (new_memory && (ce = cudaMemsetAsync(p, 0, bytes, stream)) != cudaSuccess)
+		return (int)ce;
+	*tickets = (unsigned long long *)p;
 	return 0;
 }
 
@@ -415,7 +464,9 @@ template <typename T, int VEC>
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	static int per_sm;
+	static mb_ws_slot tickets_slot;
 	fused_source<T, VEC> src;
+	unsigned long long *tickets = NULL;
 	unsigned blocks = 0;
 	int rc;
 
@@ -425,10 +476,11 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
 	src.wi = (const T *)in[IN_WI];
 	src.bi = (const T *)in[IN_BI];
 	src.lambda = (const T *)in[IN_LAMBDA];
-	if ((rc = scan_grid(mb_recurrent_scan_fused_kernel<T, VEC>, axis[AX_B] * axis[AX_D], &per_sm, &blocks)) != 0)
+	if ((rc = scan_setup(mb_recurrent_scan_fused_kernel<T, VEC>, axis[AX_B] * axis[AX_D], &per_sm, &tickets_slot,
+		     stream, &blocks, &tickets)) != 0)
 		return rc;
 	mb_recurrent_scan_fused_kernel<T, VEC><<<blocks, SCAN_THREADS, 0, stream>>>(src, (T *)out[OUT_Y], axis[AX_B],
-		axis[AX_D], axis[AX_L]);
+		axis[AX_D], axis[AX_L], tickets);
 	return (int)cudaGetLastError();
 }
 
@@ -529,10 +581,12 @@ template <typename T, int VEC, typename IDX>
 static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	static int per_sm;
+	static mb_ws_slot tickets_slot;
 	const int64_t dim = axis[AX_D], len = axis[AX_L], n = axis[AX_B] * dim * len;
 	const IDX nvec = (IDX)(n / VEC), row_vecs = (IDX)(len / VEC);
 	const unsigned blocks = mb_flat_blocks(n / VEC);
 	void *a = NULL, *nx = NULL;
+	unsigned long long *tickets = NULL;
 	unsigned scan_blocks = 0;
 	cudaError_t ce;
 	int rc;
@@ -542,7 +596,8 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 	if ((rc = mb_ws_reserve(&ws_a, (size_t)n * sizeof(float), &a)) != 0 ||
 		(rc = mb_ws_reserve(&ws_nx, (size_t)n * sizeof(T), &nx)) != 0)
 		return rc;
-	if ((rc = scan_grid(mb_recurrent_scan_fb_scan_kernel<T, VEC>, axis[AX_B] * dim, &per_sm, &scan_blocks)) != 0)
+	if ((rc = scan_setup(mb_recurrent_scan_fb_scan_kernel<T, VEC>, axis[AX_B] * dim, &per_sm, &tickets_slot, stream,
+		     &scan_blocks, &tickets)) != 0)
 		return rc;
 
 	mb_recurrent_scan_fb_gate_kernel<T, VEC, IDX><<<blocks, MB_FLAT_THREADS, 0, stream>>>((const T *)in[IN_X],
@@ -554,7 +609,7 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 	src.a = (const float *)a;
 	src.u = (const T *)nx;
 	mb_recurrent_scan_fb_scan_kernel<T, VEC><<<scan_blocks, SCAN_THREADS, 0, stream>>>(src, (T *)out[OUT_Y],
-		axis[AX_B], dim, len);
+		axis[AX_B], dim, len, tickets);
 	return (int)cudaGetLastError();
 }
 

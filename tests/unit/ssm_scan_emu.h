@@ -625,6 +625,13 @@ inline unsigned atomicAdd(unsigned *p, unsigned v)
 	return old;
 }
 
+inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
+{
+	const unsigned long long old = *p;
+	*p = old + v;
+	return old;
+}
+
 inline unsigned atomicExch(unsigned *p, unsigned v)
 {
 	const unsigned old = *p;

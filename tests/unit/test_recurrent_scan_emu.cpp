@@ -6,7 +6,9 @@
  * every path of the warp scan: the 16-byte and the scalar loads, full
  * chunks and a tail chunk with a part-filled lane, several sequences a
  * warp (the carry reset between them, a channel's constants kept or
- * remade) and more warps than sequences. Outputs start as NaN, so an
+ * remade; the warps take them from the launch's ticket counter, in an
+ * order that follows the fibers') and more warps than sequences.
+ * Outputs start as NaN, so an
  * element never written fails; two fiber orders must agree bit for bit.
  *
  * The device code is src/kernels/recurrent_scan.cu itself, compiled here
@@ -105,6 +107,19 @@ template <typename T> unsigned grid_of(const shape &sh)
 	return sh.warps && sh.warps < seqs ? sh.warps : seqs;
 }
 
+/* A scan kernel's launch: the grid of `sh`, the ticket counters zero at
+ * the start, and the launch must leave them so. */
+template <typename T, class K> int launch_scan(const shape &sh, const char *variant, uint64_t order, K kernel)
+{
+	unsigned long long tickets[emu_tu::TICKET_WORDS] = {0};
+	const int rc = mb_emu::launch(dim3(grid_of<T>(sh)), dim3(SCAN_THREADS), 0, [&] { kernel(tickets); }, order);
+
+	CHECK_MSG(tickets[emu_tu::TICKET_NEXT] == 0 && tickets[emu_tu::TICKET_DONE] == 0,
+		"%s %s: the scan left its tickets at %llu and %llu", sh.what, variant, tickets[emu_tu::TICKET_NEXT],
+		tickets[emu_tu::TICKET_DONE]);
+	return rc;
+}
+
 /* The fused kernel as fused_dispatch picks it: 16-byte vectors when the
  * sequence is whole vectors, else one element an access. */
 template <typename T, int VEC> int run_fused(const shape &sh, const inputs<T> &in, std::vector<T> &y, uint64_t order)
@@ -117,8 +132,9 @@ template <typename T, int VEC> int run_fused(const shape &sh, const inputs<T> &i
 	src.bi = in.p[3].data();
 	src.lambda = in.p[4].data();
 	T *out = y.data();
-	return mb_emu::launch(dim3(grid_of<T>(sh)), dim3(SCAN_THREADS), 0,
-		[&] { emu_tu::mb_recurrent_scan_fused_kernel<T, VEC>(src, out, sh.b, sh.d, sh.l); }, order);
+	return launch_scan<T>(sh, "fused", order, [&](unsigned long long *tickets) {
+		emu_tu::mb_recurrent_scan_fused_kernel<T, VEC>(src, out, sh.b, sh.d, sh.l, tickets);
+	});
 }
 
 /* The fallback's two launches as fallback_launch makes them. */
@@ -139,8 +155,9 @@ int run_fallback(const shape &sh, const inputs<T> &in, std::vector<T> &y, uint64
 	src.a = a.data();
 	src.u = nx.data();
 	T *out = y.data();
-	return mb_emu::launch(dim3(grid_of<T>(sh)), dim3(SCAN_THREADS), 0,
-		[&] { emu_tu::mb_recurrent_scan_fb_scan_kernel<T, VEC>(src, out, sh.b, sh.d, sh.l); }, order);
+	return launch_scan<T>(sh, "fallback", order, [&](unsigned long long *tickets) {
+		emu_tu::mb_recurrent_scan_fb_scan_kernel<T, VEC>(src, out, sh.b, sh.d, sh.l, tickets);
+	});
 }
 
 template <typename T> void check(const shape &sh, mb_dtype dtype, const char *variant, uint64_t seed)

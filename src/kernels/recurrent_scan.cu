@@ -21,22 +21,23 @@
  * next chunk's inputs (the next sequence's first, at a sequence's last
  * chunk) before it works on the current one, so that a chunk's loads are
  * in flight for a whole chunk's work. Taking sequences as they come
- * rather than a fixed run of them (4 a warp at B=4, D=4096): 345.6 against
- * 382.9 us in bf16 at L=16384 on an H200 (0.732 of the read+write ceiling
- * against 0.661), 93.0 against 100.1 us at L=4096 (reports/h200, runs
- * rs-a to rs-c): ncu counted on average 24.1 of an SM's 32 resident
- * warps active with the fixed runs, 29.9 with tickets, so a warp done
- * with its run early no longer idles while the slowest finish. Asking
- * for the next ticket a chunk early, or computing the next channel's
- * constants then, was slower (349.4 and 360.0 us: the registers they
- * hold). Two-warp
- * blocks of 8 steps a lane, to hold more warps an SM, were slower still
- * (476.8 us: the sequence counters leave the uniform registers and the
- * shuffle scan is amortised over half the steps).
+ * rather than a fixed run of them (4 a warp at B=4, D=4096): 343.0
+ * against 382.8 us in bf16 at L=16384 on an H200 (0.733 of the
+ * read+write ceiling against 0.656), 92.7 against 99.7 us at L=4096
+ * (reports/h200, runs rs-a to rs-e): ncu counted on average 24.1 of an
+ * SM's 32 resident warps active with the fixed runs, 29.9 with tickets,
+ * so a warp done with its run early no longer idles while the slowest
+ * finish. Slower, and not kept: asking for the next ticket a chunk early
+ * (349.4 us) or computing the next channel's constants then too (360.0
+ * us), for the registers they hold; 4096 warps, the count that splits
+ * 16384 sequences evenly, rather than every resident one (349.0 us); and
+ * two-warp blocks of 8 steps a lane, to hold more warps an SM (476.8 us:
+ * the sequence counters leave the uniform registers and the shuffle scan
+ * is amortised over half the steps).
  *
- * The fallback's scan launch runs the same warp scan over (a, input) read
- * from memory: the speedup measures the fusion of the gates, not a better
- * scan.
+ * The fallback's scan launch runs the same warp scan, on the same
+ * schedule, over (a, input) read from memory: the speedup measures the
+ * fusion of the gates, not a better scan.
  */
 #include <limits.h>
 #include <stdint.h>

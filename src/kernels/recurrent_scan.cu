@@ -307,9 +307,11 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 	const int64_t full_chunks = len / SCAN_CHUNK_STEPS;
 	const int64_t chunks = (len + SCAN_CHUNK_STEPS - 1) / SCAN_CHUNK_STEPS;
 	const int my_step = lane * SCAN_ITEMS;
-	/* the current chunk: sequence s (batch b, channel c, its row starting
-	 * at element `base`) and its chunk */
-	int64_t s = take_sequence(tickets, lane), b = s % batch, c = s / batch, base = (b * dim + c) * len, chunk = 0;
+	/* the element where sequence q's row starts */
+	const auto row_start = [=](int64_t q) { return (q % batch * dim + q / batch) * len; };
+	/* the current chunk: sequence s (channel c, its row starting at
+	 * element `base`) and its chunk */
+	int64_t s = take_sequence(tickets, lane), c = s / batch, base = row_start(s), chunk = 0;
 	float carry = 0.0f;
 	typename Src::buf cur;
 	typename Src::channel ch;
@@ -326,16 +328,15 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 	for (;;) {
 		const int64_t t = chunk * SCAN_CHUNK_STEPS + my_step;
 		const bool full = chunk < full_chunks;
-		int64_t next_s = s, next_b = b, next_c = c, next_base = base, next_chunk = chunk + 1;
+		int64_t next_s = s, next_c = c, next_base = base, next_chunk = chunk + 1;
 		typename Src::buf next;
 		float hs[SCAN_ITEMS], ps[SCAN_ITEMS], p, h;
 
 		if (next_chunk == chunks) {
 			next_chunk = 0;
 			next_s = take_sequence(tickets, lane);
-			next_b = next_s % batch;
 			next_c = next_s / batch;
-			next_base = (next_b * dim + next_c) * len;
+			next_base = row_start(next_s);
 		}
 		/* the next chunk's loads go out before this one's work */
 		if (next_s < n_seq) {
@@ -389,7 +390,6 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 				ch = src.begin_channel(next_c);
 		}
 		s = next_s;
-		b = next_b;
 		c = next_c;
 		base = next_base;
 		chunk = next_chunk;

@@ -618,16 +618,10 @@ inline int max(int a, int b)
 	return a > b ? a : b;
 }
 
-inline unsigned atomicAdd(unsigned *p, unsigned v)
+/* unsigned and unsigned long long, as the device's */
+template <typename T> inline T atomicAdd(T *p, T v)
 {
-	const unsigned old = *p;
-	*p = old + v;
-	return old;
-}
-
-inline unsigned long long atomicAdd(unsigned long long *p, unsigned long long v)
-{
-	const unsigned long long old = *p;
+	const T old = *p;
 	*p = old + v;
 	return old;
 }

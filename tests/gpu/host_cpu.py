@@ -3,15 +3,18 @@
 
   host_cpu.py sample FILE      append, every half second until killed, the
                                time and /proc/stat's aggregate cpu line
-  host_cpu.py report FILE...   per file: the busy core-seconds (all cores'
-                               non-idle time), the run's length, and the
-                               busy share of all cores in 5 s bins
+  host_cpu.py report FILE...   per file (gzipped or not): the busy
+                               core-seconds (all cores' non-idle time), the
+                               run's length, and the busy share of all cores
+                               in 5 s bins
 
 Four GPUs' workers of one run share one host: where the host side (inputs,
 references, checks) keeps every core busy, the run waits for the CPU, not
 the GPUs (reports/h200/README.md, runs u and v)."""
 import sys
 import time
+
+from receipt_file import open_text
 
 
 def sample(path):
@@ -25,7 +28,7 @@ def sample(path):
 
 def report(path):
     rows = []
-    with open(path) as f:
+    with open_text(path) as f:
         for line in f:
             parts = line.split()
             if len(parts) < 10 or parts[1] != "cpu":

@@ -34,6 +34,12 @@
  * two-warp blocks of 8 steps a lane, to hold more warps an SM (476.8 us:
  * the sequence counters leave the uniform registers and the shuffle scan
  * is amortised over half the steps).
+ * Nor a step of four MUFU operations (sqrt(y) from rsqrt((1 + e_r)/c16),
+ * i from rcp(1 + e_i): no scaled range, no clamp, 19 instructions a step
+ * against 21): 6% fewer instructions, but the MUFU pipe then ran at 75%
+ * of its peak, issue fell from 81% to 75% busy, and it took 351.6 against
+ * 345.0 us; mixing it into 6, 8, 11 or 13 of a lane's 16 steps took 350.6,
+ * 346.2, 360.3 and 359.5 against 344.9 (reports/h200 runs rs-g, rs-h).
  *
  * The fallback's scan launch runs the same warp scan, on the same
  * schedule, over (a, input) read from memory: the speedup measures the

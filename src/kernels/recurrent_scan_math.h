@@ -2,7 +2,7 @@
  * increment u from x and a channel's constants. Written once for the GPU
  * kernel (src/kernels/recurrent_scan.cu, with MUFU approximations) and for
  * the host test that checks its algebra (tests/unit/test_recurrent_math.c,
- * C, with the library's exp2f, 1/sqrtf and 1/x in their place); every
+ * C, with the library's exp2f and 1/sqrtf in their place); every
  * multiply-add is an explicit fmaf, so both compile to the same roundings
  * but for the two approximations.
  *
@@ -12,21 +12,20 @@
  *   a = exp(-y/2) = 1 - y Q(y),          Q(y) = (1 - exp(-y/2)) / y
  *   m = sqrt(1 - a^2) = sqrt(y) S(y),    S(y) = sqrt((1 - exp(-y)) / y)
  *   u = m i x
- * Four MUFU operations a step: the two exponentials, a reciprocal square
- * root that gives sqrt(y) = 1/sqrt((1 + e_r) / c16) and a reciprocal that
- * gives i; then y = sqrt(y)^2 and u = x (i (sqrt(y) S(y))). No term
- * mixes the gates, so none needs a scaled range: e_r = inf (r < 2^-128)
- * gives sqrt(y) = 0, a = 1, u = 0, and e_i = inf gives i = 0, u = 0; the
- * root's argument overflows only where e_r > 2^88 (c16 >= 2^-40), where
- * the true y is under 2^-88 and a rounds to 1 either way.
- *
- * Instructions, not MUFU, bound the kernel (ncu, reports/h200 run y:
- * issue slots 70% busy, the MUFU pipe 51%), so the step spends a fourth
- * MUFU to save three instructions of the three-MUFU form it replaces
- * (one rsqrt of (1 + e_r)(1 + e_i)^2 in a scaled range for sqrt(r) i,
- * then y from that product, with the input gate's exponent clamped so
- * that the scaled product could not overflow): 19 instructions a step
- * against 21.
+ * Three MUFU operations a step: the two exponentials and one reciprocal
+ * square root that gives sqrt(r) i at once, q = 1/sqrt((1 + e_r)(1 + e_i)^2).
+ * Then sqrt(r) = q (1 + e_i), y = c16 r, and i m = sqrt(c16) q S(y): no
+ * division, no second square root. The products run in a scaled range,
+ * with k = 2^-32 / sqrt(c16):
+ *   B = k (1 + e_i), q = 1/sqrt((1 + e_r) B^2) = sqrt(r) i / k,
+ *   y = (q 2^-32 (1 + e_i))^2 = (q B sqrt(c16))^2 = c16 r,
+ *   i m = q 2^-32 S(y)
+ * (k sqrt(c16) = 2^-32, folded into S's coefficients). For c16 in
+ * [RS_FAST_C16_MIN, RS_FAST_Y_MAX] and the input gate's exponent clamped
+ * at 2^RS_GATE_EXP_MAX, B^2 lies in [2^-63, 2^56], so (1 + e_r) B^2
+ * overflows only where e_r > 2^72: q = 0 then gives r = 0 and u = 0 where
+ * r < 2^-72 (a rounds to 1 either way, and the true u is under 2^-36 |x|).
+ * The clamp moves i only where it is under 2^-40 (u under 2^-40 |x|).
  *
  * Q and S are degree-3 fits on [0, RS_FAST_Y_MAX] (fp32 coefficients, the
  * polynomial's own relative error 2.9e-8 and 4.9e-8, under an ulp; with
@@ -58,39 +57,37 @@
  * c16 <= 0.216). Others take the library path. */
 #define RS_FAST_Y_MAX 0.25f
 #define RS_FAST_C16_MIN 0x1p-40f
+#define RS_SCALE 0x1p-32f        /* k sqrt(c16) */
+#define RS_GATE_EXP_MAX 40.0f    /* e_i <= 2^40 */
 
 /* Q(y) = (1 - exp(-y/2)) / y on [0, 1/4] */
 #define RS_Q0 0.5f
 #define RS_Q1 -1.249990463e-01f
 #define RS_Q2 2.081372775e-02f
 #define RS_Q3 -2.477611648e-03f
-/* S(y) = sqrt((1 - exp(-y)) / y) on [0, 1/4] */
-#define RS_S0 1.0f
-#define RS_S1 -2.499968261e-01f
-#define RS_S2 5.201886222e-02f
-#define RS_S3 -7.396202534e-03f
+/* S(y) = sqrt((1 - exp(-y)) / y) on [0, 1/4], times RS_SCALE */
+#define RS_S0 (1.0f * RS_SCALE)
+#define RS_S1 (-2.499968261e-01f * RS_SCALE)
+#define RS_S2 (5.201886222e-02f * RS_SCALE)
+#define RS_S3 (-7.396202534e-03f * RS_SCALE)
 
 /* A channel's constants. */
 typedef struct rs_channel {
-	float ka, kb;  /* -w_a log2 e, -b_a log2 e: e_r = 2^(ka x + kb) */
-	float ki, bi;  /* -w_i log2 e, -b_i log2 e: e_i = 2^(ki x + bi) */
-	float c16;     /* 16 softplus(lambda): y = c16 r */
-	float inv_c16; /* 1 / c16 */
-	bool fast;     /* c16 in the fast step's range */
+	float ka, kb; /* -w_a log2 e, -b_a log2 e: e_r = 2^(ka x + kb) */
+	float ki, bi; /* -w_i log2 e, -b_i log2 e: e_i = 2^(ki x + bi) */
+	float c16;    /* 16 softplus(lambda): y = c16 r */
+	float k;      /* RS_SCALE / sqrt(c16) */
+	bool fast;    /* c16 in the fast step's range */
 } rs_channel;
 
-/* The three approximations: MUFU on the GPU (ex2 and rsqrt within 2
- * ulps, rcp within 1), the library on the host, where a test may put its
- * own in their place (to emulate the MUFU's errors) by defining
- * RS_HOST_EX2, RS_HOST_RSQRT and RS_HOST_RCP. */
+/* The two approximations: MUFU on the GPU (each within 2 ulps), the
+ * library on the host, where a test may put its own in their place (to
+ * emulate the MUFU's errors) by defining RS_HOST_EX2 and RS_HOST_RSQRT. */
 #ifndef RS_HOST_EX2
 #define RS_HOST_EX2(x) exp2f(x)
 #endif
 #ifndef RS_HOST_RSQRT
 #define RS_HOST_RSQRT(x) (1.0f / sqrtf(x))
-#endif
-#ifndef RS_HOST_RCP
-#define RS_HOST_RCP(x) (1.0f / (x))
 #endif
 
 RS_FN float rs_ex2(float x)
@@ -115,17 +112,6 @@ RS_FN float rs_rsqrt(float x)
 #endif
 }
 
-RS_FN float rs_rcp(float x)
-{
-#if defined(__CUDA_ARCH__)
-	float y;
-	asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-	return y;
-#else
-	return RS_HOST_RCP(x);
-#endif
-}
-
 /* The constants from a channel's parameters, softplus computed without
  * overflow. */
 RS_FN rs_channel rs_channel_make(float w_a, float b_a, float w_i, float b_i, float lambda)
@@ -139,7 +125,7 @@ RS_FN rs_channel rs_channel_make(float w_a, float b_a, float w_i, float b_i, flo
 	c.bi = -b_i * RS_LOG2E;
 	c.c16 = 2.0f * RS_RGLRU_C * softplus;
 	c.fast = c.c16 >= RS_FAST_C16_MIN && c.c16 <= RS_FAST_Y_MAX;
-	c.inv_c16 = c.fast ? 1.0f / c.c16 : 0.0f;
+	c.k = c.fast ? RS_SCALE / sqrtf(c.c16) : 0.0f;
 	return c;
 }
 
@@ -147,9 +133,12 @@ RS_FN rs_channel rs_channel_make(float w_a, float b_a, float w_i, float b_i, flo
 RS_FN void rs_step_fast(float x, const rs_channel *c, float *a, float *u)
 {
 	const float e_r = rs_ex2(fmaf(x, c->ka, c->kb));
-	const float e_i = rs_ex2(fmaf(x, c->ki, c->bi));
-	const float ts = rs_rsqrt(fmaf(e_r, c->inv_c16, c->inv_c16)); /* sqrt(y) */
-	const float i = rs_rcp(1.0f + e_i);
+	const float e_i = rs_ex2(fminf(fmaf(x, c->ki, c->bi), RS_GATE_EXP_MAX));
+	const float b = fmaf(e_i, c->k, c->k);              /* k (1 + e_i) */
+	const float bs = fmaf(e_i, RS_SCALE, RS_SCALE);     /* k sqrt(c16) (1 + e_i) */
+	const float b2 = b * b;
+	const float q = rs_rsqrt(fmaf(e_r, b2, b2));       /* sqrt(r) i / k */
+	const float ts = q * bs;                           /* sqrt(c16 r) */
 	const float y = ts * ts;
 	float p = fmaf(RS_Q3, y, RS_Q2);
 
@@ -159,7 +148,7 @@ RS_FN void rs_step_fast(float x, const rs_channel *c, float *a, float *u)
 	p = fmaf(RS_S3, y, RS_S2);
 	p = fmaf(p, y, RS_S1);
 	p = fmaf(p, y, RS_S0);
-	*u = x * (i * (ts * p));
+	*u = x * (q * p);
 }
 
 #endif

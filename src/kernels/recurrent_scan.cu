@@ -40,6 +40,21 @@
  * of its peak, issue fell from 81% to 75% busy, and it took 351.6 against
  * 345.0 us; mixing it into 6, 8, 11 or 13 of a lane's 16 steps took 350.6,
  * 346.2, 360.3 and 359.5 against 344.9 (reports/h200 runs rs-g, rs-h).
+ * Nor asking L2 for later chunks (cp.async.bulk.prefetch.L2 from one
+ * lane): a warp waited on its loads far less (ncu: 0.2 to 0.9 cycles of
+ * long-scoreboard stall an issue against 2.9) and issue rose from 82% to
+ * 85% busy, but the requests cost instructions (2.6% more for one chunk
+ * two ahead, 5.7% for a group of four every four chunks) and groups
+ * brought 16% more bytes from DRAM: 345.2 us one chunk ahead, 350.6,
+ * 348.4 and 379.6 in groups of 2, 4 and 8, against 343.4 and 343.9
+ * (runs rs-i, rs-k); the fallback's scan with it, 1.612 against 1.585
+ * ms. Nor two load buffers used in turn instead of the copy of one into
+ * the other (8 moves a chunk): the loop written twice issued 296.7 M
+ * instructions against 280.8 M, 358.5 against 343.4 us (run rs-j).
+ * tests/gpu/sass_profile.py over ncu's source counters (run src-a) has
+ * the step's cost: 33.5 warp instructions an element, 14.4 FFMA, 6.2
+ * FMUL, 3.0 MUFU, 1.75 MOV, and a third of the stall samples on the
+ * first use of a chunk's loads.
  *
  * The fallback's scan launch runs the same warp scan, on the same
  * schedule, over (a, input) read from memory: the speedup measures the

@@ -54,6 +54,13 @@
 #             the same call); for linear_cross_entropy, whose fused variants
 #             are cuBLAS calls, token_chunked's first six GEMMs (two chunks:
 #             logits, dh, dW, the second dW adding into the main grad).
+#   heavy-source
+#             ncu's source counters of each heavy row's fused kernel (one
+#             launch at its largest shape, bf16): every SASS instruction's
+#             executed count and warp-stall samples by reason, as CSV
+#             (source-ROW.csv.gz), and sass_profile.py's summary of it
+#             (source-ROW.txt: the instruction mix, the instructions where
+#             warps wait most and why); HEAVY_ROWS narrows the rows.
 #   moe-smoke the MoE rows at smoke shapes (bf16, fp16): every variant with
 #             the grouped GEMM the device picks (the wgmma kernel on an
 #             H100 or H200), the fused variant again on the mma.sync
@@ -261,6 +268,23 @@ PY
 		if [ ${#moe_logs[@]} -gt 0 ] && [ -f "$out/heavy.json" ]; then
 			python3 tests/gpu/moe_gemm_rate.py "$out/heavy.json" "${moe_logs[@]}" | tee "$out/moe-gemm-rate.txt"
 		fi
+		;;
+	heavy-source)
+		for k in moe_ffn:moe_ffn_grouped_gemm:T=16384 ssm_scan:ssm_scan_fused:L=16384 \
+			recurrent_scan:recurrent_scan_fused:L=16384 mhc_sinkhorn:mhc_sinkhorn_fused:T=16384; do
+			row=${k%%:*} rest=${k#*:}
+			kernel=${rest%%:*} filter=${rest#*:}
+			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",$row,"* ]] || continue
+			MEGABENCH_SKIP_CEILINGS=1 step "source-$row" 150 ncu --clock-control none --section SourceCounters \
+				--section WarpStateStats -k "regex:$kernel" -c 1 -f -o "$out/source-$row" "$mb" run suites/nam56r.toml \
+				--backend cuda --rows "$row" --variants fused --dtypes bf16 --filter "$filter" --set 'lanes=[]' \
+				--set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0 -o "$out/source-$row.json"
+			if ncu -i "$out/source-$row.ncu-rep" --page source --csv --print-source sass >"$out/source-$row.csv"; then
+				gzip -f "$out/source-$row.csv"
+				python3 tests/gpu/sass_profile.py "$out/source-$row.csv.gz" >"$out/source-$row.txt"
+				sed -n '1,4p;/where warps wait/,$p' "$out/source-$row.txt"
+			fi
+		done
 		;;
 	moe-smoke)
 		rows=moe_ffn,moe_ffn_swiglu

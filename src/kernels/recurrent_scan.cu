@@ -27,7 +27,20 @@
  * (reports/h200, runs rs-a to rs-e): ncu counted on average 24.1 of an
  * SM's 32 resident warps active with the fixed runs, 29.9 with tickets,
  * so a warp done with its run early no longer idles while the slowest
- * finish. Slower, and not kept: asking for the next ticket a chunk early
+ * finish. In bf16 and fp16, the chunks of a sequence that a full chunk of
+ * the same sequence follows (30 of 32 at L=16384) take a steady loop
+ * (steady_chunks) with no bounds, tickets or kinds of step to test: 269.9
+ * M warp instructions against 280.8 M (tests/gpu/sass_profile.py:
+ * compares, branches and counters from 4.3 an element to 1.9, while
+ * moves went from 1.75 to 2.95, the compiler holding the channel's
+ * constants in uniform registers there and moving one of each
+ * multiply-add's pair to the lanes), 335.3 against 345.4 us at
+ * L=16384 on one H200 and 339.1 against 343.1 on another (runs rs-m and
+ * rs-l: 0.752-0.757 and 0.740-0.742 of the read+write ceiling). In fp32
+ * it was 0.5% to 1.8% slower, and in the fallback's scan no faster in
+ * bf16 and 1.6% slower in fp32 (112 bytes spilled), so those take the
+ * general loop alone; two load buffers used in turn in the steady loop
+ * took 342.9 us (rs-m). Slower, and not kept: asking for the next ticket a chunk early
  * (349.4 us) or computing the next channel's constants then too (360.0
  * us), for the registers they hold; 4096 warps, the count that splits
  * 16384 sequences evenly, rather than every resident one (349.0 us); and
@@ -120,6 +133,9 @@ template <typename T, int VEC> struct fused_source {
 	typedef T value_type;
 	typedef rs_channel channel;
 	static constexpr int NV = SCAN_ITEMS / VEC;
+	/* steady_chunks for 16-bit x in 16-byte vectors: in fp32, and in the
+	 * fallback's scan, it was slower (see the header) */
+	static constexpr bool STEADY = sizeof(T) == 2 && VEC > 1;
 	struct buf {
 		mb_packed<T, VEC> x[NV];
 	};
@@ -158,6 +174,7 @@ template <typename T, int VEC> struct stored_source {
 	static constexpr int NV = SCAN_ITEMS / VEC;
 	static constexpr int AVEC = VEC > 1 ? 4 : 1; /* floats per load of a */
 	static constexpr int NA = SCAN_ITEMS / AVEC;
+	static constexpr bool STEADY = false;
 	struct buf {
 		mb_packed<float, AVEC> a[NA];
 		mb_packed<T, VEC> u[NV];
@@ -286,6 +303,55 @@ __device__ __forceinline__ void store_steps(T *dst, int64_t left, const float (&
 	}
 }
 
+/* The warp's inclusive scan of the lane maps (p, h): lane 0's carries the
+ * chunk's carry (its h0), so every lane's state includes it. Each lane's
+ * steps become final states (hs), and `carry` the chunk's last. */
+__device__ __forceinline__ void finish_chunk(int lane, float p, float h, const float (&ps)[SCAN_ITEMS],
+	float (&hs)[SCAN_ITEMS], float &carry)
+{
+#pragma unroll
+	for (int off = 1; off < MB_WARP_THREADS; off *= 2) {
+		const float p_up = __shfl_up_sync(FULL_MASK, p, off), h_up = __shfl_up_sync(FULL_MASK, h, off);
+		if (lane >= off) {
+			h = fmaf(p, h_up, h);
+			p *= p_up;
+		}
+	}
+	/* the state entering this lane's steps (lane 0's are final) */
+	float h_in = __shfl_up_sync(FULL_MASK, h, 1);
+	carry = __shfl_sync(FULL_MASK, h, MB_WARP_THREADS - 1);
+	if (lane == 0)
+		h_in = 0.0f;
+#pragma unroll
+	for (int k = 0; k < SCAN_ITEMS; k++)
+		hs[k] = fmaf(ps[k], h_in, hs[k]);
+}
+
+/* Chunks `chunk` .. full_chunks - 2 of one sequence (row from element
+ * `base`): every one full and followed by a full one of the same
+ * sequence, so the loop has no bounds, no tickets and one kind of step.
+ * `cur` holds chunk `chunk`'s inputs on entry, chunk full_chunks - 1's on
+ * return. */
+template <bool FAST, int VEC, class Src>
+__device__ __forceinline__ void steady_chunks(const Src &src, typename Src::value_type *__restrict__ y, int64_t base,
+	int64_t full_chunks, int64_t &chunk, const typename Src::channel &ch, typename Src::buf &cur, float &carry)
+{
+	const int lane = threadIdx.x;
+	const int my_step = lane * SCAN_ITEMS;
+
+	for (; chunk + 1 < full_chunks; chunk++) {
+		const int64_t at = base + chunk * SCAN_CHUNK_STEPS + my_step;
+		typename Src::buf next;
+		float hs[SCAN_ITEMS], ps[SCAN_ITEMS], p, h;
+
+		src.template load<true>(next, at + SCAN_CHUNK_STEPS, SCAN_ITEMS);
+		local_scan<FAST, false>(src, cur, ch, SCAN_ITEMS, lane == 0 ? carry : 0.0f, hs, ps, p, h);
+		finish_chunk(lane, p, h, ps, hs, carry);
+		store_steps<typename Src::value_type, VEC, true>(y + at, SCAN_ITEMS, hs);
+		cur = next;
+	}
+}
+
 /* Which sequences a warp scans: it takes the next from the launch's
  * ticket counter, the next but one as it starts the last chunk of that
  * one (whose loads go out then), and so on, so that a warp that runs fast
@@ -347,6 +413,18 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 	else
 		src.template load<false>(cur, base + my_step, len - my_step);
 	for (;;) {
+		/* the chunks followed by a full one of the same sequence, where
+		 * the source takes the steady loop */
+		if constexpr (Src::STEADY) {
+			if (chunk + 1 < full_chunks) {
+				if (Src::fast(ch))
+					steady_chunks<true, VEC>(src, y, base, full_chunks, chunk, ch, cur, carry);
+				else
+					steady_chunks<false, VEC>(src, y, base, full_chunks, chunk, ch, cur, carry);
+			}
+		}
+		/* then the rest of the sequence (all of it, without the steady
+		 * loop): the next chunk is partial, or another sequence's */
 		const int64_t t = chunk * SCAN_CHUNK_STEPS + my_step;
 		const bool full = chunk < full_chunks;
 		int64_t next_s = s, next_c = c, next_base = base, next_chunk = chunk + 1;
@@ -378,26 +456,7 @@ __device__ __forceinline__ void scan_sequences(const Src &src, typename Src::val
 			local_scan_any(src, cur, ch, left < SCAN_ITEMS ? (int)(left > 0 ? left : 0) : SCAN_ITEMS, h0, hs,
 				ps, p, h);
 		}
-
-		/* the warp's inclusive scan of the lane maps; lane 0's carries the
-		 * chunk's carry, so every lane's state includes it */
-#pragma unroll
-		for (int off = 1; off < MB_WARP_THREADS; off *= 2) {
-			const float p_up = __shfl_up_sync(FULL_MASK, p, off), h_up = __shfl_up_sync(FULL_MASK, h, off);
-			if (lane >= off) {
-				h = fmaf(p, h_up, h);
-				p *= p_up;
-			}
-		}
-		/* the state entering this lane's steps (lane 0's are final), and
-		 * the chunk's last state */
-		float h_in = __shfl_up_sync(FULL_MASK, h, 1);
-		carry = __shfl_sync(FULL_MASK, h, MB_WARP_THREADS - 1);
-		if (lane == 0)
-			h_in = 0.0f;
-#pragma unroll
-		for (int k = 0; k < SCAN_ITEMS; k++)
-			hs[k] = fmaf(ps[k], h_in, hs[k]);
+		finish_chunk(lane, p, h, ps, hs, carry);
 		if (full)
 			store_steps<T, VEC, true>(y + base + t, SCAN_ITEMS, hs);
 		else if (t < len)

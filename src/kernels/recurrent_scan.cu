@@ -29,20 +29,20 @@
  * so a warp done with its run early no longer idles while the slowest
  * finish. In bf16 and fp16, the chunks of a sequence that a full chunk of
  * the same sequence follows (30 of 32 at L=16384) take a steady loop
- * (steady_chunks) with no bounds, tickets or kinds of step to test: 269.9
- * M warp instructions against 280.8 M (tests/gpu/sass_profile.py:
- * compares, branches and counters from 4.3 an element to 1.9, while
- * moves went from 1.75 to 2.95, the compiler holding the channel's
- * constants in uniform registers there and moving one of each
- * multiply-add's pair to the lanes), 335.3 against 345.4 us at
- * L=16384 on one H200 and 339.1 against 343.1 on another (runs rs-m and
- * rs-l: 0.752-0.757 and 0.740-0.742 of the read+write ceiling). In fp32
- * it was 0.5% to 1.8% slower, and in the fallback's scan no faster in
- * bf16 and 1.6% slower in fp32 (112 bytes spilled), so those take the
- * general loop alone; two load buffers used in turn in the steady loop
- * took 342.9 us (rs-m). Slower, and not kept: asking for the next ticket a chunk early
- * (349.4 us) or computing the next channel's constants then too (360.0
- * us), for the registers they hold; 4096 warps, the count that splits
+ * (steady_chunks) with no bounds, tickets or kinds of step to test, the
+ * gates' biases in lane registers (in_lanes): 256.8 M warp instructions
+ * against 280.8 M at L=16384, 332.8 against 343.4 us on one H200, 0.754
+ * to 0.757 of the read+write ceiling against 0.732 (run rs-o). By
+ * tests/gpu/sass_profile.py, the loop alone took the compares, branches
+ * and counters from 4.3 an element to 1.9 but added 1.2 moves out of
+ * uniform registers (269.9 M instructions, 340.8 us), which in_lanes
+ * removes. In fp32 the loop was 0.5% to 1.8% slower, and in the
+ * fallback's scan no faster in bf16 and 1.6% slower in fp32 (112 bytes
+ * spilled), so those take the general loop alone; two load buffers used
+ * in turn in the steady loop took 342.9 us (rs-m). Slower, and not
+ * kept: asking for the next ticket a chunk early (349.4 us) or computing
+ * the next channel's constants then too (360.0 us), for the registers
+ * they hold; 4096 warps, the count that splits
  * 16384 sequences evenly, rather than every resident one (349.0 us); and
  * two-warp blocks of 8 steps a lane, to hold more warps an SM (476.8 us:
  * the sequence counters leave the uniform registers and the shuffle scan
@@ -303,6 +303,24 @@ __device__ __forceinline__ void store_steps(T *dst, int64_t left, const float (&
 	}
 }
 
+/* The gates' biases as each lane's own values. In the steady loop the
+ * compiler kept the channel's constants in uniform registers, and as a
+ * multiply-add takes at most one uniform operand, each step moved each
+ * gate's weight into a lane register first (1.2 moves an element with
+ * those of k). A shuffle's result is a lane's, whatever its value: two a
+ * sequence. Shuffling k in as well spilled 6 bytes and was no faster
+ * (run rs-o). */
+__device__ __forceinline__ rs_channel in_lanes(rs_channel c)
+{
+	const int lane = threadIdx.x % MB_WARP_THREADS;
+
+	c.kb = __shfl_sync(FULL_MASK, c.kb, lane);
+	c.bi = __shfl_sync(FULL_MASK, c.bi, lane);
+	return c;
+}
+
+template <class C> __device__ __forceinline__ C in_lanes(const C &c) { return c; }
+
 /* The warp's inclusive scan of the lane maps (p, h): lane 0's carries the
  * chunk's carry (its h0), so every lane's state includes it. Each lane's
  * steps become final states (hs), and `carry` the chunk's last. */
@@ -334,10 +352,11 @@ __device__ __forceinline__ void finish_chunk(int lane, float p, float h, const f
  * return. */
 template <bool FAST, int VEC, class Src>
 __device__ __forceinline__ void steady_chunks(const Src &src, typename Src::value_type *__restrict__ y, int64_t base,
-	int64_t full_chunks, int64_t &chunk, const typename Src::channel &ch, typename Src::buf &cur, float &carry)
+	int64_t full_chunks, int64_t &chunk, const typename Src::channel &channel, typename Src::buf &cur, float &carry)
 {
 	const int lane = threadIdx.x;
 	const int my_step = lane * SCAN_ITEMS;
+	const typename Src::channel ch = in_lanes(channel);
 
 	for (; chunk + 1 < full_chunks; chunk++) {
 		const int64_t at = base + chunk * SCAN_CHUNK_STEPS + my_step;

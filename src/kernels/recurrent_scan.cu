@@ -64,10 +64,11 @@
  * ms. Nor two load buffers used in turn instead of the copy of one into
  * the other (8 moves a chunk): the loop written twice issued 296.7 M
  * instructions against 280.8 M, 358.5 against 343.4 us (run rs-j).
- * tests/gpu/sass_profile.py over ncu's source counters (run src-a) has
- * the step's cost: 33.5 warp instructions an element, 14.4 FFMA, 6.2
- * FMUL, 3.0 MUFU, 1.75 MOV, and a third of the stall samples on the
- * first use of a chunk's loads.
+ * tests/gpu/sass_profile.py over ncu's source counters gives the cost:
+ * before the steady loop 33.5 warp instructions an element (run src-a),
+ * with it 30.6 (run rs-p): 14.4 FFMA, 6.2 FMUL, 3.0 MUFU, 1.3 MOV, 1.0
+ * FMNMX, 1.8 of compares, branches and counters, and a third of the
+ * stall samples on the first use of a chunk's loads.
  *
  * The fallback's scan launch runs the same warp scan, on the same
  * schedule, over (a, input) read from memory: the speedup measures the
@@ -318,8 +319,6 @@ __device__ __forceinline__ rs_channel in_lanes(rs_channel c)
 	c.bi = __shfl_sync(FULL_MASK, c.bi, lane);
 	return c;
 }
-
-template <class C> __device__ __forceinline__ C in_lanes(const C &c) { return c; }
 
 /* The warp's inclusive scan of the lane maps (p, h): lane 0's carries the
  * chunk's carry (its h0), so every lane's state includes it. Each lane's

@@ -24,6 +24,13 @@ NOT_ISSUED = "Warp Stall Sampling (Not-issued Samples)"
 
 
 def read(path):
+    try:
+        return parse(path)
+    except (OSError, ValueError, IndexError, csv.Error) as e:
+        sys.exit(f"{path}: {e}")
+
+
+def parse(path):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rt", newline="") as f:
         rows = list(csv.reader(f))

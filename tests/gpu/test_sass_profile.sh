@@ -3,8 +3,9 @@
 # columns ncu 2025 writes, in its order, a subset of them): the totals, the
 # per-unit column, the opcode table with predicated instructions counted
 # under their opcode, the stall site with its reasons and the executed
-# instructions before it; then a file that is not a source page, and a
-# --per that is not positive, each refused with the file or option named.
+# instructions before it; then a file that is not a source page, a
+# missing file, a count that is not a number and a --per that is not
+# positive, each refused with the file, the value or the option named.
 set -u
 src="${MB_SOURCE_ROOT:?}"
 PY=${PYTHON:-python3}
@@ -41,6 +42,11 @@ echo "$site" | grep -q "^         long_sb 100%$" || fail "the site's reasons"
 printf 'a,b\n1,2\n' >"$tmp/not.csv"
 err=$("$PY" "$src/tests/gpu/sass_profile.py" "$tmp/not.csv" 2>&1) && fail "a file that is not a source page accepted"
 echo "$err" | grep -q "not.csv: not an ncu source page" || fail "refusal does not name the file: $err"
+err=$("$PY" "$src/tests/gpu/sass_profile.py" "$tmp/missing.csv" 2>&1) && fail "a missing file accepted"
+echo "$err" | grep -q "missing.csv: .*No such file" || fail "refusal does not name the missing file: $err"
+sed 's/"1,000"/"many"/' "$tmp/page.csv" >"$tmp/bad.csv"
+err=$("$PY" "$src/tests/gpu/sass_profile.py" "$tmp/bad.csv" 2>&1) && fail "a count that is not a number accepted"
+echo "$err" | grep -q "bad.csv: .*many" || fail "refusal does not name the file and the value: $err"
 err=$("$PY" "$src/tests/gpu/sass_profile.py" "$tmp/page.csv" --per 0 2>&1) && fail "--per 0 accepted"
 echo "$err" | grep -q -- "--per must be positive" || fail "refusal does not name --per: $err"
 echo "sass_profile: ok"

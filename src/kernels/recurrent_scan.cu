@@ -65,7 +65,7 @@
  * the other (8 moves a chunk): the loop written twice issued 296.7 M
  * instructions against 280.8 M, 358.5 against 343.4 us (run rs-j).
  * tests/gpu/sass_profile.py over ncu's source counters gives the cost:
- * before the steady loop 33.5 warp instructions an element (run src-a),
+ * before the steady loop 33.5 warp instructions an element (run src-b),
  * with it 30.6 (run rs-p): 14.4 FFMA, 6.2 FMUL, 3.0 MUFU, 1.3 MOV, 1.0
  * FMNMX, 1.8 of compares, branches and counters, and a third of the
  * stall samples on the first use of a chunk's loads.

@@ -5,9 +5,12 @@ import gzip
 import json
 
 
-def open_text(path):
-    """A text file, read through gzip where its name ends in .gz."""
-    return gzip.open(path, "rt") if path.endswith(".gz") else open(path)
+def open_text(path, newline=None):
+    """A text file, read through gzip where its name ends in .gz (newline
+    as open's: the csv module wants "")."""
+    if path.endswith(".gz"):
+        return gzip.open(path, "rt", newline=newline)
+    return open(path, newline=newline)
 
 
 def load(path):

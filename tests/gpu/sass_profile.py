@@ -15,8 +15,9 @@ reads, the barrier it follows)."""
 import argparse
 import collections
 import csv
-import gzip
 import sys
+
+from receipt_file import open_text
 
 EXECUTED = "Instructions Executed"
 SAMPLES = "Warp Stall Sampling (All Samples)"
@@ -31,8 +32,7 @@ def read(path):
 
 
 def parse(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", newline="") as f:
+    with open_text(path, newline="") as f:
         rows = list(csv.reader(f))
     # the first row names the kernel, the second the columns
     if len(rows) < 3 or len(rows[0]) < 2 or EXECUTED not in rows[1]:

@@ -42,8 +42,8 @@
  * in turn in the steady loop took 342.9 us (rs-m). Slower, and not
  * kept: asking for the next ticket a chunk early (349.4 us) or computing
  * the next channel's constants then too (360.0 us), for the registers
- * they hold; 4096 warps, the count that splits
- * 16384 sequences evenly, rather than every resident one (349.0 us); and
+ * they hold; 4096 warps, the count that splits 16384 sequences evenly,
+ * rather than every resident one (349.0 us); and
  * two-warp blocks of 8 steps a lane, to hold more warps an SM (476.8 us:
  * the sequence counters leave the uniform registers and the shuffle scan
  * is amortised over half the steps).
@@ -311,10 +311,8 @@ __device__ __forceinline__ void store_steps(T *dst, int64_t left, const float (&
  * those of k). A shuffle's result is a lane's, whatever its value: two a
  * sequence. Shuffling k in as well spilled 6 bytes and was no faster
  * (run rs-o). */
-__device__ __forceinline__ rs_channel in_lanes(rs_channel c)
+__device__ __forceinline__ rs_channel in_lanes(rs_channel c, int lane)
 {
-	const int lane = threadIdx.x % MB_WARP_THREADS;
-
 	c.kb = __shfl_sync(FULL_MASK, c.kb, lane);
 	c.bi = __shfl_sync(FULL_MASK, c.bi, lane);
 	return c;
@@ -355,7 +353,7 @@ __device__ __forceinline__ void steady_chunks(const Src &src, typename Src::valu
 {
 	const int lane = threadIdx.x;
 	const int my_step = lane * SCAN_ITEMS;
-	const typename Src::channel ch = in_lanes(channel);
+	const typename Src::channel ch = in_lanes(channel, lane);
 
 	for (; chunk + 1 < full_chunks; chunk++) {
 		const int64_t at = base + chunk * SCAN_CHUNK_STEPS + my_step;

@@ -7,9 +7,9 @@
  * chunks and a tail chunk with a part-filled lane, several sequences a
  * warp (the carry reset between them, a channel's constants kept or
  * remade; the warps take them from the launch's ticket counter, in an
- * order that follows the fibers') and more warps than sequences.
- * Outputs start as NaN, so an
- * element never written fails; two fiber orders must agree bit for bit.
+ * order that follows the fibers') and more warps than sequences. Outputs
+ * start as NaN, so an element never written fails; two fiber orders must
+ * agree bit for bit.
  *
  * The device code is src/kernels/recurrent_scan.cu itself, compiled here
  * as C++ with MB_RS_EMU (its host side left out); the step's two MUFU

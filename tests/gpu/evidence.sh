@@ -111,6 +111,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.g
 	--format=csv >"$out/nvidia-smi.csv" 2>&1
 cat "$out/nvidia-smi.csv"
 
+# The timing of a run under a profiler (ncu): no lanes, and as few timed
+# launches as the harness allows (no warm-up, one sample, no time floor).
+under_profiler=(--set 'lanes=[]' --set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0)
+
 step() { # step NAME LIMIT_S command...
 	local name=$1 limit=$2
 	shift 2
@@ -244,8 +248,8 @@ PY
 				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
 				--section ComputeWorkloadAnalysis --section WarpStateStats --metrics "$ncu_metrics" \
 				-k "regex:${k#*:}" -c 2 --log-file "$out/$name.txt" "$mb" run suites/nam56r.toml --backend cuda \
-				--rows "${k%%:*}" --variants fused --filter '[TL]=16384' --set 'lanes=[]' \
-				--set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0 -o "$out/$name.json"
+				--rows "${k%%:*}" --variants fused --filter '[TL]=16384' \
+				"${under_profiler[@]}" -o "$out/$name.json"
 			pat="^  void|Duration|Throughput|Registers Per|Achieved Occupancy|inst_executed|issue_active|Stall"
 			pat+="|Warp Cycles|Spilling Requests|L1/TEX Hit|Shared Memory Configuration"
 			grep -E "$pat" "$out/$name.txt" | tail -n 40
@@ -256,8 +260,8 @@ PY
 			MEGABENCH_SKIP_CEILINGS=1 step "ncu-$k" 240 ncu --clock-control none --section SpeedOfLight \
 				--section LaunchStats --section MemoryWorkloadAnalysis -k "regex:gemm|nvjet" -c 6 \
 				--log-file "$out/ncu-$k.txt" "$mb" run suites/nam56r.toml --backend cuda --rows "$k" \
-				--variants token_chunked --filter 'T=16384,H=4096,V=128256' --set 'lanes=[]' \
-				--set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0 -o "$out/ncu-$k.json"
+				--variants token_chunked --filter 'T=16384,H=4096,V=128256' \
+				"${under_profiler[@]}" -o "$out/ncu-$k.json"
 			grep -E "^  [a-z_0-9]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Memory Throughput" \
 				"$out/ncu-$k.txt" | tail -n 30
 		fi
@@ -277,8 +281,8 @@ PY
 			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",$row,"* ]] || continue
 			MEGABENCH_SKIP_CEILINGS=1 step "source-$row" 150 ncu --clock-control none --section SourceCounters \
 				--section WarpStateStats -k "regex:$kernel" -c 1 -f -o "$out/source-$row" "$mb" run suites/nam56r.toml \
-				--backend cuda --rows "$row" --variants fused --dtypes bf16 --filter "$filter" --set 'lanes=[]' \
-				--set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0 -o "$out/source-$row.json"
+				--backend cuda --rows "$row" --variants fused --dtypes bf16 --filter "$filter" \
+				"${under_profiler[@]}" -o "$out/source-$row.json"
 			if ncu -i "$out/source-$row.ncu-rep" --page source --csv --print-source sass >"$out/source-$row.csv"; then
 				gzip -f "$out/source-$row.csv"
 				python3 tests/gpu/sass_profile.py "$out/source-$row.csv.gz" >"$out/source-$row.txt"

@@ -15,19 +15,27 @@
  * runs the Sinkhorn iterations on the n x n matrix; four blocks an SM hide
  * one token's serial phases (the reduction's barrier, the Sinkhorn warp)
  * behind the others' loads. P (128 KiB in bf16) is read by every token and
- * stays in L1: x is loaded evict-first and y stored so, and the kernels
- * keep as much L1 as their shared memory leaves.
+ * stays in L1: x is loaded evict-first and y stored so.
  *
- * Of a thread's vectors, the last of streams 1 .. n-1 waits in shared
- * memory instead of registers (token_x's stash): at 64 registers (four
- * blocks an SM) x held wholly in registers spilled 40 bytes a thread at
- * W = 4096 in bf16, local traffic through the L1 that holds P; with the
- * stash 12, and 64 KiB of the SM's 256 go to shared memory. Both kernels
- * in one run on an H100 (2026-11-27, reports/h100/heavy-b): 0.490 against
- * 0.522 ms at T = 16384, N = 4, W = 4096 in bf16, 0.127 against 0.136 ms
- * at T = 4096; the kernel without the stash was then removed. On an H200
- * (reports/h200 run r, three passes of one binary, 58ee98e): 0.402
- * against 0.436 ms and 0.105 against 0.117 ms, the same order.
+ * The kernels ask for the largest L1 carveout, and x lives wholly in
+ * registers (at 64 registers, W = 4096 in bf16, 40 bytes a thread spill).
+ * From 2026-11-27 (reports/h100 heavy-b) to b44a5d2 the kernel kept the
+ * last vector of streams 1 .. n-1 in shared memory instead (a "stash",
+ * 12 bytes spilled), which needs a 64 KiB shared-memory carveout for four
+ * blocks an SM. It had looked faster only against a kernel without it
+ * that asked for a carveout computed from its shared memory (3 percent)
+ * instead of the largest L1 (which ncu shows as an 8 KiB configuration;
+ * what the 3 percent gave was not read). One H200, each binary three
+ * times interleaved (reports/h200 run mhc-b), fused bf16 at T = 16384,
+ * N = 4, W = 4096, I = 20, and the fraction of the memory ceiling:
+ *   no stash, largest L1 (this kernel)           345.6-346.2 us  0.727
+ *   c65425a's build (run d's kernel, sm_90)      345.6 us        0.727
+ *   no stash, the computed carveout              430.0-430.4 us
+ *   the stash, 64 KiB carveout (b44a5d2)         398.2-400.0 us  0.628
+ *   the stash, largest L1 asked                  811.3-811.6 us
+ *   b44a5d2 built for sm_90 instead of sm_90a    397.5-398.6 us
+ * and in fp32 at that shape 921-924 against 975-1030 us; ncu: L1 hit rate
+ * 66.5% against 60.2%, DRAM 63.6% busy against 58.6%.
  *
  * Tried and not kept (reports/h200 run p, branch mhc3 at 9484751): a
  * persistent CTA of 512 threads an SM taking tokens two at a time, x
@@ -42,12 +50,6 @@
  * the Sinkhorn warp). What this kernel lacks is bytes in flight while a
  * token's serial part runs, and a design that puts a whole block behind
  * one warp's Sinkhorn loses more than tensor cores save.
- *
- * Open (reports/h200 run mhc-a): c65425a's build of this row, run d's,
- * takes 345.6 us at T = 16384 in bf16 on an H200 where this kernel takes
- * 385-388 us, interleaved in one call. Its kernel had no stash and asked
- * for the largest L1 carveout (and was built for sm_90); which of those,
- * or its harness, makes the 11% is not yet measured.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -119,46 +121,11 @@ __device__ __forceinline__ void store_streaming(T *p, const float (&in)[VEC])
 
 /* ---- the projection: xbar, phi, exp --------------------------------------- */
 
-/* A thread's vectors of a token's x, vector k of stream j at (j, k): in
- * registers, but with STASH (16-byte vectors, two or more a stream) the
- * last vector of streams 1 .. n-1 waits in shared memory, [n-1][THREADS]
- * vectors written and read by their own thread only, so that the
- * projection's dot products (16 sums, 8 means, the P vectors in flight)
- * fit beside the rest without spilling. */
-template <int THREADS, typename T, int N, int VEC, int VPT, bool STASH> struct token_x {
-	static constexpr bool STASHED = STASH && VPT >= 2 && sizeof(T) * VEC == MB_VEC_BYTES;
-	static constexpr int STASH_VECTORS = STASHED ? (N - 1) * THREADS : 1;
-	mb_packed<T, VEC> r[N][VPT];
-	uint4 *stash;
-
-	__device__ __forceinline__ mb_packed<T, VEC> at(int j, int k) const
-	{
-		if constexpr (STASHED) {
-			if (j > 0 && k == VPT - 1) {
-				mb_packed<T, VEC> v;
-				v.w = stash[(j - 1) * THREADS + threadIdx.x];
-				return v;
-			}
-		}
-		return r[j][k];
-	}
-	__device__ __forceinline__ void set(int j, int k, const mb_packed<T, VEC> &v)
-	{
-		if constexpr (STASHED) {
-			if (j > 0 && k == VPT - 1) {
-				stash[(j - 1) * THREADS + threadIdx.x] = v.w;
-				return;
-			}
-		}
-		r[j][k] = v;
-	}
-};
-
 /* Thread k's vectors k + THREADS * v of every stream of token t (zero
  * past the row's end). */
-template <int THREADS, typename T, int N, int VEC, int VPT, bool STASH>
-__device__ __forceinline__ void load_token(token_x<THREADS, T, N, VEC, VPT, STASH> &xs, const T *__restrict__ x,
-	int64_t t, int width)
+template <int THREADS, typename T, int N, int VEC, int VPT>
+__device__ __forceinline__ void load_token(mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ x, int64_t t,
+	int width)
 {
 	const int nvec = width / VEC;
 	const T *base = x + t * N * (int64_t)width;
@@ -167,10 +134,10 @@ __device__ __forceinline__ void load_token(token_x<THREADS, T, N, VEC, VPT, STAS
 #pragma unroll
 		for (int k = 0; k < VPT; k++) {
 			const int v = threadIdx.x + k * THREADS;
-			mb_packed<T, VEC> vec{};
 			if (v < nvec)
-				load_streaming<T, VEC>(vec, base + (int64_t)j * width + (int64_t)v * VEC);
-			xs.set(j, k, vec);
+				load_streaming<T, VEC>(xs[j][k], base + (int64_t)j * width + (int64_t)v * VEC);
+			else
+				xs[j][k] = mb_packed<T, VEC>{};
 		}
 	}
 }
@@ -205,9 +172,9 @@ template <int V> __device__ __forceinline__ float warp_sum_scatter(float (&v)[V]
  * 1/n (exact for n = 2, 4: the reference's division); each thread's dot
  * products run in order over its vectors, then a warp tree, then the
  * warps in order. Ends with every thread past one __syncthreads. */
-template <int THREADS, typename T, int N, int VEC, int VPT, bool STASH>
-__device__ __forceinline__ float project(const token_x<THREADS, T, N, VEC, VPT, STASH> &xs, const T *__restrict__ p,
-	int width, float (&red)[THREADS / MB_WARP_THREADS][N * N])
+template <int THREADS, typename T, int N, int VEC, int VPT>
+__device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ p, int width,
+	float (&red)[THREADS / MB_WARP_THREADS][N * N])
 {
 	constexpr int V = N * N;
 	const int nvec = width / VEC, lane = threadIdx.x % MB_WARP_THREADS, warp = threadIdx.x / MB_WARP_THREADS;
@@ -224,10 +191,10 @@ __device__ __forceinline__ float project(const token_x<THREADS, T, N, VEC, VPT, 
 		float xb[VEC];
 #pragma unroll
 		for (int e = 0; e < VEC; e++) {
-			float s = xs.at(0, k).get(e);
+			float s = xs[0][k].get(e);
 #pragma unroll
 			for (int j = 1; j < N; j++)
-				s += xs.at(j, k).get(e);
+				s += xs[j][k].get(e);
 			xb[e] = s * (1.0f / N);
 		}
 #pragma unroll
@@ -323,8 +290,8 @@ __device__ __forceinline__ void sinkhorn_warp(float phi, int iters, float *__res
 }
 
 /* y_t[i] = sum_j S[i][j] x_t[j] for the thread's vectors, S in registers. */
-template <int THREADS, typename T, int N, int VEC, int VPT, bool STASH>
-__device__ __forceinline__ void mix_store(const token_x<THREADS, T, N, VEC, VPT, STASH> &xs, const float (&s)[N * N],
+template <int THREADS, typename T, int N, int VEC, int VPT>
+__device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT], const float (&s)[N * N],
 	T *__restrict__ y, int64_t t, int width)
 {
 	const int nvec = width / VEC;
@@ -339,10 +306,10 @@ __device__ __forceinline__ void mix_store(const token_x<THREADS, T, N, VEC, VPT,
 			float out[VEC];
 #pragma unroll
 			for (int e = 0; e < VEC; e++) {
-				float acc = s[i * N] * xs.at(0, k).get(e);
+				float acc = s[i * N] * xs[0][k].get(e);
 #pragma unroll
 				for (int j = 1; j < N; j++)
-					acc = fmaf(s[i * N + j], xs.at(j, k).get(e), acc);
+					acc = fmaf(s[i * N + j], xs[j][k].get(e), acc);
 				out[e] = acc;
 			}
 			store_streaming<T, VEC>(base + (int64_t)i * width + (int64_t)v * VEC, out);
@@ -352,39 +319,27 @@ __device__ __forceinline__ void mix_store(const token_x<THREADS, T, N, VEC, VPT,
 
 /* ---- fused: one block per token ------------------------------------------- */
 
-/* Token blockIdx.x: x into registers (part of it into `stash` with
- * STASH: token_x), the projection, the Sinkhorn warp, S into registers,
- * the mix and y. */
-template <typename T, int N, int VEC, int VPT, bool STASH>
-__device__ __forceinline__ void fused_token(const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y,
-	int width, int iters, uint4 *stash)
+/* Token blockIdx.x: x into registers, the projection, the Sinkhorn
+ * warp, S into registers, the mix and y. */
+template <typename T, int N, int VEC, int VPT>
+__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_kernel(
+	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
 {
 	__shared__ float red[MHC_FUSED_THREADS / MB_WARP_THREADS][N * N];
 	__shared__ float s_shared[N * N];
-	token_x<MHC_FUSED_THREADS, T, N, VEC, VPT, STASH> xs;
+	mb_packed<T, VEC> xs[N][VPT];
 	float s[N * N];
 	const int64_t t = blockIdx.x;
 
-	xs.stash = stash;
-	load_token(xs, x, t, width);
-	const float phi = project(xs, p, width, red);
+	load_token<MHC_FUSED_THREADS>(xs, x, t, width);
+	const float phi = project<MHC_FUSED_THREADS>(xs, p, width, red);
 	if (threadIdx.x < MB_WARP_THREADS)
 		sinkhorn_warp<N>(phi, iters, s_shared);
 	__syncthreads();
 #pragma unroll
 	for (int q = 0; q < N * N; q++)
 		s[q] = s_shared[q];
-	mix_store(xs, s, y, t, width);
-}
-
-/* The stash: 12 KiB a block for n = 4 at W = 4096 in bf16. */
-template <typename T, int N, int VEC, int VPT>
-__global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_kernel(
-	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
-{
-	__shared__ uint4 stash[token_x<MHC_FUSED_THREADS, T, N, VEC, VPT, true>::STASH_VECTORS];
-
-	fused_token<T, N, VEC, VPT, true>(x, p, y, width, iters, stash);
+	mix_store<MHC_FUSED_THREADS>(xs, s, y, t, width);
 }
 
 #ifndef MB_MHC_EMU
@@ -405,35 +360,15 @@ template <typename K> static void prefer_l1(K kernel, bool *done)
 	}
 }
 
-/* Shared memory the driver reserves a block, and an SM's most. */
-#define MHC_DRIVER_SMEM_PER_BLOCK 1024
-#define MHC_SMEM_PER_SM_MAX (228 * 1024)
-
-/* One block per token. The carveout, set on the kernel's first call
- * (outside any capture: the harness warms up first): shared memory just
- * enough for MHC_FUSED_MIN_BLOCKS blocks (64 KiB with the stash of four),
- * the rest L1, for P. A refused setting only costs speed. */
+/* One block per token. */
 template <typename T, int N, int VEC, int VPT>
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	static bool carveout;
-	auto kernel = mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>;
-	cudaFuncAttributes attr;
 
-	if (!carveout) {
-		carveout = true;
-		if (cudaFuncGetAttributes(&attr, kernel) != cudaSuccess) {
-			(void)cudaGetLastError();
-		} else {
-			const size_t want = (attr.sharedSizeBytes + MHC_DRIVER_SMEM_PER_BLOCK) * MHC_FUSED_MIN_BLOCKS(VPT);
-			const int percent = (int)((want * 100 + MHC_SMEM_PER_SM_MAX - 1) / MHC_SMEM_PER_SM_MAX);
-			if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-				    percent > 100 ? 100 : percent) != cudaSuccess)
-				(void)cudaGetLastError();
-		}
-	}
-	kernel<<<(unsigned)axis[AX_T], MHC_FUSED_THREADS, 0, stream>>>((const T *)in[IN_X], (const T *)in[IN_P],
-		(T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I]);
+	prefer_l1(mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>, &carveout);
+	mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT><<<(unsigned)axis[AX_T], MHC_FUSED_THREADS, 0, stream>>>(
+		(const T *)in[IN_X], (const T *)in[IN_P], (T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I]);
 	return (int)cudaGetLastError();
 }
 
@@ -449,11 +384,11 @@ __global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS(VPT)) mb_mhc
 	const T *__restrict__ x, const T *__restrict__ p, float *__restrict__ m, int width)
 {
 	__shared__ float red[MHC_FB_THREADS / MB_WARP_THREADS][N * N];
-	token_x<MHC_FB_THREADS, T, N, VEC, VPT, false> xs;
+	mb_packed<T, VEC> xs[N][VPT];
 	const int64_t t = blockIdx.x;
 
-	load_token(xs, x, t, width);
-	const float phi = project(xs, p, width, red);
+	load_token<MHC_FB_THREADS>(xs, x, t, width);
+	const float phi = project<MHC_FB_THREADS>(xs, p, width, red);
 	if (threadIdx.x < N * N)
 		m[t * N * N + threadIdx.x] = expf(phi);
 }

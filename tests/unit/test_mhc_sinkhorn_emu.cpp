@@ -3,10 +3,9 @@
  * at the row's tolerance for the dtype (src/reference/mhc_sinkhorn.c):
  * one block a token, launched token by token on the token's slices of x
  * and y (the kernel takes its token from blockIdx.x, 0 here); the
- * 16-byte vectors (one and two a thread a stream: the shared-memory stash
- * is used at two), the scalar path, four and two streams. Outputs start as
- * NaN, so an element never written fails; two fiber orders must agree
- * bit for bit.
+ * 16-byte vectors (one and two a thread a stream), the scalar path, four
+ * and two streams. Outputs start as NaN, so an element never written
+ * fails; two fiber orders must agree bit for bit.
  *
  * The device code is src/kernels/mhc_sinkhorn.cu itself, compiled here as
  * C++ with MB_MHC_EMU (its host side left out; rcp.approx a division).

@@ -88,19 +88,62 @@ enum { OUT_Y };
  * an H100 (T = 16384, N = 4, W = 4096, bf16: reports/h100 run a and b). */
 #define MHC_FB_MIN_BLOCKS(vpt) ((vpt) <= 2 ? 2 : 1)
 
-/* ---- loads and stores that pass L1 by ------------------------------------ */
+/* ---- loads and stores that leave L1 to P ---------------------------------- */
 
-/* x is read once and y written once: evict-first (ld/st.global.cs), so
- * that they do not push P out of L1. */
+/* x is read once and y written once, P by every token: x and y never take
+ * an L1 line (L1::no_allocate) and P's lines go last (L1::evict_last), so
+ * that P, and the few bytes a thread spills, stay in L1. With the
+ * projection in two passes (project) they took the fused kernel from 346
+ * to 327 us at T = 16384, N = 4, W = 4096 in bf16 and from 927 to 810 us
+ * in fp32, on one H200 (reports/h200 run mhc-d); x's or P's policy alone
+ * changed nothing, and the two passes alone were 12% slower (run mhc-c).
+ * 16-byte vectors only (narrower ones load and store plainly); under
+ * MB_MHC_EMU, plain loads and stores. */
+__device__ __forceinline__ uint4 load_once(const void *p)
+{
+#ifdef MB_MHC_EMU
+	return *static_cast<const uint4 *>(p);
+#else
+	uint4 v;
+	asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+		     : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+		     : "l"(p));
+	return v;
+#endif
+}
+
+__device__ __forceinline__ uint4 load_kept(const void *p)
+{
+#ifdef MB_MHC_EMU
+	return *static_cast<const uint4 *>(p);
+#else
+	uint4 v;
+	asm("ld.global.nc.L1::evict_last.v4.u32 {%0, %1, %2, %3}, [%4];"
+	    : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+	    : "l"(p));
+	return v;
+#endif
+}
+
+__device__ __forceinline__ void store_once(void *p, uint4 v)
+{
+#ifdef MB_MHC_EMU
+	*static_cast<uint4 *>(p) = v;
+#else
+	asm volatile("st.global.L1::no_allocate.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
+		     "r"(v.z), "r"(v.w)
+		     : "memory");
+#endif
+}
+
+/* A vector of x, of y, of P. */
 template <typename T, int VEC>
 __device__ __forceinline__ void load_streaming(mb_packed<T, VEC> &dst, const T *p)
 {
-	if constexpr (sizeof(T) * VEC == MB_VEC_BYTES) {
-		const uint4 v = __ldcs(reinterpret_cast<const uint4 *>(p));
-		memcpy(&dst, &v, sizeof(v));
-	} else {
+	if constexpr (sizeof(T) * VEC == MB_VEC_BYTES)
+		dst.w = load_once(p);
+	else
 		dst.load(p);
-	}
 }
 
 template <typename T, int VEC>
@@ -113,10 +156,19 @@ __device__ __forceinline__ void store_streaming(T *p, const float (&in)[VEC])
 	if constexpr (sizeof(T) * VEC == MB_VEC_BYTES) {
 		uint4 bits;
 		memcpy(&bits, &v, sizeof(bits));
-		__stcs(reinterpret_cast<uint4 *>(p), bits);
+		store_once(p, bits);
 	} else {
 		*reinterpret_cast<mb_vec<T, VEC> *>(p) = v;
 	}
+}
+
+template <typename T, int VEC>
+__device__ __forceinline__ void load_p(mb_packed<T, VEC> &dst, const T *p)
+{
+	if constexpr (sizeof(T) * VEC == MB_VEC_BYTES)
+		dst.w = load_kept(p);
+	else
+		dst.load(p);
 }
 
 /* ---- the projection: xbar, phi, exp --------------------------------------- */
@@ -178,37 +230,45 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 {
 	constexpr int V = N * N;
 	const int nvec = width / VEC, lane = threadIdx.x % MB_WARP_THREADS, warp = threadIdx.x / MB_WARP_THREADS;
-	float acc[V];
-
+	/* Two passes of V / 2 sums each, with the L1 policies above: in
+	 * reports/h200 run mhc-d, four passes of four were as fast in bf16
+	 * (without evict_last) and 9% slower in fp32, eight passes 25% slower
+	 * in bf16. Each sum's order is that of one pass: over the thread's
+	 * vectors in order, then the same warp tree (xor 16, 8, 4, 2, 1). */
+	constexpr int H = V >= 2 ? V / 2 : 1;
 #pragma unroll
-	for (int q = 0; q < V; q++)
-		acc[q] = 0.0f;
+	for (int h = 0; h < V; h += H) {
+		float acc[H];
 #pragma unroll
-	for (int k = 0; k < VPT; k++) {
-		const int v = threadIdx.x + k * THREADS;
-		if (v >= nvec)
-			break;
-		float xb[VEC];
+		for (int q = 0; q < H; q++)
+			acc[q] = 0.0f;
 #pragma unroll
-		for (int e = 0; e < VEC; e++) {
-			float s = xs[0][k].get(e);
+		for (int k = 0; k < VPT; k++) {
+			const int v = threadIdx.x + k * THREADS;
+			if (v >= nvec)
+				break;
+			float xb[VEC];
 #pragma unroll
-			for (int j = 1; j < N; j++)
-				s += xs[j][k].get(e);
-			xb[e] = s * (1.0f / N);
+			for (int e = 0; e < VEC; e++) {
+				float s = xs[0][k].get(e);
+#pragma unroll
+				for (int j = 1; j < N; j++)
+					s += xs[j][k].get(e);
+				xb[e] = s * (1.0f / N);
+			}
+#pragma unroll
+			for (int q = 0; q < H; q++) {
+				mb_packed<T, VEC> pv;
+				load_p<T, VEC>(pv, p + (int64_t)(h + q) * width + (int64_t)v * VEC);
+#pragma unroll
+				for (int e = 0; e < VEC; e++)
+					acc[q] = fmaf(xb[e], pv.get(e), acc[q]);
+			}
 		}
-#pragma unroll
-		for (int q = 0; q < V; q++) {
-			mb_packed<T, VEC> pv;
-			pv.load(p + (int64_t)q * width + (int64_t)v * VEC);
-#pragma unroll
-			for (int e = 0; e < VEC; e++)
-				acc[q] = fmaf(xb[e], pv.get(e), acc[q]);
-		}
+		const float s = warp_sum_scatter<H>(acc);
+		if (lane % (MB_WARP_THREADS / H) == 0)
+			red[warp][h + lane / (MB_WARP_THREADS / H)] = s;
 	}
-	const float s = warp_sum_scatter<V>(acc);
-	if (lane % (MB_WARP_THREADS / V) == 0)
-		red[warp][lane / (MB_WARP_THREADS / V)] = s;
 	__syncthreads();
 	float phi = 0.0f;
 	if (warp == 0 && lane < V) {

@@ -219,12 +219,12 @@ template <int V> __device__ __forceinline__ float warp_sum_scatter(float (&v)[V]
 	return s;
 }
 
-/* The token's n*n logits phi, in lanes 0 .. n*n-1 of warp 0 (other lanes
- * and warps: unspecified). xbar adds the streams in order and scales by
+/* The token's n*n logits phi, in lanes 0 .. n*n-1 of warp 0, or of every
+ * warp with EVERY_WARP (other lanes: unspecified). xbar adds the streams in order and scales by
  * 1/n (exact for n = 2, 4: the reference's division); each thread's dot
  * products run in order over its vectors, then a warp tree, then the
  * warps in order. Ends with every thread past one __syncthreads. */
-template <int THREADS, typename T, int N, int VEC, int VPT>
+template <int THREADS, bool EVERY_WARP, typename T, int N, int VEC, int VPT>
 __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ p, int width,
 	float (&red)[THREADS / MB_WARP_THREADS][N * N])
 {
@@ -271,7 +271,7 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 	}
 	__syncthreads();
 	float phi = 0.0f;
-	if (warp == 0 && lane < V) {
+	if ((EVERY_WARP || warp == 0) && lane < V) {
 		for (int w = 0; w < THREADS / MB_WARP_THREADS; w++)
 			phi += red[w][lane];
 		phi = __fdiv_rn(phi, sqrtf((float)width));
@@ -321,15 +321,11 @@ template <int N> __device__ __forceinline__ void normalise_col(float (&m)[N][N],
 		m[i][j] *= r;
 }
 
-/* Warp 0: every lane gathers exp(phi) from lanes 0 .. n*n-1 and runs the
- * iterations on its own copy (the same in every lane); lane q then writes
- * entry q of S. */
-template <int N>
-__device__ __forceinline__ void sinkhorn_warp(float phi, int iters, float *__restrict__ s_out)
+/* S from the logits in lanes 0 .. n*n-1: every lane gathers exp(phi) and
+ * runs the iterations on its own copy, so S ends the same in every lane. */
+template <int N> __device__ __forceinline__ void sinkhorn(float phi, int iters, float (&m)[N][N])
 {
-	const int lane = threadIdx.x % MB_WARP_THREADS;
 	const float e = expf(phi);
-	float m[N][N];
 
 #pragma unroll
 	for (int q = 0; q < N * N; q++)
@@ -342,6 +338,15 @@ __device__ __forceinline__ void sinkhorn_warp(float phi, int iters, float *__res
 		for (int j = 0; j < N; j++)
 			normalise_col<N>(m, j);
 	}
+}
+
+/* Warp 0 for its block: lane q writes entry q of S. */
+template <int N> __device__ __forceinline__ void sinkhorn_warp(float phi, int iters, float *__restrict__ s_out)
+{
+	const int lane = threadIdx.x % MB_WARP_THREADS;
+	float m[N][N];
+
+	sinkhorn<N>(phi, iters, m);
 #pragma unroll
 	for (int q = 0; q < N * N; q++) {
 		if (lane == q)
@@ -379,12 +384,18 @@ __device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT],
 
 /* ---- fused: one block per token ------------------------------------------- */
 
-/* Token blockIdx.x: x into registers, the projection, the Sinkhorn
- * warp, S into registers, the mix and y. */
+/* Token blockIdx.x: x into registers, the projection, S, the mix and y.
+ * Where registers are plenty (one block an SM: a thread holding more than
+ * two vectors a stream, fp32 at W = 4096), every warp runs the Sinkhorn
+ * iterations itself instead of waiting at a barrier for warp 0's: 813 to
+ * 740 us in fp32 at T = 16384, N = 4, W = 4096 on one H200 (reports/h200
+ * run mhc-e). At four blocks an SM (64 registers) the extra matrix spills
+ * and the same change took bf16 from 327 to 459 us. */
 template <typename T, int N, int VEC, int VPT>
 __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fused_kernel(
 	const T *__restrict__ x, const T *__restrict__ p, T *__restrict__ y, int width, int iters)
 {
+	constexpr bool EVERY_WARP = MHC_FUSED_MIN_BLOCKS(VPT) == 1;
 	__shared__ float red[MHC_FUSED_THREADS / MB_WARP_THREADS][N * N];
 	__shared__ float s_shared[N * N];
 	mb_packed<T, VEC> xs[N][VPT];
@@ -392,13 +403,22 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
 	const int64_t t = blockIdx.x;
 
 	load_token<MHC_FUSED_THREADS>(xs, x, t, width);
-	const float phi = project<MHC_FUSED_THREADS>(xs, p, width, red);
-	if (threadIdx.x < MB_WARP_THREADS)
-		sinkhorn_warp<N>(phi, iters, s_shared);
-	__syncthreads();
+	const float phi = project<MHC_FUSED_THREADS, EVERY_WARP>(xs, p, width, red);
+	if constexpr (EVERY_WARP) {
+		float m[N][N];
+
+		sinkhorn<N>(phi, iters, m);
 #pragma unroll
-	for (int q = 0; q < N * N; q++)
-		s[q] = s_shared[q];
+		for (int q = 0; q < N * N; q++)
+			s[q] = m[q / N][q % N];
+	} else {
+		if (threadIdx.x < MB_WARP_THREADS)
+			sinkhorn_warp<N>(phi, iters, s_shared);
+		__syncthreads();
+#pragma unroll
+		for (int q = 0; q < N * N; q++)
+			s[q] = s_shared[q];
+	}
 	mix_store<MHC_FUSED_THREADS>(xs, s, y, t, width);
 }
 
@@ -448,7 +468,7 @@ __global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS(VPT)) mb_mhc
 	const int64_t t = blockIdx.x;
 
 	load_token<MHC_FB_THREADS>(xs, x, t, width);
-	const float phi = project<MHC_FB_THREADS>(xs, p, width, red);
+	const float phi = project<MHC_FB_THREADS, false>(xs, p, width, red);
 	if (threadIdx.x < N * N)
 		m[t * N * N + threadIdx.x] = expf(phi);
 }

@@ -28,7 +28,7 @@
  * what the 3 percent gave was not read). One H200, each binary three
  * times interleaved (reports/h200 run mhc-b), fused bf16 at T = 16384,
  * N = 4, W = 4096, I = 20, and the fraction of the memory ceiling:
- *   no stash, largest L1 (this kernel)           345.6-346.2 us  0.727
+ *   no stash, largest L1 (63ce1a2)               345.6-346.2 us  0.727
  *   c65425a's build (run d's kernel, sm_90)      345.6 us        0.727
  *   no stash, the computed carveout              430.0-430.4 us
  *   the stash, 64 KiB carveout (b44a5d2)         398.2-400.0 us  0.628

@@ -52,7 +52,7 @@
  * waits for one that runs). Then phase 3, the outputs: the serial chunk
  * loop from the entering state, with the head's [P, N] state in registers
  * (mma accumulators). Segment 0, which has no phase 1, is longer by
- * 1 / (1 - 0.3) so that every CTA ends at about the same time.
+ * 1 / (1 - 0.35) so that every CTA ends at about the same time.
  * Per chunk of phase 3, two barriers: the weighted x, C B^T and C g_in
  * (sharing C's fragments), M; then M x and y, the state's update, and the
  * next chunk's tiles, whose loads are issued there. The discretisation
@@ -544,12 +544,18 @@ struct fused_plan {
  * memory: two of fused_smem). */
 #define FUSED_CTAS_PER_SM 2
 /* The cost of a chunk of the state-only pass (phase 1) over a chunk of
- * outputs (phase 3): its share of the tensor-core products (the state's
- * 256 of about 800 m16n8k16 a chunk) and of the shared-memory traffic
- * (about 100 of 300 KB). Segment 0, which has no phase 1, is made longer
- * by 1 / (1 - r) so that its CTA ends with the others: r = 3/10. */
-#define PHASE1_COST_NUM 3
-#define PHASE1_COST_DEN 10
+ * outputs (phase 3). Segment 0, which has no phase 1, is made longer by
+ * 1 / (1 - r) so that its CTA ends with the others. Counted for the
+ * mma.sync kernel (its share of the tensor-core products, the state's 256
+ * of about 800 m16n8k16 a chunk, and of the shared-memory traffic, about
+ * 100 of 300 KB), r was 3/10. Measured on the warpgroup kernel, the one
+ * an H100 or H200 runs (reports/h200 run ssm-a, one H200, two passes
+ * each, B=4 NH=32 P=64 N=128 bf16), r = 0.15, 0.20, 0.25, 0.30, 0.35,
+ * 0.45 took 1.120, 1.105, 1.093, 1.081, 1.068, 1.078 ms at L = 16384
+ * and 279.1, 276.2, 273.4, 270.8, 268.1, 269.2 us at L = 4096: r = 7/20.
+ * The mma.sync kernel was not measured again. */
+#define PHASE1_COST_NUM 7
+#define PHASE1_COST_DEN 20
 /* A chained plan (3 or more segments) waits one state hand-over per
  * segment past the second, a few microseconds each, against segments of a
  * few microseconds a chunk: segments s with s (s - 2) <= chunks / 2 keep

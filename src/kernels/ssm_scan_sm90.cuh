@@ -40,7 +40,8 @@
  * the fp32 sums inside the tensor cores differs.
  *
  * On paper (H100 SXM, B=4 L=16384 NH=32 P=64 N=128, 132 SMs at 1.83 GHz).
- * The plan: two segments a sequence (264 CTA slots for 128 sequences),
+ * The plan (with phase 1 costed at 3/10 of a chunk, as it then was; 7/20
+ * since run ssm-a): two segments a sequence (264 CTA slots for 128 sequences),
  * segment 0 151 chunks, segment 1 105 after a phase 1 over segment 0's
  * 151: 32768 chunks of phase 3 and 19328 of phase 1.
  *   tensor: a phase-3 chunk is 2 M N K for S (64x64x128), C g_in (the

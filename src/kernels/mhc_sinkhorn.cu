@@ -50,6 +50,14 @@
  * the Sinkhorn warp). What this kernel lacks is bytes in flight while a
  * token's serial part runs, and a design that puts a whole block behind
  * one warp's Sinkhorn loses more than tensor cores save.
+ *
+ * Nor two or four tokens a block (run mhc-f), each P vector loaded and
+ * unpacked once for all of them (ncu had a quarter of the bf16 kernel's
+ * instructions unpacking P), at two blocks an SM (128 registers) or one
+ * (248), so four tokens an SM either way: 352.1 and 536.5 us against
+ * 326.0 at T = 16384 in bf16 (the projection in four passes or one
+ * slower still), fp32 unchanged. Fewer instructions do not pay for a
+ * block whose serial phases now hold back two or four tokens' loads.
  */
 #include <limits.h>
 #include <stdint.h>

@@ -15,10 +15,11 @@
  * runs the Sinkhorn iterations on the n x n matrix; four blocks an SM hide
  * one token's serial phases (the reduction's barrier, the Sinkhorn warp)
  * behind the others' loads. P (128 KiB in bf16) is read by every token and
- * stays in L1: x is loaded evict-first and y stored so.
+ * stays in L1: x and y take no L1 line (load_once, store_once).
  *
  * The kernels ask for the largest L1 carveout, and x lives wholly in
- * registers (at 64 registers, W = 4096 in bf16, 40 bytes a thread spill).
+ * registers (at 64 registers, W = 4096 in bf16, a thread spills 36 bytes;
+ * 40 before the projection's two passes).
  * From 2026-11-27 (reports/h100 heavy-b) to b44a5d2 the kernel kept the
  * last vector of streams 1 .. n-1 in shared memory instead (a "stash",
  * 12 bytes spilled), which needs a 64 KiB shared-memory carveout for four
@@ -147,7 +148,7 @@ __device__ __forceinline__ void store_once(void *p, uint4 v)
 #endif
 }
 
-/* A vector of x, of y, of P. */
+/* A vector of x (load_streaming), of y (store_streaming), of P (load_p). */
 template <typename T, int VEC>
 __device__ __forceinline__ void load_streaming(mb_packed<T, VEC> &dst, const T *p)
 {
@@ -231,10 +232,11 @@ template <int V> __device__ __forceinline__ float warp_sum_scatter(float (&v)[V]
 }
 
 /* The token's n*n logits phi, in lanes 0 .. n*n-1 of warp 0, or of every
- * warp with EVERY_WARP (other lanes: unspecified). xbar adds the streams in order and scales by
- * 1/n (exact for n = 2, 4: the reference's division); each thread's dot
- * products run in order over its vectors, then a warp tree, then the
- * warps in order. Ends with every thread past one __syncthreads. */
+ * warp with EVERY_WARP (other lanes: unspecified). xbar adds the streams
+ * in order and scales by 1/n (exact for n = 2, 4: the reference's
+ * division); each thread's dot products run in order over its vectors,
+ * then a warp tree, then the warps in order. Ends with every thread past
+ * one __syncthreads. */
 template <int THREADS, bool EVERY_WARP, typename T, int N, int VEC, int VPT>
 __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ p, int width,
 	float (&red)[THREADS / MB_WARP_THREADS][N * N])

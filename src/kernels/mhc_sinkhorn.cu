@@ -148,18 +148,21 @@ __device__ __forceinline__ void store_once(void *p, uint4 v)
 #endif
 }
 
-/* A vector of x (load_streaming), of y (store_streaming), of P (load_p). */
-template <typename T, int VEC>
-__device__ __forceinline__ void load_streaming(mb_packed<T, VEC> &dst, const T *p)
+/* A vector of x (KEPT false) or of P (KEPT true). */
+template <bool KEPT, typename T, int VEC>
+__device__ __forceinline__ void load_vector(mb_packed<T, VEC> &dst, const T *p)
 {
-	if constexpr (sizeof(T) * VEC == MB_VEC_BYTES)
-		dst.w = load_once(p);
-	else
+	if constexpr (sizeof(T) * VEC != MB_VEC_BYTES)
 		dst.load(p);
+	else if constexpr (KEPT)
+		dst.w = load_kept(p);
+	else
+		dst.w = load_once(p);
 }
 
+/* A vector of y. */
 template <typename T, int VEC>
-__device__ __forceinline__ void store_streaming(T *p, const float (&in)[VEC])
+__device__ __forceinline__ void store_vector(T *p, const float (&in)[VEC])
 {
 	mb_vec<T, VEC> v;
 #pragma unroll
@@ -172,15 +175,6 @@ __device__ __forceinline__ void store_streaming(T *p, const float (&in)[VEC])
 	} else {
 		*reinterpret_cast<mb_vec<T, VEC> *>(p) = v;
 	}
-}
-
-template <typename T, int VEC>
-__device__ __forceinline__ void load_p(mb_packed<T, VEC> &dst, const T *p)
-{
-	if constexpr (sizeof(T) * VEC == MB_VEC_BYTES)
-		dst.w = load_kept(p);
-	else
-		dst.load(p);
 }
 
 /* ---- the projection: xbar, phi, exp --------------------------------------- */
@@ -199,7 +193,7 @@ __device__ __forceinline__ void load_token(mb_packed<T, VEC> (&xs)[N][VPT], cons
 		for (int k = 0; k < VPT; k++) {
 			const int v = threadIdx.x + k * THREADS;
 			if (v < nvec)
-				load_streaming<T, VEC>(xs[j][k], base + (int64_t)j * width + (int64_t)v * VEC);
+				load_vector<false, T, VEC>(xs[j][k], base + (int64_t)j * width + (int64_t)v * VEC);
 			else
 				xs[j][k] = mb_packed<T, VEC>{};
 		}
@@ -272,7 +266,7 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 #pragma unroll
 			for (int q = 0; q < H; q++) {
 				mb_packed<T, VEC> pv;
-				load_p<T, VEC>(pv, p + (int64_t)(h + q) * width + (int64_t)v * VEC);
+				load_vector<true, T, VEC>(pv, p + (int64_t)(h + q) * width + (int64_t)v * VEC);
 #pragma unroll
 				for (int e = 0; e < VEC; e++)
 					acc[q] = fmaf(xb[e], pv.get(e), acc[q]);
@@ -390,7 +384,7 @@ __device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT],
 					acc = fmaf(s[i * N + j], xs[j][k].get(e), acc);
 				out[e] = acc;
 			}
-			store_streaming<T, VEC>(base + (int64_t)i * width + (int64_t)v * VEC, out);
+			store_vector<T, VEC>(base + (int64_t)i * width + (int64_t)v * VEC, out);
 		}
 	}
 }
@@ -549,7 +543,7 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_mhc_sinkhorn_fb_mix_kernel
 
 #pragma unroll
 	for (int j = 0; j < N; j++)
-		load_streaming<T, VEC>(xs[j], xb + (int64_t)j * width);
+		load_vector<false, T, VEC>(xs[j], xb + (int64_t)j * width);
 #pragma unroll
 	for (int q = 0; q < N * N; q++)
 		s[q] = m[t * N * N + q];
@@ -564,7 +558,7 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_mhc_sinkhorn_fb_mix_kernel
 				acc = fmaf(s[i * N + j], xs[j].get(e), acc);
 			out[e] = acc;
 		}
-		store_streaming<T, VEC>(yb + (int64_t)i * width, out);
+		store_vector<T, VEC>(yb + (int64_t)i * width, out);
 	}
 }
 

@@ -92,15 +92,25 @@ enum { OUT_Y };
 #define SCAN_CHUNK_STEPS (MB_WARP_THREADS * SCAN_ITEMS)
 /* Warps are independent: a block is one warp, so that the scan's
  * sequence and chunk counters derive from blockIdx alone and live in
- * uniform registers, which leaves the 64 registers a thread has at 32
- * warps an SM (32 blocks, the most an SM holds) to the steps. Counted by
- * threadIdx they took 16 of them and spilled 118 bytes. */
+ * uniform registers. Counted by threadIdx they took 16 registers and
+ * spilled 118 bytes at 64 a thread.
+ * Warps an SM: fewer warps with more registers each beat more warps. The
+ * fused kernel in bf16 and fp16 at 24 warps an SM (80 registers), the fp32
+ * one and the fallback's scan (which holds a chunk of a in fp32 too) at 16
+ * (126 and 106 registers). One H200, f4deb30's 32 and 24 against these,
+ * two passes each (reports/h200 runs rs-q, rs-r), B=4 D=4096:
+ *   fused bf16, L=16384    330.0-330.3 us (0.766)  323.7-323.8 us (0.782)
+ *   fused bf16, L=4096      91.6-91.8 us (0.689)    87.3-87.4 us (0.724)
+ *   fused fp32, L=16384    709.5-712.6 us (0.710)  652.8-658.3 us (0.770)
+ *   fused fp32, L=4096     179.0-179.1 us (0.707)  146.4-146.7 us (0.863)
+ *   fallback fp32, 16384   2.017-2.019 ms          1.916 ms
+ * (the bf16 fallback 1.565 against 1.572 ms in rs-r). 16 warps in bf16 (114
+ * registers) took 353.3 us, 20 in fp32 702-704 us, 28 in fp32 (68 bytes
+ * spilled in the fallback's scan) 716-718 us, and 32 everywhere 842 us
+ * in fp32. */
 #define SCAN_THREADS MB_WARP_THREADS
-#define SCAN_MIN_BLOCKS 32
-/* The fallback's scan holds a chunk of a in fp32 as well (24 registers a
- * buffer against 8), and the fused kernel's fp32 x takes 16: 24 warps an
- * SM, 80 registers, no spills (at 64 they spilled up to 70 bytes). */
-#define SCAN_STORED_MIN_BLOCKS 24
+#define SCAN_MIN_BLOCKS 24
+#define SCAN_STORED_MIN_BLOCKS 16
 #define FULL_MASK 0xffffffffu
 
 /* ---- the fused step ------------------------------------------------------- */

@@ -107,7 +107,8 @@ enum { OUT_Y };
  * (the bf16 fallback 1.565 against 1.572 ms in rs-r). 16 warps in bf16 (114
  * registers) took 353.3 us, 20 in fp32 702-704 us, 28 in fp32 (68 bytes
  * spilled in the fallback's scan) 716-718 us, and 32 everywhere 842 us
- * in fp32. */
+ * in fp32; on another H200 (run rs-s) 20 and 28 in bf16 took 91.1 and
+ * 89.1-89.2 us at L = 4096 against 24's 86.3. */
 #define SCAN_THREADS MB_WARP_THREADS
 #define SCAN_MIN_BLOCKS 24
 #define SCAN_STORED_MIN_BLOCKS 16

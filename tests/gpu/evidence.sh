@@ -115,6 +115,11 @@ cat "$out/nvidia-smi.csv"
 # launches as the harness allows (no warm-up, one sample, no time floor).
 under_profiler=(--set 'lanes=[]' --set timing.min_samples=1 --set timing.min_time_s=0 --set timing.warmup=0)
 
+# listed LIST ROW: LIST (comma-separated, e.g. HEAVY_ROWS) is empty or names ROW
+listed() {
+	[ -z "$1" ] || [[ ",$1," == *",$2,"* ]]
+}
+
 step() { # step NAME LIMIT_S command...
 	local name=$1 limit=$2
 	shift 2
@@ -241,8 +246,7 @@ PY
 		done
 		for k in moe_ffn:moe_ffn_grouped_gemm moe_ffn_swiglu:moe_ffn_grouped_gemm ssm_scan:ssm_scan_fused \
 			recurrent_scan:recurrent_scan_fused mhc_sinkhorn:mhc_sinkhorn_fused; do
-			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",${k%%:*},"* ]] || continue
-			[ -z "${NCU_ROWS:-}" ] || [[ ",$NCU_ROWS," == *",${k%%:*},"* ]] || continue
+			{ listed "${HEAVY_ROWS:-}" "${k%%:*}" && listed "${NCU_ROWS:-}" "${k%%:*}"; } || continue
 			name=ncu-${k%%:*}
 			MEGABENCH_SKIP_CEILINGS=1 step "$name" 120 ncu --clock-control none --section SpeedOfLight \
 				--section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
@@ -255,8 +259,7 @@ PY
 			grep -E "$pat" "$out/$name.txt" | tail -n 40
 		done
 		k=linear_cross_entropy
-		if { [ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",$k,"* ]]; } \
-			&& { [ -z "${NCU_ROWS:-}" ] || [[ ",$NCU_ROWS," == *",$k,"* ]]; }; then
+		if listed "${HEAVY_ROWS:-}" "$k" && listed "${NCU_ROWS:-}" "$k"; then
 			MEGABENCH_SKIP_CEILINGS=1 step "ncu-$k" 240 ncu --clock-control none --section SpeedOfLight \
 				--section LaunchStats --section MemoryWorkloadAnalysis -k "regex:gemm|nvjet" -c 6 \
 				--log-file "$out/ncu-$k.txt" "$mb" run suites/nam56r.toml --backend cuda --rows "$k" \
@@ -278,7 +281,7 @@ PY
 			recurrent_scan:recurrent_scan_fused:L=16384 mhc_sinkhorn:mhc_sinkhorn_fused:T=16384; do
 			row=${k%%:*} rest=${k#*:}
 			kernel=${rest%%:*} filter=${rest#*:}
-			[ -z "${HEAVY_ROWS:-}" ] || [[ ",$HEAVY_ROWS," == *",$row,"* ]] || continue
+			listed "${HEAVY_ROWS:-}" "$row" || continue
 			MEGABENCH_SKIP_CEILINGS=1 step "source-$row" 150 ncu --clock-control none --section SourceCounters \
 				--section WarpStateStats -k "regex:$kernel" -c 1 -f -o "$out/source-$row" "$mb" run suites/nam56r.toml \
 				--backend cuda --rows "$row" --variants fused --dtypes bf16 --filter "$filter" \

@@ -40,8 +40,12 @@ def parse(path):
     head = rows[1]
     col = {name: head.index(name) for name in ("Address", "Source", EXECUTED, SAMPLES, NOT_ISSUED)}
 
+    def cell(r, k):
+        # ncu writes counts with thousands separators ("1,000")
+        return r[k].replace(",", "").strip()
+
     def num(r, name):
-        v = r[col[name]].replace(",", "").strip()
+        v = cell(r, col[name])
         return int(v) if v else 0
 
     # the samples by stall reason (stall_barrier, stall_long_sb, ...)
@@ -51,7 +55,7 @@ def parse(path):
     def why(r):
         out = {}
         for k, name in reasons:
-            v = r[k].replace(",", "").strip()
+            v = cell(r, k)
             if v and float(v) > 0:
                 out[name] = float(v)
         return out

@@ -416,15 +416,22 @@ static bool same_member(const json_t *a, const json_t *b, const char *key)
 /* The identical-code rule of compare.h, answered for every row from one
  * pass over both receipts: diff asks it for every case, and a pass over
  * the cases per question made diff quadratic in the cases. A source file
- * belongs to `row` when its stem names no row of either receipt (shared),
- * or names `row` or a row `row` is built on; so each source's verdict
- * (its blob id is the same on the other side) is folded into its stem's
- * group once, and a question costs one look-up per "_"-separated prefix of
+ * is attributed to the row its stem names or, failing that, to the row
+ * named by the stem's longest "_"-separated prefix (ssm_scan_sm90_layout.h
+ * to ssm_scan, recurrent_scan_math.h to recurrent_scan), among the rows of
+ * either receipt; it belongs to that row and every row built on it. A
+ * helper named after its row is that row's code: counted as shared it made
+ * a comment in ssm_scan_sm90.cuh "changed code" for every row, and unchanged
+ * rows got the statistics across two machines. Only a stem with no such
+ * prefix (vec, launch, rope when no row is called rope) is shared by every
+ * row. So each source's verdict (its blob id is the same on the other
+ * side) is folded into its row's group once, at one look-up per prefix of
+ * its stem, and a question costs one look-up per "_"-separated prefix of
  * the row's name. */
 struct mb_code_index {
 	bool same_build;     /* binary provenance on both sides, same build and device */
-	json_t *groups;      /* stem of a row -> [all sources match, sources counted] */
-	bool shared_match;   /* every source named after no row matches */
+	json_t *groups;      /* row -> [all its sources match, sources counted] */
+	bool shared_match;   /* every source attributed to no row matches */
 	size_t shared_count;
 };
 
@@ -466,6 +473,23 @@ static bool decides_timing(const char *path)
 	return false;
 }
 
+/* The row a source of stem `stem` is attributed to, left in `stem`: the
+ * stem itself or its longest "_"-separated prefix that is a row. Cut only
+ * at "_": ssm_scanner.cu is no file of ssm_scan's. False when no prefix is
+ * a row, and the source is shared. */
+static bool owning_row(char *stem, const json_t *rows)
+{
+	char *cut;
+
+	while (!json_object_get(rows, stem)) {
+		cut = strrchr(stem, '_');
+		if (!cut)
+			return false;
+		*cut = '\0';
+	}
+	return true;
+}
+
 /* Fold every source of `from` that decides a timing into its group: it
  * matches when `to` lists its path with an equal blob id. */
 static int fold_sources(mb_code_index *ix, const json_t *from, const json_t *to_by_path, const json_t *rows)
@@ -485,7 +509,7 @@ static int fold_sources(mb_code_index *ix, const json_t *from, const json_t *to_
 		blob = json_object_get(s, "blob_id");
 		match = other && blob && json_equal(blob, json_object_get(other, "blob_id"));
 		file_stem(stem, sizeof(stem), path);
-		if (!json_object_get(rows, stem)) {
+		if (!owning_row(stem, rows)) {
 			ix->shared_match = ix->shared_match && match;
 			ix->shared_count++;
 			continue;

@@ -155,12 +155,17 @@ bool mb_compare_binary_provenance(const json_t *receipt);
  * blob id for every source that decides a timing (under src/kernels/,
  * src/reference/, src/harness/, and the top-level meson.build and
  * meson_options.txt) and belongs to the row, a source listed on one side
- * only being a difference. A source belongs to `row`
- * unless its file name (without extension) names another row of either
- * receipt that `row` does not extend: shared files (headers, rows.def,
- * the harness's timing code, anything named after no row) belong to every
- * row, and a row named ROW_x is taken to build on ROW's files (row_gather_pair
- * on row_gather, rope_qk_bwd on rope_qk). At least one source must belong. */
+ * only being a difference. A source is attributed to the row of either
+ * receipt that its file stem (the name up to its first dot) names or, when
+ * none does, to the row named by the stem's longest "_"-separated prefix
+ * (ssm_scan_sm90.cuh and ssm_scan_sm90_layout.h to ssm_scan,
+ * recurrent_scan_math.h to recurrent_scan; ssm_scanner.cu to no row). It
+ * belongs to that row and to every row built on it: a row named ROW_x is
+ * taken to build on ROW's files (row_gather_pair on row_gather, rope_qk_bwd
+ * on rope_qk). A source whose stem has no prefix that is a row (vec.cuh,
+ * launch.h, rows.def, the harness's timing code, rope.cuh while no row is
+ * called rope) is shared: it belongs to every row. At least one source
+ * must belong. */
 bool mb_compare_identical_code(const json_t *base_receipt, const json_t *head_receipt, const char *row);
 
 /* The identical-code rule for every row of a pair of receipts, from one

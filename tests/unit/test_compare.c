@@ -15,7 +15,8 @@
  *       (or a noise floor) at most a few in 1000, and a 15% change is still
  *       caught.
  * Plus the AMBIGUOUS rules: not converged, too noisy, interval across the
- * minimum effect (with its direction), too few samples. */
+ * minimum effect (with its direction), too few samples; and the
+ * identical-code rule's attribution of sources to rows by file stem. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -375,6 +376,76 @@ static void test_ambiguous_rules(void)
 	CHECK(c.cls == MB_CMP_SAME && c.shift.ratio == 1.0);
 }
 
+/* ---- the identical-code rule's attribution of sources ---------------- */
+
+#define BLOB_OLD "1111111111111111111111111111111111111111"
+#define BLOB_NEW "2222222222222222222222222222222222222222"
+
+/* Rows of the catalog and the files beside them; ssm_scan_bwd stands for a
+ * row built on ssm_scan (none is in rows.def today). */
+static const char *const code_rows[] = {"ssm_scan", "ssm_scan_bwd", "recurrent_scan", "moe_ffn"};
+static const char *const code_sources[] = {"src/kernels/ssm_scan.cu", "src/kernels/ssm_scan_sm90.cuh",
+	"src/kernels/ssm_scan_sm90_layout.h", "src/kernels/recurrent_scan.cu", "src/kernels/recurrent_scan_math.h",
+	"src/kernels/moe_ffn.cu", "src/kernels/vec.cuh", "src/kernels/ssm_scanner.cu"};
+
+/* A receipt with binary provenance, a case per row of code_rows and every
+ * source of code_sources at BLOB_OLD, but `changed` (NULL: none) at
+ * BLOB_NEW. */
+static json_t *code_receipt(const char *changed)
+{
+	json_t *r = json_pack("{s:{s:s,s:[]},s:{s:s},s:[]}", "provenance", "origin", "binary", "sources", "device",
+		"name", "NVIDIA H200", "cases");
+	json_t *sources = json_object_get(json_object_get(r, "provenance"), "sources");
+	json_t *cases = json_object_get(r, "cases");
+	size_t i;
+
+	for (i = 0; i < sizeof(code_sources) / sizeof(code_sources[0]); i++)
+		json_array_append_new(sources, json_pack("{s:s,s:s}", "path", code_sources[i], "blob_id",
+			changed && !strcmp(changed, code_sources[i]) ? BLOB_NEW : BLOB_OLD));
+	for (i = 0; i < sizeof(code_rows) / sizeof(code_rows[0]); i++)
+		json_array_append_new(cases, json_pack("{s:s}", "row", code_rows[i]));
+	return r;
+}
+
+/* Whether each row of code_rows keeps identical code when `changed` moves
+ * to a new blob, against `want` (one entry a row). */
+static void check_code_change(const char *changed, const bool want[])
+{
+	json_t *base = code_receipt(NULL), *head = code_receipt(changed);
+	mb_code_index *ix = NULL;
+
+	CHECK(base && head && mb_code_index_build(&ix, base, head, NULL) == 0);
+	for (size_t i = 0; i < sizeof(code_rows) / sizeof(code_rows[0]); i++) {
+		CHECK_MSG(mb_code_index_identical(ix, code_rows[i]) == want[i], "%s changed: %s %s identical",
+			changed ? changed : "nothing", code_rows[i], want[i] ? "should stay" : "should not be");
+		CHECK(mb_compare_identical_code(base, head, code_rows[i]) == want[i]);
+	}
+	mb_code_index_free(ix);
+	json_decref(base);
+	json_decref(head);
+}
+
+/* A file named after a row's prefix is that row's: a comment changed in
+ * ssm_scan_sm90.cuh once made every row "changed code", and unchanged MoE
+ * rows were compared with statistics across two machines. Only a stem no
+ * "_"-separated prefix of which is a row stays shared. */
+static void test_code_attribution(void)
+{
+	/* in the order of code_rows: ssm_scan, ssm_scan_bwd, recurrent_scan, moe_ffn */
+	static const bool none[] = {true, true, true, true};
+	static const bool ssm[] = {false, false, true, true};
+	static const bool recurrent[] = {true, true, false, true};
+	static const bool all[] = {false, false, false, false};
+
+	check_code_change(NULL, none);
+	check_code_change("src/kernels/ssm_scan_sm90.cuh", ssm);
+	check_code_change("src/kernels/ssm_scan_sm90_layout.h", ssm);
+	check_code_change("src/kernels/recurrent_scan_math.h", recurrent);
+	check_code_change("src/kernels/vec.cuh", all);
+	/* "ssm_scan" is a prefix of "ssm_scanner" but not on a "_" boundary */
+	check_code_change("src/kernels/ssm_scanner.cu", all);
+}
+
 int main(void)
 {
 	test_rates();
@@ -382,5 +453,6 @@ int main(void)
 	test_between_runs();
 	test_t_rule();
 	test_ambiguous_rules();
+	test_code_attribution();
 	return mb_test_finish("test_compare");
 }

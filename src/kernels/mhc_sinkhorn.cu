@@ -62,10 +62,26 @@
  * Nor blocks of 512 threads (one vector a stream a thread at W = 4096 in
  * bf16: no spill at two blocks an SM, 76 bytes at three): 422.8 and
  * 407.3 us against 326.6 (run mhc-g).
+ * Nor a resident kernel (bbd90fb, reverted): a block an SM with P copied
+ * once into its shared memory (no P vector missing L1 or taking L2's
+ * bandwidth) and groups of 256 threads, each doing a token as a block
+ * here does, with its own named barrier, and fetching its next token's x
+ * by cp.async into a shared buffer during this one's serial phases. Bit
+ * for bit the same y; bf16 at T = 16384 (run mhc-h, two passes each):
+ * three groups 376.8-376.9 us, three with the fetch issued after the
+ * projection 376.4-377.0, two groups (no spill) 355.4, four groups without
+ * the buffers 397.6-397.8, against this kernel's 327.8-327.9. Three and
+ * four groups spill 76 and 108 bytes at their 80 and 64 registers into an
+ * L1 the shared memory has shrunk to 28 KB.
+ * Nor x dropped from registers after the projection and read again (from
+ * L2) for the mix, so that a thread holds a token's x only while it
+ * loads: 4, 5, 6 and 8 blocks an SM (64, 48, 40, 32 registers) took
+ * 387.9, 387.7-387.8, 427.7-428.1 and 601.9-602.4 us against 326.2-326.6
+ * (run mhc-i, three passes each): x's second trip costs more than the
+ * extra tokens in flight return.
  */
 #include <limits.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/launch.h"
@@ -180,17 +196,9 @@ __device__ __forceinline__ void store_vector(T *p, const float (&in)[VEC])
 
 /* ---- the projection: xbar, phi, exp --------------------------------------- */
 
-/* The thread's place among the THREADS threads of its token: a block's
- * (threadIdx.x itself, which ptxas rereads rather than keep: the block
- * kernels spill less) or a group's of the resident kernel. */
-template <int THREADS, bool GROUPED> __device__ __forceinline__ unsigned token_thread()
-{
-	return GROUPED ? threadIdx.x % THREADS : threadIdx.x;
-}
-
 /* Thread k's vectors k + THREADS * v of every stream of token t (zero
  * past the row's end). */
-template <int THREADS, bool GROUPED, typename T, int N, int VEC, int VPT>
+template <int THREADS, typename T, int N, int VEC, int VPT>
 __device__ __forceinline__ void load_token(mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ x, int64_t t,
 	int width)
 {
@@ -200,7 +208,7 @@ __device__ __forceinline__ void load_token(mb_packed<T, VEC> (&xs)[N][VPT], cons
 	for (int j = 0; j < N; j++) {
 #pragma unroll
 		for (int k = 0; k < VPT; k++) {
-			const int v = token_thread<THREADS, GROUPED>() + k * THREADS;
+			const int v = threadIdx.x + k * THREADS;
 			if (v < nvec)
 				load_vector<false, T, VEC>(xs[j][k], base + (int64_t)j * width + (int64_t)v * VEC);
 			else
@@ -234,49 +242,18 @@ template <int V> __device__ __forceinline__ float warp_sum_scatter(float (&v)[V]
 	return s;
 }
 
-/* The mean of the streams over the thread's vector k: the streams added
- * in order and scaled by 1/n (exact for n = 2, 4: the reference's
- * division). */
-template <typename T, int N, int VEC, int VPT>
-__device__ __forceinline__ void stream_mean(const mb_packed<T, VEC> (&xs)[N][VPT], int k, float (&xb)[VEC])
-{
-#pragma unroll
-	for (int e = 0; e < VEC; e++) {
-		float s = xs[0][k].get(e);
-#pragma unroll
-		for (int j = 1; j < N; j++)
-			s += xs[j][k].get(e);
-		xb[e] = s * (1.0f / N);
-	}
-}
-
-/* The threads of one token (a block, or a group of the resident kernel)
- * wait for each other: barrier 0 is the block's, others a group's. */
-template <int THREADS> __device__ __forceinline__ void token_sync(int barrier)
-{
-#ifdef MB_MHC_EMU
-	mb_emu::barrier(barrier, THREADS);
-#else
-	if (barrier == 0)
-		__syncthreads();
-	else
-		asm volatile("bar.sync %0, %1;" ::"r"(barrier), "n"(THREADS) : "memory");
-#endif
-}
-
 /* The token's n*n logits phi, in lanes 0 .. n*n-1 of warp 0, or of every
- * warp with EVERY_WARP (other lanes: unspecified); the token's threads
- * are THREADS consecutive ones. xbar_of(k, xb) gives the stream mean
- * over its vector k (stream_mean), p_of(row, v, pv) P's vector v of a
- * row. Each thread's dot products run in order over its vectors, then a
- * warp tree, then the warps in order (red: a row per warp). Ends with
- * every thread past token_sync(barrier). */
-template <int THREADS, bool EVERY_WARP, bool GROUPED, typename T, int N, int VEC, int VPT, typename XB, typename PV>
-__device__ __forceinline__ float project(XB xbar_of, PV p_of, int width, float (*red)[N * N], int barrier)
+ * warp with EVERY_WARP (other lanes: unspecified). xbar adds the streams
+ * in order and scales by 1/n (exact for n = 2, 4: the reference's
+ * division); each thread's dot products run in order over its vectors,
+ * then a warp tree, then the warps in order. Ends with every thread past
+ * one __syncthreads. */
+template <int THREADS, bool EVERY_WARP, typename T, int N, int VEC, int VPT>
+__device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ p, int width,
+	float (&red)[THREADS / MB_WARP_THREADS][N * N])
 {
 	constexpr int V = N * N;
-	const int nvec = width / VEC, lane = threadIdx.x % MB_WARP_THREADS,
-		  warp = token_thread<THREADS, GROUPED>() / MB_WARP_THREADS;
+	const int nvec = width / VEC, lane = threadIdx.x % MB_WARP_THREADS, warp = threadIdx.x / MB_WARP_THREADS;
 	/* Two passes of V / 2 sums each, with the L1 policies above: in
 	 * reports/h200 run mhc-d, four passes of four were as fast in bf16
 	 * (without evict_last) and 9% slower in fp32, eight passes 25% slower
@@ -291,15 +268,22 @@ __device__ __forceinline__ float project(XB xbar_of, PV p_of, int width, float (
 			acc[q] = 0.0f;
 #pragma unroll
 		for (int k = 0; k < VPT; k++) {
-			const int v = token_thread<THREADS, GROUPED>() + k * THREADS;
+			const int v = threadIdx.x + k * THREADS;
 			if (v >= nvec)
 				break;
 			float xb[VEC];
-			xbar_of(k, xb);
+#pragma unroll
+			for (int e = 0; e < VEC; e++) {
+				float s = xs[0][k].get(e);
+#pragma unroll
+				for (int j = 1; j < N; j++)
+					s += xs[j][k].get(e);
+				xb[e] = s * (1.0f / N);
+			}
 #pragma unroll
 			for (int q = 0; q < H; q++) {
 				mb_packed<T, VEC> pv;
-				p_of(h + q, v, pv);
+				load_vector<true, T, VEC>(pv, p + (int64_t)(h + q) * width + (int64_t)v * VEC);
 #pragma unroll
 				for (int e = 0; e < VEC; e++)
 					acc[q] = fmaf(xb[e], pv.get(e), acc[q]);
@@ -309,7 +293,7 @@ __device__ __forceinline__ float project(XB xbar_of, PV p_of, int width, float (
 		if (lane % (MB_WARP_THREADS / H) == 0)
 			red[warp][h + lane / (MB_WARP_THREADS / H)] = s;
 	}
-	token_sync<THREADS>(barrier);
+	__syncthreads();
 	float phi = 0.0f;
 	if ((EVERY_WARP || warp == 0) && lane < V) {
 		for (int w = 0; w < THREADS / MB_WARP_THREADS; w++)
@@ -317,20 +301,6 @@ __device__ __forceinline__ float project(XB xbar_of, PV p_of, int width, float (
 		phi = __fdiv_rn(phi, sqrtf((float)width));
 	}
 	return phi;
-}
-
-/* project for a block holding the token's x in registers, P read from
- * global memory through L1. */
-template <int THREADS, bool EVERY_WARP, typename T, int N, int VEC, int VPT>
-__device__ __forceinline__ float project_block(const mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ p,
-	int width, float (*red)[N * N])
-{
-	return project<THREADS, EVERY_WARP, false, T, N, VEC, VPT>(
-		[&](int k, float (&xb)[VEC]) { stream_mean<T, N, VEC, VPT>(xs, k, xb); },
-		[&](int row, int v, mb_packed<T, VEC> &pv) {
-			load_vector<true, T, VEC>(pv, p + (int64_t)row * width + (int64_t)v * VEC);
-		},
-		width, red, 0);
 }
 
 /* ---- Sinkhorn ------------------------------------------------------------- */
@@ -408,9 +378,8 @@ template <int N> __device__ __forceinline__ void sinkhorn_warp(float phi, int it
 	}
 }
 
-/* y_t[i] = sum_j S[i][j] x_t[j] for the thread's vectors (its place among
- * THREADS consecutive threads), S in registers. */
-template <int THREADS, bool GROUPED, typename T, int N, int VEC, int VPT>
+/* y_t[i] = sum_j S[i][j] x_t[j] for the thread's vectors, S in registers. */
+template <int THREADS, typename T, int N, int VEC, int VPT>
 __device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT], const float (&s)[N * N],
 	T *__restrict__ y, int64_t t, int width)
 {
@@ -418,7 +387,7 @@ __device__ __forceinline__ void mix_store(const mb_packed<T, VEC> (&xs)[N][VPT],
 	T *base = y + t * N * (int64_t)width;
 #pragma unroll
 	for (int k = 0; k < VPT; k++) {
-		const int v = token_thread<THREADS, GROUPED>() + k * THREADS;
+		const int v = threadIdx.x + k * THREADS;
 		if (v >= nvec)
 			break;
 #pragma unroll
@@ -457,8 +426,8 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
 	float s[N * N];
 	const int64_t t = blockIdx.x;
 
-	load_token<MHC_FUSED_THREADS, false>(xs, x, t, width);
-	const float phi = project_block<MHC_FUSED_THREADS, EVERY_WARP>(xs, p, width, red);
+	load_token<MHC_FUSED_THREADS>(xs, x, t, width);
+	const float phi = project<MHC_FUSED_THREADS, EVERY_WARP>(xs, p, width, red);
 	if constexpr (EVERY_WARP) {
 		float m[N][N];
 
@@ -474,176 +443,7 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
 		for (int q = 0; q < N * N; q++)
 			s[q] = s_shared[q];
 	}
-	mix_store<MHC_FUSED_THREADS, false>(xs, s, y, t, width);
-}
-
-/* ---- resident: P in shared memory, x a token ahead ------------------------
- *
- * One block an SM of MHC_RES_GROUPS groups of MHC_FUSED_THREADS threads;
- * a group does what a block of the kernel above does for one token, with
- * its own barrier (bar.sync 1 + group), over tokens group, group +
- * groups, ... (groups = every group of the grid). P is copied into shared
- * memory once a block, so no P vector misses L1 or takes L2's bandwidth;
- * each group has a buffer of one token's x that cp.async fills with its
- * next token while it works on this one, so a group's loads stay in
- * flight through its serial phases (the barrier after the projection, the
- * Sinkhorn warp, the mix). A thread fills and reads only its own vectors
- * of the buffer, so the buffer needs no barrier: it waits for its own
- * copies, reads its vectors into registers, and issues the next token's
- * copies once the stream means have consumed every one of those
- * registers. The sums run in the order of the kernel above, so y is the
- * same bit for bit. 16-byte vectors only, where P and the buffers fit
- * (mhc_resident_smem). */
-#ifndef MHC_RES_GROUPS
-#define MHC_RES_GROUPS 3
-#endif
-#ifndef MHC_RES_EARLY
-#define MHC_RES_EARLY 1
-#endif
-#ifndef MHC_RES_PREFETCH
-#define MHC_RES_PREFETCH 1
-#endif
-#define MHC_RES_THREADS (MHC_RES_GROUPS * MHC_FUSED_THREADS)
-
-#define MHC_KERNEL_ENV "MEGABENCH_MHC_KERNEL"
-
-/* The resident kernel's shared memory: P [n*n, W], the groups' buffers
- * [groups][n*W], then each group's reduction rows and S. */
-static inline size_t mhc_resident_smem(int n, int width, size_t elem)
-{
-	return (size_t)n * n * width * elem + (size_t)(MHC_RES_PREFETCH ? MHC_RES_GROUPS : 0) * n * width * elem
-		+ (size_t)MHC_RES_GROUPS * (MHC_FUSED_THREADS / MB_WARP_THREADS + 1) * n * n * sizeof(float);
-}
-
-__device__ __forceinline__ unsigned char *mhc_dyn_smem()
-{
-#ifdef MB_MHC_EMU
-	return mb_emu::my_cta().smem;
-#else
-	extern __shared__ __align__(16) unsigned char mhc_smem[];
-	return mhc_smem;
-#endif
-}
-
-/* 16 bytes from global to shared memory, not through L1 or registers. */
-__device__ __forceinline__ void copy_async16(void *dst, const void *src)
-{
-#ifdef MB_MHC_EMU
-	memcpy(dst, src, 16);
-#else
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(dst)),
-		     "l"(src)
-		     : "memory");
-#endif
-}
-
-__device__ __forceinline__ void copy_async_commit()
-{
-#ifndef MB_MHC_EMU
-	asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void copy_async_wait()
-{
-#ifndef MB_MHC_EMU
-	asm volatile("cp.async.wait_group 0;" ::: "memory");
-#endif
-}
-
-/* Thread tid's vectors of token t into its places in buf (x's layout). */
-template <typename T, int N, int VEC, int VPT>
-__device__ __forceinline__ void fetch_token(T *buf, const T *__restrict__ x, int64_t t, int width, int tid)
-{
-	const int nvec = width / VEC;
-	const T *base = x + t * N * (int64_t)width;
-#pragma unroll
-	for (int j = 0; j < N; j++) {
-#pragma unroll
-		for (int k = 0; k < VPT; k++) {
-			const int v = tid + k * MHC_FUSED_THREADS;
-			if (v < nvec)
-				copy_async16(buf + (int64_t)j * width + (int64_t)v * VEC,
-					base + (int64_t)j * width + (int64_t)v * VEC);
-		}
-	}
-	copy_async_commit();
-}
-
-template <typename T, int N, int VEC, int VPT>
-__global__ void __launch_bounds__(MHC_RES_THREADS, 1) mb_mhc_sinkhorn_resident_kernel(const T *__restrict__ x,
-	const T *__restrict__ p, T *__restrict__ y, int width, int iters, int64_t tokens)
-{
-	constexpr int WARPS = MHC_FUSED_THREADS / MB_WARP_THREADS;
-	const int group = (int)threadIdx.x / MHC_FUSED_THREADS, tid = (int)threadIdx.x % MHC_FUSED_THREADS;
-	const int nvec = width / VEC;
-	const int64_t pelems = (int64_t)N * N * width, xelems = (int64_t)N * width;
-	T *ps = reinterpret_cast<T *>(mhc_dyn_smem());
-	T *buf = ps + pelems + group * xelems;
-	float(*red)[N * N] = reinterpret_cast<float(*)[N * N]>(ps + pelems + (MHC_RES_PREFETCH ? MHC_RES_GROUPS : 0) * xelems)
-		+ group * (WARPS + 1);
-	float *s_shared = red[WARPS];
-	const int64_t stride = (int64_t)gridDim.x * MHC_RES_GROUPS;
-	int64_t t = (int64_t)blockIdx.x * MHC_RES_GROUPS + group;
-
-	if (MHC_RES_PREFETCH && t < tokens)
-		fetch_token<T, N, VEC, VPT>(buf, x, t, width, tid);
-	for (int64_t i = threadIdx.x; i < pelems / VEC; i += MHC_RES_THREADS)
-		reinterpret_cast<mb_packed<T, VEC> *>(ps)[i].load(p + i * VEC);
-	__syncthreads();
-	for (; t < tokens; t += stride) {
-		mb_packed<T, VEC> xs[N][VPT];
-		float xb[MHC_RES_EARLY ? VPT : 1][VEC];
-
-		if constexpr (MHC_RES_PREFETCH) {
-			copy_async_wait();
-#pragma unroll
-			for (int j = 0; j < N; j++) {
-#pragma unroll
-				for (int k = 0; k < VPT; k++) {
-					const int v = tid + k * MHC_FUSED_THREADS;
-					if (v < nvec)
-						xs[j][k].load(buf + (int64_t)j * width + (int64_t)v * VEC);
-					else
-						xs[j][k] = mb_packed<T, VEC>{};
-				}
-			}
-		} else {
-			load_token<MHC_FUSED_THREADS, true>(xs, x, t, width);
-		}
-		const auto p_of = [&](int row, int v, mb_packed<T, VEC> &pv) {
-			pv.load(ps + (int64_t)row * width + (int64_t)v * VEC);
-		};
-		float phi;
-		if constexpr (MHC_RES_EARLY) {
-#pragma unroll
-			for (int k = 0; k < VPT; k++)
-				stream_mean<T, N, VEC, VPT>(xs, k, xb[k]);
-			if (MHC_RES_PREFETCH && t + stride < tokens)
-				fetch_token<T, N, VEC, VPT>(buf, x, t + stride, width, tid);
-			phi = project<MHC_FUSED_THREADS, false, true, T, N, VEC, VPT>(
-				[&](int k, float (&out)[VEC]) {
-#pragma unroll
-					for (int e = 0; e < VEC; e++)
-						out[e] = xb[k][e];
-				},
-				p_of, width, red, 1 + group);
-		} else {
-			phi = project<MHC_FUSED_THREADS, false, true, T, N, VEC, VPT>(
-				[&](int k, float (&xbk)[VEC]) { stream_mean<T, N, VEC, VPT>(xs, k, xbk); }, p_of, width, red,
-				1 + group);
-			if (MHC_RES_PREFETCH && t + stride < tokens)
-				fetch_token<T, N, VEC, VPT>(buf, x, t + stride, width, tid);
-		}
-		float s[N * N];
-		if (tid < MB_WARP_THREADS)
-			sinkhorn_warp<N>(phi, iters, s_shared);
-		token_sync<MHC_FUSED_THREADS>(1 + group);
-#pragma unroll
-		for (int q = 0; q < N * N; q++)
-			s[q] = s_shared[q];
-		mix_store<MHC_FUSED_THREADS, true>(xs, s, y, t, width);
-	}
+	mix_store<MHC_FUSED_THREADS>(xs, s, y, t, width);
 }
 
 #ifndef MB_MHC_EMU
@@ -664,73 +464,12 @@ template <typename K> static void prefer_l1(K kernel, bool *done)
 	}
 }
 
-/* Whether the resident kernel can run: 16-byte vectors, at most two a
- * thread a stream (the registers of its groups: resident_runs), and P
- * with the buffers in a block's shared memory (on this device). */
-template <typename T, int VEC, int VPT> constexpr bool resident_runs()
-{
-	return sizeof(T) * VEC == MB_VEC_BYTES && VPT <= 2;
-}
-
-template <typename T, int N>
-static int resident_fits(const int64_t *axis, bool *fits, int *sms)
-{
-	int dev, optin;
-	cudaError_t ce;
-
-	*fits = false;
-	if ((ce = cudaGetDevice(&dev)) != cudaSuccess
-		|| (ce = cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev)) != cudaSuccess
-		|| (ce = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess)
-		return (int)ce;
-	*fits = mhc_resident_smem(N, (int)axis[AX_W], sizeof(T)) <= (size_t)optin;
-	return 0;
-}
-
-template <typename T, int N, int VEC, int VPT>
-static int resident_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out,
-	int sms)
-{
-	static size_t smem_set;
-	const size_t smem = mhc_resident_smem(N, (int)axis[AX_W], sizeof(T));
-	const int64_t want = (axis[AX_T] + MHC_RES_GROUPS - 1) / MHC_RES_GROUPS;
-	const unsigned grid = (unsigned)(want < sms ? want : sms);
-	cudaError_t ce;
-
-	if (smem > smem_set) {
-		if ((ce = cudaFuncSetAttribute(mb_mhc_sinkhorn_resident_kernel<T, N, VEC, VPT>,
-			     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem)) != cudaSuccess)
-			return (int)ce;
-		smem_set = smem;
-	}
-	mb_mhc_sinkhorn_resident_kernel<T, N, VEC, VPT><<<grid, MHC_RES_THREADS, smem, stream>>>((const T *)in[IN_X],
-		(const T *)in[IN_P], (T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I], axis[AX_T]);
-	return (int)cudaGetLastError();
-}
-
-/* One block per token, or the resident kernel where it runs:
- * MEGABENCH_MHC_KERNEL=token|resident forces either (resident where it
- * cannot run: cudaErrorNotSupported); unset or auto, the token kernel. */
+/* One block per token. */
 template <typename T, int N, int VEC, int VPT>
 static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
 	static bool carveout;
-	const char *want = getenv(MHC_KERNEL_ENV);
-	const bool resident = want && strcmp(want, "resident") == 0;
 
-	if (want && *want && !resident && strcmp(want, "token") != 0 && strcmp(want, "auto") != 0)
-		return (int)cudaErrorInvalidValue;
-	if (resident) {
-		if constexpr (resident_runs<T, VEC, VPT>()) {
-			bool fits = false;
-			int sms = 0, rc;
-			if ((rc = resident_fits<T, N>(axis, &fits, &sms)) != 0)
-				return rc;
-			if (fits)
-				return resident_launch<T, N, VEC, VPT>(stream, axis, in, out, sms);
-		}
-		return (int)cudaErrorNotSupported;
-	}
 	prefer_l1(mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT>, &carveout);
 	mb_mhc_sinkhorn_fused_kernel<T, N, VEC, VPT><<<(unsigned)axis[AX_T], MHC_FUSED_THREADS, 0, stream>>>(
 		(const T *)in[IN_X], (const T *)in[IN_P], (T *)out[OUT_Y], (int)axis[AX_W], (int)axis[AX_I]);
@@ -752,8 +491,8 @@ __global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS(VPT)) mb_mhc
 	mb_packed<T, VEC> xs[N][VPT];
 	const int64_t t = blockIdx.x;
 
-	load_token<MHC_FB_THREADS, false>(xs, x, t, width);
-	const float phi = project_block<MHC_FB_THREADS, false>(xs, p, width, red);
+	load_token<MHC_FB_THREADS>(xs, x, t, width);
+	const float phi = project<MHC_FB_THREADS, false>(xs, p, width, red);
 	if (threadIdx.x < N * N)
 		m[t * N * N + threadIdx.x] = expf(phi);
 }

@@ -243,11 +243,14 @@ template <int V> __device__ __forceinline__ float warp_sum_scatter(float (&v)[V]
 }
 
 /* The token's n*n logits phi, in lanes 0 .. n*n-1 of warp 0, or of every
- * warp with EVERY_WARP (other lanes: unspecified). xbar adds the streams
- * in order and scales by 1/n (exact for n = 2, 4: the reference's
- * division); each thread's dot products run in order over its vectors,
- * then a warp tree, then the warps in order. Ends with every thread past
- * one __syncthreads. */
+ * warp with EVERY_WARP (other lanes: unspecified). The streams are added
+ * in order and their sum, not their mean, is dotted with P; the sum of
+ * the dot products is scaled by 1/n at the end. For n = 2, 4 that scaling
+ * is exact wherever it stands, so phi is bit for bit what the mean would
+ * give (the reference divides the sum by n first), with 16 products a
+ * thread fewer in each of the two passes. Each thread's dot products run
+ * in order over its vectors, then a warp tree, then the warps in order.
+ * Ends with every thread past one __syncthreads. */
 template <int THREADS, bool EVERY_WARP, typename T, int N, int VEC, int VPT>
 __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ p, int width,
 	float (&red)[THREADS / MB_WARP_THREADS][N * N])
@@ -278,7 +281,7 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 #pragma unroll
 				for (int j = 1; j < N; j++)
 					s += xs[j][k].get(e);
-				xb[e] = s * (1.0f / N);
+				xb[e] = s;
 			}
 #pragma unroll
 			for (int q = 0; q < H; q++) {
@@ -298,7 +301,7 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 	if ((EVERY_WARP || warp == 0) && lane < V) {
 		for (int w = 0; w < THREADS / MB_WARP_THREADS; w++)
 			phi += red[w][lane];
-		phi = __fdiv_rn(phi, sqrtf((float)width));
+		phi = __fdiv_rn(phi * (1.0f / N), sqrtf((float)width));
 	}
 	return phi;
 }
@@ -306,8 +309,9 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 /* ---- Sinkhorn ------------------------------------------------------------- */
 
 /* The fast reciprocal: one MUFU instruction, within 1 ulp. The 40
- * half-steps are a chain of sum, reciprocal and product that one warp runs
- * while its block waits: its latency is the fused kernel's serial part. */
+ * half-steps are a chain of multiply-adds and reciprocals that one warp
+ * runs while its block waits: its latency is the fused kernel's serial
+ * part. */
 __device__ __forceinline__ float rcp_approx(float x)
 {
 #ifdef MB_MHC_EMU
@@ -319,48 +323,59 @@ __device__ __forceinline__ float rcp_approx(float x)
 #endif
 }
 
-/* Row i of m to sum 1: the sum in order, then the reciprocal times each
- * entry (3 roundings of up to 2u, u and u; the reference divides). */
-template <int N> __device__ __forceinline__ void normalise_row(float (&m)[N][N], int i)
-{
-	float s = m[i][0];
-#pragma unroll
-	for (int j = 1; j < N; j++)
-		s += m[i][j];
-	const float r = rcp_approx(s);
-#pragma unroll
-	for (int j = 0; j < N; j++)
-		m[i][j] *= r;
-}
-
-template <int N> __device__ __forceinline__ void normalise_col(float (&m)[N][N], int j)
-{
-	float s = m[0][j];
-#pragma unroll
-	for (int i = 1; i < N; i++)
-		s += m[i][j];
-	const float r = rcp_approx(s);
-#pragma unroll
-	for (int i = 0; i < N; i++)
-		m[i][j] *= r;
-}
-
-/* S from the logits in lanes 0 .. n*n-1: every lane gathers exp(phi) and
- * runs the iterations on its own copy, so S ends the same in every lane. */
+/* S from the logits in lanes 0 .. n*n-1, in the scaling form: every lane
+ * gathers E = exp(phi) and keeps the row and column scalings r and c of
+ * S = diag(r) E diag(c) (c = 1 at the start); a row half-step sets
+ * r_i = 1 / sum_j E_ij c_j, a column half-step c_j = 1 / sum_i E_ij r_i,
+ * each sum in order and the reciprocal rcp.approx, and S is formed once at
+ * the end. The entries the reference divides at every half-step are
+ * r_i E_ij c_j exactly; here each half-step rounds a scaling by n u (the
+ * sum of n products) and u (the reciprocal), as many as the matrix form's
+ * (n-1) u, u and u, and the end 2 u more (src/reference/mhc_sinkhorn.c).
+ * A half-step is n fused multiply-adds and a reciprocal per row or column,
+ * where the matrix form took n-1 adds, a reciprocal and n products: 20
+ * instructions against 32 at n = 4, 40 half-steps a token on the warp
+ * that runs them. S ends the same in every lane. Against the matrix form,
+ * one H200, three passes each (reports/h200 run mhc-j), with the 1/n of
+ * project's sums folded as well: fused bf16 at T = 16384, N = 4, W = 4096
+ * 326.5-326.9 to 318.6-319.1 us (0.769 to 0.788 of the memory ceiling),
+ * fp32 729.4-729.8 to 700.5-700.9 us; the folded 1/n alone 0.1-0.3%. */
 template <int N> __device__ __forceinline__ void sinkhorn(float phi, int iters, float (&m)[N][N])
 {
 	const float e = expf(phi);
+	float r[N], c[N];
 
 #pragma unroll
 	for (int q = 0; q < N * N; q++)
 		m[q / N][q % N] = __shfl_sync(FULL_MASK, e, q);
+#pragma unroll
+	for (int j = 0; j < N; j++)
+		c[j] = 1.0f;
 	for (int it = 0; it < iters; it++) {
 #pragma unroll
-		for (int i = 0; i < N; i++)
-			normalise_row<N>(m, i);
+		for (int i = 0; i < N; i++) {
+			float sum = m[i][0] * c[0];
 #pragma unroll
-		for (int j = 0; j < N; j++)
-			normalise_col<N>(m, j);
+			for (int j = 1; j < N; j++)
+				sum = fmaf(m[i][j], c[j], sum);
+			r[i] = rcp_approx(sum);
+		}
+#pragma unroll
+		for (int j = 0; j < N; j++) {
+			float sum = m[0][j] * r[0];
+#pragma unroll
+			for (int i = 1; i < N; i++)
+				sum = fmaf(m[i][j], r[i], sum);
+			c[j] = rcp_approx(sum);
+		}
+	}
+	if (iters > 0) {
+#pragma unroll
+		for (int i = 0; i < N; i++) {
+#pragma unroll
+			for (int j = 0; j < N; j++)
+				m[i][j] = r[i] * m[i][j] * c[j];
+		}
 	}
 }
 

@@ -155,8 +155,11 @@ void mb_oracle_mhc_sinkhorn(const int64_t *axis, const float *const *in, double 
  *  - exp: CUDA's expf <= 2 ulp, glibc's <= 1 ulp: 6u on M.
  *  - Sinkhorn: each half-step rounds every entry by <= (n-1)u in its sum
  *    of positive terms, then u for the reference's division (and the
- *    fallback's) or 3u for the fused kernel's rcp.approx (<= 1 ulp) and
- *    product: 10u between the two sides for n = 4, 40 half-steps: 400u.
+ *    fallback's); the fused kernel keeps S as diag(r) E diag(c) and
+ *    rounds a scaling by nu (its sum of n products) and u (rcp.approx,
+ *    <= 1 ulp): <= 10u between the two sides for n = 4, 40 half-steps:
+ *    400u; forming S at the end rounds twice more, 2u straight onto
+ *    log S (not through the propagation below).
  *  - propagation: a row or column normalisation is a diagonal scaling; a
  *    relative perturbation of the entries at some half-step reaches
  *    log S through the Jacobian of the remaining steps, which tends to the
@@ -164,9 +167,9 @@ void mb_oracle_mhc_sinkhorn(const int64_t *axis, const float *const *in, double 
  *    the uniform fixed point, 4 (N-1)^2/N^2). Its infinity-norm over every
  *    starting half-step, measured by finite differences on random M of the
  *    fills' spread, stays under 3.43 (4.15 at twice the spread): C = 4.
- *    |log S~ - log S| <= 4 (14 + 6 + 400)u = 1680u.
+ *    |log S~ - log S| <= 4 (14 + 6 + 400)u + 2u = 1682u.
  *  - y: |dy_i| <= sum_j S_ij |x_j| |d log S_ij| plus the mix's n roundings
- *    on each side: (1680 + 8)u * max|x| * (row sum of S, 1 + 1e-7 after
+ *    on each side: (1682 + 8)u * max|x| * (row sum of S, 1 + 1e-7 after
  *    20 iterations) <= 5900u = 3.5e-4, the absolute term (y may cancel to
  *    zero, so no relative bound holds alone).
  * The GPU variants keep every intermediate in fp32 (the fallback's [T,n,n]

@@ -261,7 +261,12 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 	 * reports/h200 run mhc-d, four passes of four were as fast in bf16
 	 * (without evict_last) and 9% slower in fp32, eight passes 25% slower
 	 * in bf16. Each sum's order is that of one pass: over the thread's
-	 * vectors in order, then the same warp tree (xor 16, 8, 4, 2, 1). */
+	 * vectors in order, then the same warp tree (xor 16, 8, 4, 2, 1).
+	 * The stream sums are formed again in the second pass: kept from the
+	 * first (16 more live registers, 116 bytes spilled) they took 363.5-
+	 * 364.1 us against 318.5-318.8 in bf16 at T = 16384, and one pass of
+	 * 16 sums 333.6-334.5 (48 bytes spilled; in fp32 166 registers, one
+	 * block an SM, 933 against 700 us): run mhc-k. */
 	constexpr int H = V >= 2 ? V / 2 : 1;
 #pragma unroll
 	for (int h = 0; h < V; h += H) {

@@ -276,6 +276,13 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 	 * in fp32 (four vectors, 124 registers) 0.3% slower, so not there. */
 	constexpr bool KEEP_FIRST = VPT <= 2 && V >= 2;
 	float first[VEC];
+#ifdef MB_MHC_EMU
+	/* The first pass writes it before the second reads it, which gcc
+	 * (compiling the emulation) cannot see; on the GPU an initialiser
+	 * would change the measured code (a copy in every loop exit). */
+	for (float &f : first)
+		f = 0.0f;
+#endif
 #pragma unroll
 	for (int h = 0; h < V; h += H) {
 		float acc[H];

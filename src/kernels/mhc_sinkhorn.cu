@@ -18,8 +18,9 @@
  * stays in L1: x and y take no L1 line (load_once, store_once).
  *
  * The kernels ask for the largest L1 carveout, and x lives wholly in
- * registers (at 64 registers, W = 4096 in bf16, a thread spills 36 bytes;
- * 40 before the projection's two passes).
+ * registers (at 64 registers, W = 4096 in bf16, a thread stores 64 bytes
+ * of spills and loads 40: 36 and 36 before the first vector's stream sums
+ * were kept for the projection's second pass, 40 before its two passes).
  * From 2026-11-27 (reports/h100 heavy-b) to b44a5d2 the kernel kept the
  * last vector of streams 1 .. n-1 in shared memory instead (a "stash",
  * 12 bytes spilled), which needs a 64 KiB shared-memory carveout for four

@@ -350,6 +350,23 @@ __device__ __forceinline__ float rcp_approx(float x)
 #endif
 }
 
+/* One Sinkhorn half-step in the scaling form (sinkhorn): the scaling of
+ * every row of E (COLS false) or column (COLS true) from the other
+ * side's, out_k = 1 / sum_l E_kl by_l (E_lk for columns), the sum in order
+ * of l and the reciprocal rcp.approx. */
+template <int N, bool COLS>
+__device__ __forceinline__ void rescale(const float (&m)[N][N], const float (&by)[N], float (&out)[N])
+{
+#pragma unroll
+	for (int k = 0; k < N; k++) {
+		float sum = (COLS ? m[0][k] : m[k][0]) * by[0];
+#pragma unroll
+		for (int l = 1; l < N; l++)
+			sum = fmaf(COLS ? m[l][k] : m[k][l], by[l], sum);
+		out[k] = rcp_approx(sum);
+	}
+}
+
 /* S from the logits in lanes 0 .. n*n-1, in the scaling form: every lane
  * gathers E = exp(phi) and keeps the row and column scalings r and c of
  * S = diag(r) E diag(c) (c = 1 at the start); a row half-step sets
@@ -379,22 +396,8 @@ template <int N> __device__ __forceinline__ void sinkhorn(float phi, int iters, 
 	for (int j = 0; j < N; j++)
 		c[j] = 1.0f;
 	for (int it = 0; it < iters; it++) {
-#pragma unroll
-		for (int i = 0; i < N; i++) {
-			float sum = m[i][0] * c[0];
-#pragma unroll
-			for (int j = 1; j < N; j++)
-				sum = fmaf(m[i][j], c[j], sum);
-			r[i] = rcp_approx(sum);
-		}
-#pragma unroll
-		for (int j = 0; j < N; j++) {
-			float sum = m[0][j] * r[0];
-#pragma unroll
-			for (int i = 1; i < N; i++)
-				sum = fmaf(m[i][j], r[i], sum);
-			c[j] = rcp_approx(sum);
-		}
+		rescale<N, false>(m, c, r);
+		rescale<N, true>(m, r, c);
 	}
 	if (iters > 0) {
 #pragma unroll

@@ -80,6 +80,20 @@
  * 387.9, 387.7-387.8, 427.7-428.1 and 601.9-602.4 us against 326.2-326.6
  * (run mhc-i, three passes each): x's second trip costs more than the
  * extra tokens in flight return.
+ * Nor the bf16 projection on tensor cores (branch exp/mhc-mma, b865a7f):
+ * mma.m16n8k16 with P as A (its 16 rows, bf16 as stored) and the stream
+ * sum as B, split into three bf16 pieces (hi, mid, lo: exact products, the
+ * sum within 2^-27), each lane writing its vector's pieces to shared
+ * memory for the B fragments: no spill, no P unpacking and no projection
+ * FFMA, same y within the tolerance (error/tolerance 0.953 as before), yet
+ * 476.0-476.5 us against 316.5-316.8 at T = 16384 (run mhc-o; the
+ * products chained in the tensor core 488.2-488.9). ncu: 212.4 M warp
+ * instructions against 213.6 M (the FADDs of the products and the pieces'
+ * conversions took what the FFMAs gave back), long-scoreboard stalls 5.25
+ * cycles an issue against 2.43 (each 16-byte load of P for an A fragment
+ * spans 8 rows, 64 bytes each, where the thread's own vector spans 1),
+ * L1 hit rate 63.4% against 69.7% with the 64 KB shared-memory carveout
+ * its 14.4 KB a block need; DRAM 51.9% busy against 70.1%.
  */
 #include <limits.h>
 #include <stdint.h>
@@ -128,7 +142,11 @@ enum { OUT_Y };
  * in fp32, on one H200 (reports/h200 run mhc-d); x's or P's policy alone
  * changed nothing, and the two passes alone were 12% slower (run mhc-c).
  * 16-byte vectors only (narrower ones load and store plainly); under
- * MB_MHC_EMU, plain loads and stores. */
+ * MB_MHC_EMU, plain loads and stores. In fp32, P (256 KiB) does not fit in
+ * L1; keeping only its first 8, 10, 12 or 14 rows there (evict_last) and
+ * reading the rest past L1 (no_allocate) took the fused kernel from
+ * 700.8-702.1 us to 777.9-812.0 at T = 16384 (run mhc-p), so the fused
+ * kernel keeps every row; the fallback's projection keeps 8. */
 __device__ __forceinline__ uint4 load_once(const void *p)
 {
 #ifdef MB_MHC_EMU
@@ -251,8 +269,9 @@ template <int V> __device__ __forceinline__ float warp_sum_scatter(float (&v)[V]
  * give (the reference divides the sum by n first), with 16 products a
  * thread fewer in each of the two passes. Each thread's dot products run
  * in order over its vectors, then a warp tree, then the warps in order.
- * Ends with every thread past one __syncthreads. */
-template <int THREADS, bool EVERY_WARP, typename T, int N, int VEC, int VPT>
+ * P's rows below KEPT are read as load_kept, the rest past L1. Ends with
+ * every thread past one __syncthreads. */
+template <int THREADS, bool EVERY_WARP, int KEPT, typename T, int N, int VEC, int VPT>
 __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], const T *__restrict__ p, int width,
 	float (&red)[THREADS / MB_WARP_THREADS][N * N])
 {
@@ -313,7 +332,11 @@ __device__ __forceinline__ float project(const mb_packed<T, VEC> (&xs)[N][VPT], 
 #pragma unroll
 			for (int q = 0; q < H; q++) {
 				mb_packed<T, VEC> pv;
-				load_vector<true, T, VEC>(pv, p + (int64_t)(h + q) * width + (int64_t)v * VEC);
+				const T *at = p + (int64_t)(h + q) * width + (int64_t)v * VEC;
+				if (h + q < KEPT)
+					load_vector<true, T, VEC>(pv, at);
+				else
+					load_vector<false, T, VEC>(pv, at);
 #pragma unroll
 				for (int e = 0; e < VEC; e++)
 					acc[q] = fmaf(xb[e], pv.get(e), acc[q]);
@@ -472,7 +495,7 @@ __global__ void __launch_bounds__(MHC_FUSED_THREADS, MHC_FUSED_MIN_BLOCKS(VPT)) 
 	const int64_t t = blockIdx.x;
 
 	load_token<MHC_FUSED_THREADS>(xs, x, t, width);
-	const float phi = project<MHC_FUSED_THREADS, EVERY_WARP>(xs, p, width, red);
+	const float phi = project<MHC_FUSED_THREADS, EVERY_WARP, N * N>(xs, p, width, red);
 	if constexpr (EVERY_WARP) {
 		float m[N][N];
 
@@ -527,7 +550,12 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
 
 /* Projection: the fused kernel's first half, x wholly in registers,
  * ending in exp(phi) written to the fp32 [T, n, n] buffer; registers as
- * MHC_FB_MIN_BLOCKS says (capped as the fused kernel's, it spilled). */
+ * MHC_FB_MIN_BLOCKS says (capped as the fused kernel's, it spilled). In
+ * fp32 P's first 8 rows stay in L1 and the rest is read past it: 912.6-
+ * 913.0 us against 964.5-965.3 with every row kept at T = 16384, N = 4,
+ * W = 4096 (run mhc-p; 10, 12 and 14 rows 997-1043 us). The fused kernel
+ * was slower so (the loads section above). */
+#define MHC_FB_KEPT_ROWS(T, N) (sizeof(T) == 4 ? 8 : (N) * (N))
 template <typename T, int N, int VEC, int VPT>
 __global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fb_project_kernel(
 	const T *__restrict__ x, const T *__restrict__ p, float *__restrict__ m, int width)
@@ -537,7 +565,7 @@ __global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS(VPT)) mb_mhc
 	const int64_t t = blockIdx.x;
 
 	load_token<MHC_FB_THREADS>(xs, x, t, width);
-	const float phi = project<MHC_FB_THREADS, false>(xs, p, width, red);
+	const float phi = project<MHC_FB_THREADS, false, MHC_FB_KEPT_ROWS(T, N)>(xs, p, width, red);
 	if (threadIdx.x < N * N)
 		m[t * N * N + threadIdx.x] = expf(phi);
 }

@@ -366,6 +366,28 @@ __device__ __forceinline__ void sw_state_fold(float (&st)[SW_ACC128], const floa
 
 /* ---- passes ------------------------------------------------------------------ */
 
+/* Chunks ahead of the one a pass works on whose x rows it asks L2 for: the
+ * loads of the next chunk's tiles, issued a chunk later, then find them
+ * there. One bulk prefetch from one thread (a chunk of a sequence's x is
+ * one run of Q * P bf16); the callers ask only for chunks inside the pass. One H200, three passes each (reports/h200 run
+ * ssm-pf), B=4 NH=32 P=64 N=128 bf16: 1054.0-1054.7 against 1061.4-1068.1
+ * us at L = 16384, 265.2-265.5 against 268.0-268.2 at L = 4096; asking for
+ * B and C too (shared by the heads of a batch, mostly in L2 already)
+ * 1056.5-1058.3, three chunks ahead 1054.8-1056.3. */
+#define SW_PREFETCH_AHEAD 2
+
+__device__ __forceinline__ void sw_prefetch_x(const fused_args &g, const fused_ctx &c, int t0)
+{
+#ifndef MB_SSM_EMU
+	if (threadIdx.x == 0)
+		asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c.x(g) + (int64_t)t0 * g.p_dim),
+			"r"(min(TILE, g.seq - t0) * g.p_dim * (int)sizeof(__nv_bfloat16))
+			: "memory");
+#else
+	(void)g, (void)c, (void)t0;
+#endif
+}
+
 struct sw_cta {
 	unsigned char *tiles; /* generic address of the tiles */
 	uint32_t base;        /* their shared address */
@@ -421,6 +443,8 @@ __device__ __forceinline__ void sw_pass_states(const sw_cta &k, const fused_args
 		uint32_t xa[SW_K_STEPS_Q][4];
 		uint4 px[SW_X_VECS], pb[SW_BC_VECS];
 
+		if (t0 + SW_PREFETCH_AHEAD * TILE < end)
+			sw_prefetch_x(g, c, t0 + SW_PREFETCH_AHEAD * TILE);
 		if (more) {
 			disc_ahead(s.ds, raw, g, c, t0, end);
 			fetch_rows<SSM_P_MAX, SW_X_VECS, SW_THREADS>(px, c.x(g), g.seq, g.p_dim, t0 + TILE);
@@ -468,6 +492,8 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 		float sa[SW_ACC64], ya[SW_ACC64];
 		uint32_t ma[SW_K_STEPS_Q][4], xa[SW_K_STEPS_Q][4];
 
+		if (t0 + SW_PREFETCH_AHEAD * TILE < end)
+			sw_prefetch_x(g, c, t0 + SW_PREFETCH_AHEAD * TILE);
 		if (more)
 			disc_ahead(s.ds, raw, g, c, t0, end);
 		/* 1: S = C B^T and C g_in, a group each */

@@ -94,6 +94,10 @@
  * spans 8 rows, 64 bytes each, where the thread's own vector spans 1),
  * L1 hit rate 63.4% against 69.7% with the 64 KB shared-memory carveout
  * its 14.4 KB a block need; DRAM 51.9% busy against 70.1%.
+ * Nor asking L2 for a later token's x (one bulk prefetch from the block's
+ * first thread, 132, 264, 528 or 1056 tokens ahead): 324.6-382.9 us
+ * against 317.4-317.9 in bf16 at T = 16384, 721.6-816.3 against
+ * 711.0-712.1 in fp32 (run mhc-q).
  */
 #include <limits.h>
 #include <stdint.h>
@@ -123,7 +127,11 @@ enum { OUT_Y };
  * persistent grid of two blocks an SM (128 registers, the next token
  * prefetched by cp.async into shared memory, which took L1 from P) was
  * slower still: 0.659 ms on an H100, 0.533 of its memory ceiling, where
- * the fallback took 0.648 ms (git log of this file, 578b008). */
+ * the fallback took 0.648 ms (git log of this file, 578b008). In fp32 at
+ * W = 4096 (four vectors, 124 registers, two blocks an SM as it falls
+ * out), asking for two blocks (so warp 0 alone runs the Sinkhorn) or
+ * three (80 registers, 84 bytes spilled) took 803.8-804.4 and 948.2-949.0
+ * us against 703.3-703.6 at T = 16384 (run mhc-r). */
 #define MHC_FUSED_MIN_BLOCKS(vpt) ((vpt) <= 2 ? 4 : 1)
 /* Blocks an SM of the fallback's projection (one block per token): two
  * while a thread holds at most two vectors a stream (128 registers, no

@@ -562,7 +562,7 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
  * fp32 P's first 8 rows stay in L1 and the rest is read past it: 912.6-
  * 913.0 us against 964.5-965.3 with every row kept at T = 16384, N = 4,
  * W = 4096 (run mhc-p; 10, 12 and 14 rows 997-1043 us). The fused kernel
- * was slower so (the loads section above). */
+ * keeps every row: it is slower with any of these (the loads section). */
 #define MHC_FB_KEPT_ROWS(T, N) (sizeof(T) == 4 ? 8 : (N) * (N))
 template <typename T, int N, int VEC, int VPT>
 __global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fb_project_kernel(

@@ -369,11 +369,12 @@ __device__ __forceinline__ void sw_state_fold(float (&st)[SW_ACC128], const floa
 /* Chunks ahead of the one a pass works on whose x rows it asks L2 for: the
  * loads of the next chunk's tiles, issued a chunk later, then find them
  * there. One bulk prefetch from one thread (a chunk of a sequence's x is
- * one run of Q * P bf16); the callers ask only for chunks inside the pass. One H200, three passes each (reports/h200 run
- * ssm-pf), B=4 NH=32 P=64 N=128 bf16: 1054.0-1054.7 against 1061.4-1068.1
- * us at L = 16384, 265.2-265.5 against 268.0-268.2 at L = 4096; asking for
- * B and C too (shared by the heads of a batch, mostly in L2 already)
- * 1056.5-1058.3, three chunks ahead 1054.8-1056.3. */
+ * one run of Q * P bf16); the callers ask only for chunks inside the
+ * pass. One H200, three passes each (reports/h200 run ssm-pf), B=4 NH=32
+ * P=64 N=128 bf16: 1054.0-1054.7 against 1061.4-1068.1 us at L = 16384,
+ * 265.2-265.5 against 268.0-268.2 at L = 4096; asking for B and C too
+ * (shared by the heads of a batch, mostly in L2 already) 1056.5-1058.3,
+ * three chunks ahead 1054.8-1056.3. The kernel stays latency-bound. */
 #define SW_PREFETCH_AHEAD 2
 
 __device__ __forceinline__ void sw_prefetch_x(const fused_args &g, const fused_ctx &c, int t0)

@@ -111,6 +111,13 @@
  *   - A third CTA an SM would need at most 168 registers a thread (254
  *     now) and 75 KB of shared memory a CTA (102.7): further off than
  *     either lever above.
+ *   - Short of the first lever, B and C as fp16 from a launch before
+ *     this one (once a batch: the 32 heads of a batch each convert the
+ *     same rows now), then copied into their tiles by cp.async: by run
+ *     ea141d9's source counters (reports/h200/source-ssm_scan-ea141d9.txt)
+ *     16 of the 20 staged vectors a thread a chunk are B's and C's, about
+ *     a sixth of the instructions, and 64 registers of prefetch. Not
+ *     measured; its workspace is B and C in fp16, 4 B L N bytes.
  *
  * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
  * element through this kernel's index maps (ssm_scan_sm90_layout.h);

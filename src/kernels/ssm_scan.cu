@@ -33,7 +33,13 @@
  * the reference does; decays inside the products use __expf (its error is
  * far under the fp16 rounding they meet next).
  *
- * fused: one launch that parallelises over chunks as well as over
+ * fused: two launches. The first converts B and C to fp16 once a batch
+ * (mb_ssm_scan_bc16_kernel, into a workspace of 4 B L N bytes): every
+ * head of a batch reads the same rows, and each head's CTAs converted
+ * them for themselves before (reports/h200 run ssm-bc: 989.4-989.8
+ * against 1049.6-1049.8 us at L = 16384, 249.4-249.5 against 263.9-264.1
+ * at L = 4096, the conversion 17 us of it). The second parallelises
+ * over chunks as well as over
  * (b, head), by one of two kernels: the warpgroup (wgmma) kernel of
  * ssm_scan_sm90.cuh where sm_90a code runs, else the mma.sync kernel
  * described here (MEGABENCH_SSM_MMA=mma|wgmma forces either; the
@@ -609,13 +615,16 @@ static_assert(FUSED_CTAS_PER_SM * (sizeof(fused_smem) + 1024) <= 228 * 1024,
 	"two CTAs an SM: 228 KB of shared memory, 1 KB reserved per CTA");
 
 struct fused_args {
-	const __nv_bfloat16 *x, *dt_raw, *lambda_raw, *bm, *cm, *a, *dt_bias;
+	const __nv_bfloat16 *x, *dt_raw, *lambda_raw, *a, *dt_bias;
 	__nv_bfloat16 *y;
 	int seq, heads, p_dim, n_dim;
 	int rows;       /* B * NH */
 	fused_plan plan;
 	unsigned *sync; /* chained plans: SYNC_FLAGS + rows * segs words */
 	float *pub;     /* chained plans: a [P_MAX, N_MAX] fp32 state per (sequence, segment) */
+	/* B and C as fp16 ([B, L, N] each), converted once a batch before the
+	 * kernel (mb_ssm_scan_bc16_kernel) */
+	const __half *bm16, *cm16;
 };
 
 /* What a thread of a CTA knows of its sequence: its row (b NH + head); the
@@ -626,8 +635,8 @@ struct fused_ctx {
 	__device__ __forceinline__ int warp() const { return threadIdx.x / MB_WARP_THREADS; }
 	__device__ __forceinline__ int lane() const { return threadIdx.x % MB_WARP_THREADS; }
 	__device__ __forceinline__ const __nv_bfloat16 *x(const struct fused_args &g) const;
-	__device__ __forceinline__ const __nv_bfloat16 *bm(const struct fused_args &g) const;
-	__device__ __forceinline__ const __nv_bfloat16 *cm(const struct fused_args &g) const;
+	__device__ __forceinline__ const __half *bm16(const struct fused_args &g) const;
+	__device__ __forceinline__ const __half *cm16(const struct fused_args &g) const;
 };
 
 __device__ __forceinline__ const __nv_bfloat16 *fused_ctx::x(const fused_args &g) const
@@ -635,14 +644,14 @@ __device__ __forceinline__ const __nv_bfloat16 *fused_ctx::x(const fused_args &g
 	return g.x + (int64_t)row * g.seq * g.p_dim;
 }
 
-__device__ __forceinline__ const __nv_bfloat16 *fused_ctx::bm(const fused_args &g) const
+__device__ __forceinline__ const __half *fused_ctx::bm16(const fused_args &g) const
 {
-	return g.bm + (int64_t)(row / g.heads) * g.seq * g.n_dim;
+	return g.bm16 + (int64_t)(row / g.heads) * g.seq * g.n_dim;
 }
 
-__device__ __forceinline__ const __nv_bfloat16 *fused_ctx::cm(const fused_args &g) const
+__device__ __forceinline__ const __half *fused_ctx::cm16(const fused_args &g) const
 {
-	return g.cm + (int64_t)(row / g.heads) * g.seq * g.n_dim;
+	return g.cm16 + (int64_t)(row / g.heads) * g.seq * g.n_dim;
 }
 
 __device__ __forceinline__ int seg_begin(const fused_plan &p, int s)
@@ -660,7 +669,7 @@ __device__ __forceinline__ int seg_end(const fused_plan &p, int s, int seq)
 #define X_VECS (TILE * SSM_P_MAX / V8 / THREADS)
 #define BC_VECS (TILE * SSM_N_MAX / V8 / THREADS)
 
-/* Rows t0 .. t0 + TILE - 1 of a sequence's [L, cols] bf16 rows (cols a
+/* Rows t0 .. t0 + TILE - 1 of a sequence's [L, cols] bf16 or fp16 rows (cols a
  * multiple of 8, at most MAXC), as 16-byte vectors: vector k of a thread
  * is row v / (MAXC / 8), column 8 (v % (MAXC / 8)) with v = tid + k
  * NTHR (the CTA's threads), a layout fixed at compile time (no per-thread division to hold
@@ -669,9 +678,10 @@ __device__ __forceinline__ int seg_end(const fused_plan &p, int s, int seq)
  * twice at most (B and C, by its two CTAs, far apart in time), and L1, a
  * small remainder beside two CTAs' shared memory, is left to the spilled
  * registers. */
-template <int MAXC, int VECS, int NTHR = THREADS>
-__device__ __forceinline__ void fetch_rows(uint4 (&r)[VECS], const __nv_bfloat16 *src, int seq, int cols, int t0)
+template <int MAXC, int VECS, int NTHR = THREADS, typename E>
+__device__ __forceinline__ void fetch_rows(uint4 (&r)[VECS], const E *src, int seq, int cols, int t0)
 {
+	static_assert(sizeof(E) == 2, "bf16 or fp16 rows");
 	constexpr int per_row = MAXC / V8;
 	static_assert(VECS * NTHR == TILE * per_row, "a vector per thread and step");
 	constexpr int row_step = NTHR / per_row; /* vector k is k row_step rows below vector 0 */
@@ -685,9 +695,10 @@ __device__ __forceinline__ void fetch_rows(uint4 (&r)[VECS], const __nv_bfloat16
 		r[k] = k * row_step < rows_left && col < cols ? __ldcg(at) : make_uint4(0, 0, 0, 0);
 }
 
-/* Fetched rows into an fp16 tile [TILE][ld]; columns past cols are left as
- * they are (zero since the kernel's start). */
-template <int MAXC, int VECS>
+/* Fetched rows into an fp16 tile [TILE][ld], converted from bf16 (x) or
+ * as they are (B and C, fp16 already); columns past cols are left as they
+ * are (zero since the kernel's start). */
+template <int MAXC, bool FROM_BF16 = true, int VECS>
 __device__ __forceinline__ void stage_rows(__half *dst, int ld, const uint4 (&r)[VECS], int cols)
 {
 	constexpr int per_row = MAXC / V8;
@@ -695,7 +706,7 @@ __device__ __forceinline__ void stage_rows(__half *dst, int ld, const uint4 (&r)
 	for (int k = 0; k < VECS; k++) {
 		const int v = threadIdx.x + k * THREADS, row = v / per_row, col = (v % per_row) * V8;
 		if (col < cols)
-			*reinterpret_cast<uint4 *>(dst + row * ld + col) = bf16x8_to_f16x8(r[k]);
+			*reinterpret_cast<uint4 *>(dst + row * ld + col) = FROM_BF16 ? bf16x8_to_f16x8(r[k]) : r[k];
 	}
 }
 
@@ -894,11 +905,11 @@ __device__ __forceinline__ void pass_prologue(fused_smem &s, disc_raw &raw, cons
 	if (disc_warp(c))
 		disc_load(raw, g, c.row, begin, c.warp() - DISC_WARP0, c.lane());
 	stage_rows<SSM_P_MAX>(&s.x[0][0][0], LD_P, px, g.p_dim);
-	fetch_rows<SSM_N_MAX>(pn, c.bm(g), g.seq, g.n_dim, begin);
-	stage_rows<SSM_N_MAX>(&s.b[0][0][0], LD_N, pn, g.n_dim);
+	fetch_rows<SSM_N_MAX>(pn, c.bm16(g), g.seq, g.n_dim, begin);
+	stage_rows<SSM_N_MAX, false>(&s.b[0][0][0], LD_N, pn, g.n_dim);
 	if (with_c) {
-		fetch_rows<SSM_N_MAX>(pn, c.cm(g), g.seq, g.n_dim, begin);
-		stage_rows<SSM_N_MAX>(&s.c[0][0], LD_N, pn, g.n_dim);
+		fetch_rows<SSM_N_MAX>(pn, c.cm16(g), g.seq, g.n_dim, begin);
+		stage_rows<SSM_N_MAX, false>(&s.c[0][0], LD_N, pn, g.n_dim);
 	}
 	disc_ahead(s.ds, raw, g, c, begin - TILE, end); /* chunk 0's stage 1, chunk 1's raw inputs */
 	__syncthreads();
@@ -929,7 +940,7 @@ __device__ __forceinline__ void pass_states(fused_smem &s, const fused_args &g, 
 		uint4 px[X_VECS], pb[BC_VECS];
 		if (more) {
 			fetch_rows<SSM_P_MAX>(px, c.x(g), g.seq, g.p_dim, t0 + TILE);
-			fetch_rows<SSM_N_MAX>(pb, c.bm(g), g.seq, g.n_dim, t0 + TILE);
+			fetch_rows<SSM_N_MAX>(pb, c.bm16(g), g.seq, g.n_dim, t0 + TILE);
 			if (c.warp() == DISC_STAGE2_WARP)
 				disc_stage2(s.co[cur ^ 1], s.ds, c.lane());
 		}
@@ -938,7 +949,7 @@ __device__ __forceinline__ void pass_states(fused_smem &s, const fused_args &g, 
 		log_decay += s.co[cur].cs_last;
 		if (more) {
 			stage_rows<SSM_P_MAX>(&s.x[cur ^ 1][0][0], LD_P, px, g.p_dim);
-			stage_rows<SSM_N_MAX>(&s.b[cur ^ 1][0][0], LD_N, pb, g.n_dim);
+			stage_rows<SSM_N_MAX, false>(&s.b[cur ^ 1][0][0], LD_N, pb, g.n_dim);
 		}
 		__syncthreads();
 	}
@@ -982,15 +993,15 @@ __device__ __forceinline__ void pass_outputs(fused_smem &s, const fused_args &g,
 			c.lane());
 		if (more) {
 			uint4 pb[BC_VECS], pc[BC_VECS];
-			fetch_rows<SSM_N_MAX>(pb, c.bm(g), g.seq, g.n_dim, t0 + TILE);
-			fetch_rows<SSM_N_MAX>(pc, c.cm(g), g.seq, g.n_dim, t0 + TILE);
+			fetch_rows<SSM_N_MAX>(pb, c.bm16(g), g.seq, g.n_dim, t0 + TILE);
+			fetch_rows<SSM_N_MAX>(pc, c.cm16(g), g.seq, g.n_dim, t0 + TILE);
 			/* the state: g = e^{cs_last} g + Xw^T B */
 			scale_state(st, s.co[cur].dtot);
 			warp_state<true>(st, &s.xw[0][0], &s.b[cur][0][0], TILE / 16, c.warp(), c.lane());
 			store_state_f16(&s.g16[0][0], st, c.warp(), c.lane());
 			stage_rows<SSM_P_MAX>(&s.x[cur ^ 1][0][0], LD_P, px, g.p_dim);
-			stage_rows<SSM_N_MAX>(&s.b[cur ^ 1][0][0], LD_N, pb, g.n_dim);
-			stage_rows<SSM_N_MAX>(&s.c[0][0], LD_N, pc, g.n_dim);
+			stage_rows<SSM_N_MAX, false>(&s.b[cur ^ 1][0][0], LD_N, pb, g.n_dim);
+			stage_rows<SSM_N_MAX, false>(&s.c[0][0], LD_N, pc, g.n_dim);
 		}
 		__syncthreads();
 	}
@@ -1167,14 +1178,15 @@ static size_t fused_scratch_bytes(int64_t rows, int segs)
 	return fused_sync_bytes(rows, segs) + (size_t)(rows * segs) * SSM_P_MAX * SSM_N_MAX * sizeof(float);
 }
 
+/* bc16: B then C as fp16 (mb_ssm_scan_bc16_kernel's output). */
 static fused_args fused_args_make(const int64_t *axis, const void *const *in, void *const *out, fused_plan plan,
-	void *scratch)
+	void *scratch, const __half *bc16)
 {
 	fused_args g = {(const __nv_bfloat16 *)in[IN_X], (const __nv_bfloat16 *)in[IN_DT],
-		(const __nv_bfloat16 *)in[IN_LAMBDA], (const __nv_bfloat16 *)in[IN_B], (const __nv_bfloat16 *)in[IN_C],
-		(const __nv_bfloat16 *)in[IN_A], (const __nv_bfloat16 *)in[IN_DT_BIAS], (__nv_bfloat16 *)out[OUT_Y],
-		(int)axis[AX_L], (int)axis[AX_NH], (int)axis[AX_P], (int)axis[AX_N], (int)(axis[AX_B] * axis[AX_NH]), plan,
-		NULL, NULL};
+		(const __nv_bfloat16 *)in[IN_LAMBDA], (const __nv_bfloat16 *)in[IN_A],
+		(const __nv_bfloat16 *)in[IN_DT_BIAS], (__nv_bfloat16 *)out[OUT_Y], (int)axis[AX_L], (int)axis[AX_NH],
+		(int)axis[AX_P], (int)axis[AX_N], (int)(axis[AX_B] * axis[AX_NH]), plan, NULL, NULL, bc16,
+		bc16 + axis[AX_B] * axis[AX_L] * axis[AX_N]};
 	if (scratch != NULL) {
 		g.sync = (unsigned *)scratch;
 		g.pub = (float *)((char *)scratch + fused_sync_bytes(g.rows, plan.segs));
@@ -1186,6 +1198,18 @@ static fused_args fused_args_make(const int64_t *axis, const void *const *in, vo
 #include "kernels/ssm_scan_sm90.cuh"
 
 #ifndef MB_SSM_EMU
+/* B and C (bf16 [B, L, N] each, nvec 16-byte vectors) into out as fp16, B
+ * then C: the same conversion the kernels' staging makes (exact where the
+ * reference's fills put them, ssm_scan.cu's header), once a batch instead
+ * of once for each of its heads. */
+__global__ void __launch_bounds__(MB_FLAT_THREADS) mb_ssm_scan_bc16_kernel(const uint4 *__restrict__ b,
+	const uint4 *__restrict__ c, uint4 *__restrict__ out, int64_t nvec)
+{
+	for (int64_t v = blockIdx.x * (int64_t)MB_FLAT_THREADS + threadIdx.x; v < 2 * nvec;
+		v += (int64_t)gridDim.x * MB_FLAT_THREADS)
+		out[v] = bf16x8_to_f16x8(v < nvec ? b[v] : c[v - nvec]);
+}
+
 /* A fused kernel's launch state, set by its first call (outside any
  * capture: the harness warms up first). */
 struct fused_launcher {
@@ -1237,7 +1261,19 @@ static int fused_launch_kernel(fused_launcher &l, K kernel, int threads, size_t 
 			l.zeroed_words = words;
 		}
 	}
-	const fused_args g = fused_args_make(axis, in, out, plan, scratch);
+	/* B and C as fp16 once a batch, for every head's CTAs to read as they
+	 * are */
+	static mb_ws_slot bc16_slot;
+	const int64_t elems = axis[AX_B] * axis[AX_L] * axis[AX_N]; /* of B, and of C */
+	void *bc16 = NULL;
+	int rc = mb_ws_reserve(&bc16_slot, (size_t)(2 * elems) * sizeof(__half), &bc16);
+	if (rc != 0)
+		return rc;
+	mb_ssm_scan_bc16_kernel<<<mb_flat_blocks(2 * elems / V8), MB_FLAT_THREADS, 0, stream>>>(
+		(const uint4 *)in[IN_B], (const uint4 *)in[IN_C], (uint4 *)bc16, elems / V8);
+	if ((ce = cudaGetLastError()) != cudaSuccess)
+		return (int)ce;
+	const fused_args g = fused_args_make(axis, in, out, plan, scratch, (const __half *)bc16);
 	kernel<<<(unsigned)(rows * plan.segs), threads, smem, stream>>>(g);
 	return (int)cudaGetLastError();
 }

@@ -24,10 +24,11 @@
  *      chunk;
  *   4. y to global memory (bf16), the state to g16 (fp16, stmatrix) for the
  *      next chunk's C g_in.
- * The next chunk's x and B come from global memory while (1) runs and go
- * into the other buffer of their tiles before (1)'s wait (the previous
- * chunk freed it); its C is fetched before (3) is issued and stored after
- * (3)'s wait, when the registers the products held are free; two
+ * The next chunk's B and C (fp16 already: ssm_scan.cu's first launch)
+ * are copied into the other buffer of their tiles by cp.async at the
+ * chunk's start (the previous chunk's products freed them) and waited for
+ * at its end; its x comes from global memory while (1) runs and is
+ * converted into its tile before (1)'s wait; two
  * barriers a chunk (one warpgroup: 128 threads): after (1) has retired in
  * every warp (C and g16 free) and at the chunk's end (the next tiles and
  * g16 written, fenced into the async proxy). Phase 1 (the state-only pass
@@ -111,13 +112,15 @@
  *   - A third CTA an SM would need at most 168 registers a thread (254
  *     now) and 75 KB of shared memory a CTA (102.7): further off than
  *     either lever above.
- *   - Short of the first lever, B and C as fp16 from a launch before
- *     this one (once a batch: the 32 heads of a batch each convert the
- *     same rows now), then copied into their tiles by cp.async: by run
- *     ea141d9's source counters (reports/h200/source-ssm_scan-ea141d9.txt)
- *     16 of the 20 staged vectors a thread a chunk are B's and C's, about
- *     a sixth of the instructions, and 64 registers of prefetch. Not
- *     measured; its workspace is B and C in fp16, 4 B L N bytes.
+ *   - Done since, short of the first lever: B and C as fp16 from a
+ *     launch before this one (once a batch: the 32 heads of a batch each
+ *     converted the same rows), copied into their tiles by cp.async. 16
+ *     of the 20 staged vectors a thread a chunk were B's and C's (run
+ *     ea141d9's source counters, reports/h200/source-ssm_scan-ea141d9.txt);
+ *     without them, 230 registers instead of 254 and 216.4 M warp
+ *     instructions instead of 253.8 M, and 972.6 us of kernel (ncu) at
+ *     L = 16384 where the whole variant took 1049.7 (reports/h200 run
+ *     ssm-bc). Its workspace is B and C in fp16, 4 B L N bytes.
  *
  * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
  * element through this kernel's index maps (ssm_scan_sm90_layout.h);
@@ -254,6 +257,49 @@ template <int MAXC, int VECS> __device__ __forceinline__ void sw_stage(unsigned 
 #pragma unroll
 	for (int k = 0; k < VECS; k++)
 		*reinterpret_cast<uint4 *>(at + k * sw_vec_step(MAXC)) = bf16x8_to_f16x8(r[k]);
+}
+
+/* 16 bytes of global memory into shared memory by cp.async (through L2
+ * only), or 16 zero bytes where !valid (src then read not at all). */
+__device__ __forceinline__ void sw_cp16(unsigned char *dst, const void *src, bool valid)
+{
+#ifdef MB_SSM_EMU
+	if (valid)
+		memcpy(dst, src, 16);
+	else
+		memset(dst, 0, 16);
+#else
+	gg_cp_async16(smem_u32(dst), src, valid ? 16 : 0);
+#endif
+}
+
+/* This thread's cp.async copies done (then fenced into the async proxy
+ * and past a barrier before any wgmma reads them). */
+__device__ __forceinline__ void sw_cp_wait_all()
+{
+#ifndef MB_SSM_EMU
+	asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+/* Rows t0 .. t0 + 63 of an fp16 [seq][cols] tensor into a tile, as
+ * fetch_rows and sw_stage place them (rows past seq zero, columns past
+ * cols left as they are), by cp.async: no registers, no conversion. */
+template <int MAXC>
+__device__ __forceinline__ void sw_copy_rows(unsigned char *tile, const __half *src, int seq, int cols, int t0)
+{
+	constexpr int vecs = TILE * MAXC / SW_VEC_ELEMS / SW_THREADS, row_step = SW_THREADS / (MAXC / SW_VEC_ELEMS);
+	const int row0 = sw_vec_row(threadIdx.x, 0, MAXC), col = sw_vec_col(threadIdx.x, 0, MAXC);
+	if (col >= cols)
+		return;
+	const int rows_left = min(TILE, seq - t0) - row0;
+	const __half *at = src + (int64_t)(t0 + row0) * cols + col;
+	unsigned char *dst = tile + sw_tile_offset(row0, col);
+#pragma unroll
+	for (int k = 0; k < vecs; k++) {
+		const bool valid = k * row_step < rows_left;
+		sw_cp16(dst + k * sw_vec_step(MAXC), valid ? at + (int64_t)k * row_step * cols : src, valid);
+	}
 }
 
 /* ---- the per-chunk register work ------------------------------------------- */
@@ -412,19 +458,17 @@ __device__ __forceinline__ void sw_prologue(const sw_cta &k, disc_raw &raw, cons
 	int begin, int end, bool with_c)
 {
 	sw_side &s = *k.side;
-	uint4 px[SW_X_VECS], pn[SW_BC_VECS];
+	uint4 px[SW_X_VECS];
 
+	sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_B(0), c.bm16(g), g.seq, g.n_dim, begin);
+	if (with_c)
+		sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_C(0), c.cm16(g), g.seq, g.n_dim, begin);
 	fetch_rows<SSM_P_MAX, SW_X_VECS, SW_THREADS>(px, c.x(g), g.seq, g.p_dim, begin);
 	if (disc_warp(c))
 		disc_load(raw, g, c.row, begin, c.warp() - DISC_WARP0, c.lane());
 	sw_stage<SSM_P_MAX>(k.tiles + SW_OFF_X(0), px, g.p_dim);
-	fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pn, c.bm(g), g.seq, g.n_dim, begin);
-	sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_B(0), pn, g.n_dim);
-	if (with_c) {
-		fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pn, c.cm(g), g.seq, g.n_dim, begin);
-		sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_C(0), pn, g.n_dim);
-	}
 	disc_ahead(s.ds, raw, g, c, begin - TILE, end); /* chunk 0's stage 1, chunk 1's raw inputs */
+	sw_cp_wait_all();
 	__syncthreads();
 	if (c.warp() == DISC_STAGE2_WARP)
 		disc_stage2(s.co[0], s.ds, c.lane());
@@ -449,14 +493,15 @@ __device__ __forceinline__ void sw_pass_states(const sw_cta &k, const fused_args
 	for (int t0 = begin, cur = 0; t0 < end; t0 += TILE, cur ^= 1) {
 		const bool more = t0 + TILE < end;
 		uint32_t xa[SW_K_STEPS_Q][4];
-		uint4 px[SW_X_VECS], pb[SW_BC_VECS];
+		uint4 px[SW_X_VECS];
 
 		if (t0 + SW_PREFETCH_AHEAD * TILE < end)
 			sw_prefetch_x(g, c, t0 + SW_PREFETCH_AHEAD * TILE);
 		if (more) {
+			/* the next B into the buffer the previous chunk's product freed */
+			sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), c.bm16(g), g.seq, g.n_dim, t0 + TILE);
 			disc_ahead(s.ds, raw, g, c, t0, end);
 			fetch_rows<SSM_P_MAX, SW_X_VECS, SW_THREADS>(px, c.x(g), g.seq, g.p_dim, t0 + TILE);
-			fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pb, c.bm(g), g.seq, g.n_dim, t0 + TILE);
 		}
 		sw_weighted_xt(xa, k.base + SW_OFF_X(cur), s.co[cur], q, lane);
 		sw_scale(st, s.co[cur].dtot);
@@ -471,13 +516,13 @@ __device__ __forceinline__ void sw_pass_states(const sw_cta &k, const fused_args
 		__syncthreads();
 		if (more) {
 			sw_stage<SSM_P_MAX>(k.tiles + SW_OFF_X(cur ^ 1), px, g.p_dim);
-			sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), pb, g.n_dim);
 			if (c.warp() == DISC_STAGE2_WARP)
 				disc_stage2(s.co[cur ^ 1], s.ds, c.lane());
 		}
 		gw_wgmma_wait<0>();
 		sw_fence_regs(st);
 		sw_fence_regs(xa);
+		sw_cp_wait_all();
 		gw_fence_proxy_async();
 		__syncthreads();
 	}
@@ -502,8 +547,13 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 
 		if (t0 + SW_PREFETCH_AHEAD * TILE < end)
 			sw_prefetch_x(g, c, t0 + SW_PREFETCH_AHEAD * TILE);
-		if (more)
+		if (more) {
+			/* the next B and C, into the buffers the previous chunk's
+			 * products freed */
+			sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), c.bm16(g), g.seq, g.n_dim, t0 + TILE);
+			sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_C(cur ^ 1), c.cm16(g), g.seq, g.n_dim, t0 + TILE);
 			disc_ahead(s.ds, raw, g, c, t0, end);
+		}
 		/* 1: S = C B^T and C g_in, a group each */
 		gw_wgmma_fence();
 #pragma unroll
@@ -515,12 +565,10 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 			sw_mma_ss_n64(ya, sw_desc_kmajor(c_tile, kk), sw_desc_kmajor(k.base + SW_OFF_G16, kk), kk > 0);
 		gw_wgmma_commit();
 		if (more) {
-			/* the next x and B, into the buffers the previous chunk freed */
-			uint4 px[SW_X_VECS], pb[SW_BC_VECS];
+			/* the next x, into the buffer the previous chunk freed */
+			uint4 px[SW_X_VECS];
 			fetch_rows<SSM_P_MAX, SW_X_VECS, SW_THREADS>(px, c.x(g), g.seq, g.p_dim, t0 + TILE);
-			fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pb, c.bm(g), g.seq, g.n_dim, t0 + TILE);
 			sw_stage<SSM_P_MAX>(k.tiles + SW_OFF_X(cur ^ 1), px, g.p_dim);
-			sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), pb, g.n_dim);
 		}
 		/* 2: M while C g_in runs, then the decays */
 		gw_wgmma_wait<1>();
@@ -534,9 +582,6 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 		sw_scale_rows(ya, s.co[cur].ecs, q, lane);
 		sw_weighted_xt(xa, k.base + SW_OFF_X(cur), s.co[cur], q, lane);
 		sw_scale(st, s.co[cur].dtot);
-		uint4 pc[SW_BC_VECS];
-		if (more)
-			fetch_rows<SSM_N_MAX, SW_BC_VECS, SW_THREADS>(pc, c.cm(g), g.seq, g.n_dim, t0 + TILE);
 		/* 3: y += M x, the state's update (the register writes above
 		 * ordered before wgmma.fence) */
 		sw_fence_regs(ya);
@@ -558,12 +603,11 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 		sw_fence_regs(st);
 		sw_fence_regs(ma);
 		sw_fence_regs(xa);
-		/* 4: y, and the next chunk's g16 and C */
+		/* 4: y, and the next chunk's g16 */
 		sw_store_y(g.y + ((int64_t)c.row * g.seq + t0) * g.p_dim, g.p_dim, ya, min(TILE, g.seq - t0), q, lane);
-		if (more) {
+		if (more)
 			sw_store_g16(k.base + SW_OFF_G16, st, q, lane);
-			sw_stage<SSM_N_MAX>(k.tiles + SW_OFF_C(cur ^ 1), pc, g.n_dim);
-		}
+		sw_cp_wait_all();
 		gw_fence_proxy_async();
 		__syncthreads();
 	}

@@ -124,8 +124,14 @@ int run(kernel kern, const shape &sh, const inputs &in, std::vector<uint16_t> &y
 		plan.segs, sh.segs);
 	if (plan.segs >= CHAIN_MIN_SEGS && scratch.empty())
 		scratch.assign(emu_tu::fused_scratch_bytes(rows, plan.segs), 0); /* new memory: zeroed, as the launch does */
+	/* B and C in fp16, as mb_ssm_scan_bc16_kernel makes them before the
+	 * launch (rounded to nearest from the bf16 value) */
+	std::vector<__half> bc16;
+	for (int k : {3, 4})
+		for (uint16_t v : in.t[k])
+			bc16.push_back(__float2half_rn(from_bf16(v)));
 	const emu_tu::fused_args g =
-		emu_tu::fused_args_make(axis, ins, outs, plan, scratch.empty() ? NULL : scratch.data());
+		emu_tu::fused_args_make(axis, ins, outs, plan, scratch.empty() ? NULL : scratch.data(), bc16.data());
 	y.assign(y.size(), 0xffff); /* NaN */
 	if (kern == K_WGMMA)
 		return mb_emu::launch(dim3((unsigned)(rows * plan.segs)), dim3(SW_THREADS),

@@ -118,9 +118,10 @@
  *     of the 20 staged vectors a thread a chunk were B's and C's (run
  *     ea141d9's source counters, reports/h200/source-ssm_scan-ea141d9.txt);
  *     without them, 230 registers instead of 254 and 216.4 M warp
- *     instructions instead of 253.8 M, and 972.6 us of kernel (ncu) at
- *     L = 16384 where the whole variant took 1049.7 (reports/h200 run
- *     ssm-bc). Its workspace is B and C in fp16, 4 B L N bytes.
+ *     instructions instead of 253.8 M; at L = 16384 the kernel took
+ *     972.6 us under ncu and the variant (the conversion 17 us of it)
+ *     989.4-989.8 against 1049.6-1049.8 (reports/h200 run ssm-bc). Its
+ *     workspace is B and C in fp16, 4 B L N bytes.
  *
  * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
  * element through this kernel's index maps (ssm_scan_sm90_layout.h);
@@ -151,7 +152,6 @@
 
 #define SW_CTAS_PER_SM 2
 #define SW_X_VECS (SW_Q * SW_P / SW_VEC_ELEMS / SW_THREADS)  /* 4 */
-#define SW_BC_VECS (SW_Q * SW_N / SW_VEC_ELEMS / SW_THREADS) /* 8 */
 #define SW_STSM_CALLS (SW_N / 16)                           /* 8: two 8-column blocks each */
 
 static_assert(SW_Q == TILE && SW_P == SSM_P_MAX && SW_N == SSM_N_MAX, "the tiles are the fused kernel's");

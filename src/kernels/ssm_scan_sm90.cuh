@@ -121,7 +121,10 @@
  *     instructions instead of 253.8 M; at L = 16384 the kernel took
  *     972.6 us under ncu and the variant (the conversion 17 us of it)
  *     989.4-989.8 against 1049.6-1049.8 (reports/h200 run ssm-bc). Its
- *     workspace is B and C in fp16, 4 B L N bytes.
+ *     workspace is B and C in fp16, 4 B L N bytes. With the registers
+ *     it freed, x fetched a whole chunk before its staging (16 registers
+ *     held across the chunk, 243 in all) gained 0.6-0.9%, with L2 asked
+ *     three chunks ahead instead of two nothing (run ssm-xe): not kept.
  *
  * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
  * element through this kernel's index maps (ssm_scan_sm90_layout.h);

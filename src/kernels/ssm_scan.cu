@@ -1178,6 +1178,12 @@ static size_t fused_scratch_bytes(int64_t rows, int segs)
 	return fused_sync_bytes(rows, segs) + (size_t)(rows * segs) * SSM_P_MAX * SSM_N_MAX * sizeof(float);
 }
 
+/* Elements of B, and of C: [B, L, N]. */
+static int64_t bc_elems(const int64_t *axis)
+{
+	return axis[AX_B] * axis[AX_L] * axis[AX_N];
+}
+
 /* bc16: B then C as fp16 (mb_ssm_scan_bc16_kernel's output). */
 static fused_args fused_args_make(const int64_t *axis, const void *const *in, void *const *out, fused_plan plan,
 	void *scratch, const __half *bc16)
@@ -1186,7 +1192,7 @@ static fused_args fused_args_make(const int64_t *axis, const void *const *in, vo
 		(const __nv_bfloat16 *)in[IN_LAMBDA], (const __nv_bfloat16 *)in[IN_A],
 		(const __nv_bfloat16 *)in[IN_DT_BIAS], (__nv_bfloat16 *)out[OUT_Y], (int)axis[AX_L], (int)axis[AX_NH],
 		(int)axis[AX_P], (int)axis[AX_N], (int)(axis[AX_B] * axis[AX_NH]), plan, NULL, NULL, bc16,
-		bc16 + axis[AX_B] * axis[AX_L] * axis[AX_N]};
+		bc16 + bc_elems(axis)};
 	if (scratch != NULL) {
 		g.sync = (unsigned *)scratch;
 		g.pub = (float *)((char *)scratch + fused_sync_bytes(g.rows, plan.segs));
@@ -1205,9 +1211,19 @@ static fused_args fused_args_make(const int64_t *axis, const void *const *in, vo
 __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_ssm_scan_bc16_kernel(const uint4 *__restrict__ b,
 	const uint4 *__restrict__ c, uint4 *__restrict__ out, int64_t nvec)
 {
-	for (int64_t v = blockIdx.x * (int64_t)MB_FLAT_THREADS + threadIdx.x; v < 2 * nvec;
-		v += (int64_t)gridDim.x * MB_FLAT_THREADS)
-		out[v] = bf16x8_to_f16x8(v < nvec ? b[v] : c[v - nvec]);
+	uint4 v[MB_FLAT_VECS];
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const int64_t i = mb_flat_index<int64_t>(k);
+		if (i < 2 * nvec)
+			v[k] = i < nvec ? b[i] : c[i - nvec];
+	}
+#pragma unroll
+	for (int k = 0; k < MB_FLAT_VECS; k++) {
+		const int64_t i = mb_flat_index<int64_t>(k);
+		if (i < 2 * nvec)
+			out[i] = bf16x8_to_f16x8(v[k]);
+	}
 }
 
 /* A fused kernel's launch state, set by its first call (outside any
@@ -1264,7 +1280,7 @@ static int fused_launch_kernel(fused_launcher &l, K kernel, int threads, size_t 
 	/* B and C as fp16 once a batch, for every head's CTAs to read as they
 	 * are */
 	static mb_ws_slot bc16_slot;
-	const int64_t elems = axis[AX_B] * axis[AX_L] * axis[AX_N]; /* of B, and of C */
+	const int64_t elems = bc_elems(axis);
 	void *bc16 = NULL;
 	int rc = mb_ws_reserve(&bc16_slot, (size_t)(2 * elems) * sizeof(__half), &bc16);
 	if (rc != 0)

@@ -425,23 +425,25 @@ __device__ __forceinline__ void sw_state_fold(float (&st)[SW_ACC128], const floa
 /* Chunks ahead of the one a pass works on whose x rows it asks L2 for: the
  * loads of the next chunk's tiles, issued a chunk later, then find them
  * there. One bulk prefetch from one thread (a chunk of a sequence's x is
- * one run of Q * P bf16); the callers ask only for chunks inside the
- * pass. One H200, three passes each (reports/h200 run ssm-pf), B=4 NH=32
- * P=64 N=128 bf16: 1054.0-1054.7 against 1061.4-1068.1 us at L = 16384,
- * 265.2-265.5 against 268.0-268.2 at L = 4096; asking for B and C too
- * (shared by the heads of a batch, mostly in L2 already) 1056.5-1058.3,
- * three chunks ahead 1054.8-1056.3. The kernel stays latency-bound. */
+ * one run of Q * P bf16), for the chunk SW_PREFETCH_AHEAD after t0 when
+ * it lies before the pass's end. One H200, three passes each
+ * (reports/h200 run ssm-pf), B=4 NH=32 P=64 N=128 bf16: 1054.0-1054.7
+ * against 1061.4-1068.1 us at L = 16384, 265.2-265.5 against 268.0-268.2
+ * at L = 4096; asking for B and C too (shared by the heads of a batch,
+ * mostly in L2 already) 1056.5-1058.3, three chunks ahead 1054.8-1056.3.
+ * The kernel stays latency-bound. */
 #define SW_PREFETCH_AHEAD 2
 
-__device__ __forceinline__ void sw_prefetch_x(const fused_args &g, const fused_ctx &c, int t0)
+__device__ __forceinline__ void sw_prefetch_x(const fused_args &g, const fused_ctx &c, int t0, int end)
 {
+	t0 += SW_PREFETCH_AHEAD * TILE;
 #ifndef MB_SSM_EMU
-	if (threadIdx.x == 0)
+	if (threadIdx.x == 0 && t0 < end)
 		asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c.x(g) + (int64_t)t0 * g.p_dim),
 			"r"(min(TILE, g.seq - t0) * g.p_dim * (int)sizeof(__nv_bfloat16))
 			: "memory");
 #else
-	(void)g, (void)c, (void)t0;
+	(void)g, (void)c, (void)t0, (void)end;
 #endif
 }
 
@@ -498,8 +500,7 @@ __device__ __forceinline__ void sw_pass_states(const sw_cta &k, const fused_args
 		uint32_t xa[SW_K_STEPS_Q][4];
 		uint4 px[SW_X_VECS];
 
-		if (t0 + SW_PREFETCH_AHEAD * TILE < end)
-			sw_prefetch_x(g, c, t0 + SW_PREFETCH_AHEAD * TILE);
+		sw_prefetch_x(g, c, t0, end);
 		if (more) {
 			/* the next B into the buffer the previous chunk's product freed */
 			sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), c.bm16(g), g.seq, g.n_dim, t0 + TILE);
@@ -548,8 +549,7 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 		float sa[SW_ACC64], ya[SW_ACC64];
 		uint32_t ma[SW_K_STEPS_Q][4], xa[SW_K_STEPS_Q][4];
 
-		if (t0 + SW_PREFETCH_AHEAD * TILE < end)
-			sw_prefetch_x(g, c, t0 + SW_PREFETCH_AHEAD * TILE);
+		sw_prefetch_x(g, c, t0, end);
 		if (more) {
 			/* the next B and C, into the buffers the previous chunk's
 			 * products freed */

@@ -30,8 +30,9 @@
  * derives the tolerance from that. The cumulative log-decay is summed in
  * double and rounded once, so exp(cs_i - cs_j) is off by ~u |cs| rather
  * than the chunk length times that. dt and lambda use expf and log1pf as
- * the reference does; decays inside the products use __expf (its error is
- * far under the fp16 rounding they meet next).
+ * the reference does; the mask's decays are powers of 2 by ex2.approx
+ * (chunk_coefs) and the other decays inside the products __expf: their
+ * errors are far under the fp16 rounding they meet next.
  *
  * fused: two launches. The first converts B and C to fp16 once a batch
  * (mb_ssm_scan_bc16_kernel, into a workspace of 4 B L N bytes): every
@@ -126,6 +127,7 @@ enum { OUT_Y };
 #define SSM_P_MAX 64
 #define SSM_N_MAX 128
 #define SOFTPLUS_LINEAR_ABOVE 20.0f
+#define LOG2_E 1.4426950408889634 /* log2(e), for the mask's base-2 decays */
 
 #define THREADS 256
 #define WARPS (THREADS / MB_WARP_THREADS)
@@ -187,6 +189,15 @@ __device__ __forceinline__ void mma_f16(float (&d)[4], const uint32_t (&a)[4], u
 	    "{%0, %1, %2, %3};\n"
 		: "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
 		: "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+/* 2^x by the MUFU unit (ex2.approx: 2 ulp; subnormal results flush to 0,
+ * as __expf's do). */
+__device__ __forceinline__ float ex2_approx(float x)
+{
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
 }
 
 /* The kernel's dynamic shared memory. */
@@ -436,8 +447,8 @@ __device__ __forceinline__ void store_state_f16(__half *sg, const float (&acc)[2
 
 /* M[i][j] = fp16((C B^T)[i][j] L_ij) into sm (row stride ldm) for the
  * warp's tile of a chunk's [64][64]; cs, kappa and gamma of its steps. */
-__device__ __forceinline__ void store_masked(__half *sm, int ldm, const float (&acc)[2][2][4], const float *cs,
-	const float *kap, const float *gam, int warp, int lane)
+__device__ __forceinline__ void store_masked(__half *sm, int ldm, const float (&acc)[2][2][4], const float *cs2,
+	const float *ks2, const float *gam, int warp, int lane)
 {
 	const int r0 = (warp >> 2) * 32 + (lane >> 2), c0 = (warp & 3) * 16 + (lane & 3) * 2;
 #pragma unroll
@@ -445,14 +456,14 @@ __device__ __forceinline__ void store_masked(__half *sm, int ldm, const float (&
 #pragma unroll
 		for (int hr = 0; hr < 2; hr++) {
 			const int i = r0 + mt * 16 + hr * 8;
-			const float cs_i = cs[i];
+			const float cs2_i = cs2[i];
 #pragma unroll
 			for (int nt = 0; nt < 2; nt++) {
 				float v[2];
 #pragma unroll
 				for (int e = 0; e < 2; e++) {
 					const int j = c0 + nt * 8 + e;
-					const float l = j < i ? __expf(cs_i - cs[j]) * kap[j] : j == i ? gam[i] : 0.0f;
+					const float l = j < i ? ex2_approx(cs2_i - ks2[j]) : j == i ? gam[i] : 0.0f;
 					v[e] = acc[mt][nt][hr * 2 + e] * l;
 				}
 				*reinterpret_cast<__half2 *>(sm + i * ldm + c0 + nt * 8) = __floats2half2_rn(v[0], v[1]);
@@ -559,8 +570,11 @@ struct fused_plan {
  * each, B=4 NH=32 P=64 N=128 bf16), r = 0.15, 0.20, 0.25, 0.30, 0.35,
  * 0.45 took 1.120, 1.105, 1.093, 1.081, 1.068, 1.078 ms at L = 16384
  * and 279.1, 276.2, 273.4, 270.8, 268.1, 269.2 us at L = 4096: r = 7/20.
- * The mma.sync kernel was not measured again. */
-#define PHASE1_COST_NUM 7
+ * With the mask's decays in base 2 (chunk_coefs), a chunk of outputs
+ * costs less and r = 8/20 took 880.9-883.8 us against 887.7-889.9 at
+ * L = 16384 and 224.0-224.2 against 225.3-225.8 at L = 4096 (run ssm-ex,
+ * three passes each). The mma.sync kernel was not measured again. */
+#define PHASE1_COST_NUM 8
 #define PHASE1_COST_DEN 20
 /* A chained plan (3 or more segments) waits one state hand-over per
  * segment past the second, a few microseconds each, against segments of a
@@ -583,9 +597,24 @@ struct fused_plan {
 enum { SYNC_TICKET, SYNC_DONE, SYNC_EPOCH, SYNC_FLAGS };
 #define FLAG_POLL_NS 256
 
+/* The mask's decays in base 2, kappa folded into the exponent (kappa > 0:
+ * dt > 0, lambda in (0, 1)): L_ij = e^{cs_i - cs_j} kappa_j =
+ * 2^{cs2_i - ks2_j} below the diagonal, one subtraction and one ex2 an
+ * element where e^x took a multiply by log2(e), the ex2 and a multiply by
+ * kappa_j read from shared memory. Both are rounded once from double;
+ * against e^x, the exponent's error grows by log2(kappa_j)'s rounding
+ * (|log2 kappa| < 13 at the fills' dt), under 0.2 u16 of the result
+ * (src/reference/ssm_scan.c's budget for the decays). One H200, three
+ * passes each (reports/h200 run ssm-ex), B=4 NH=32 P=64 N=128 bf16,
+ * warpgroup kernel: 893.1-894.8 against 993.0-995.5 us at L = 16384,
+ * 225.9-226.2 against 249.9-250.6 at L = 4096; ncu counted 199.6 M warp
+ * instructions (with the whole-tile stores of sw_store_y) against 216.4 M
+ * (run ssm-bc). The mma.sync kernel, forced, one pass each: 1121.4 against
+ * 1102.4 us at L = 16384 (not the kernel an H100 or H200 runs; not looked
+ * into). */
 struct chunk_coefs {
-	float cs[TILE];   /* log-decay from the chunk's start */
-	float kap[TILE];  /* kappa */
+	float cs2[TILE];  /* cs_i log2(e), cs the log-decay from the chunk's start */
+	float ks2[TILE];  /* cs_j log2(e) - log2(kappa_j) */
 	float gam[TILE];  /* gamma */
 	float ecs[TILE];  /* e^{cs_i} */
 	float wdec[TILE]; /* e^{cs_last - cs_j} kappa_j */
@@ -762,10 +791,10 @@ __device__ __forceinline__ void disc_stage2(chunk_coefs &co, const disc_smem &s,
 	const float gam0 = lam0 * dt0, gam1 = lam1 * dt1;
 	const float kap0 = gam0 + (1.0f - lam1) * dt1, kap1 = gam1 + (1.0f - lam2) * dt2;
 
-	co.cs[i] = cs0;
-	co.cs[i + 1] = cs1;
-	co.kap[i] = kap0;
-	co.kap[i + 1] = kap1;
+	co.cs2[i] = (float)((incl - la1) * LOG2_E);
+	co.cs2[i + 1] = (float)(incl * LOG2_E);
+	co.ks2[i] = (float)((incl - la1) * LOG2_E - (double)log2f(kap0));
+	co.ks2[i + 1] = (float)(incl * LOG2_E - (double)log2f(kap1));
 	co.gam[i] = gam0;
 	co.gam[i + 1] = gam1;
 	co.ecs[i] = expf(cs0);
@@ -977,7 +1006,7 @@ __device__ __forceinline__ void pass_outputs(fused_smem &s, const fused_args &g,
 			disc_ahead(s.ds, raw, g, c, t0, end);
 		weight_x(s, cur);
 		chunk_cb_cg(acc_g, acc_y, s, cur, (g.n_dim + 15) / 16, c.warp(), c.lane());
-		store_masked(&s.m[0][0], LD_T, acc_g, s.co[cur].cs, s.co[cur].kap, s.co[cur].gam, c.warp(), c.lane());
+		store_masked(&s.m[0][0], LD_T, acc_g, s.co[cur].cs2, s.co[cur].ks2, s.co[cur].gam, c.warp(), c.lane());
 		scale_rows(acc_y, s.co[cur].ecs, c.warp(), c.lane());
 		__syncthreads();
 		uint4 px[X_VECS];

@@ -125,6 +125,15 @@
  *     it freed, x fetched a whole chunk before its staging (16 registers
  *     held across the chunk, 243 in all) gained 0.6-0.9%, with L2 asked
  *     three chunks ahead instead of two nothing (run ssm-xe): not kept.
+ *   - Done since: M's decays as 2^{cs2_i - ks2_j}, kappa folded into the
+ *     exponent (ssm_scan.cu's chunk_coefs): per element a subtraction,
+ *     an ex2 and S's product, where there were a multiply by log2(e) and
+ *     one by kappa_j (read from shared memory) besides; 10% off the
+ *     kernel, 893.1-894.8 against 993.0-995.5 us at L = 16384 (run
+ *     ssm-ex). With the whole-tile stores and phase 1 costed at 8/20 it
+ *     takes 880.9-883.8 us; ncu (source-ssm-ex-v2.txt): 199.6 M warp
+ *     instructions, the most executed FMUL (30.0 M: the state's and y's
+ *     decays, the weighted x, S's product), then IMAD, F2FP, ISETP, LDS.
  *
  * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
  * element through this kernel's index maps (ssm_scan_sm90_layout.h);
@@ -320,7 +329,7 @@ __device__ __forceinline__ void sw_mask(uint32_t (&ma)[SW_K_STEPS_Q][4], const f
 #pragma unroll
 			for (int h = 0; h < 2; h++) {
 				const int a = sw_acc_of_a(kk, r, h), i = gw_acc_row(q, lane, a), j = gw_acc_col(lane, a);
-				const float l = j < i ? __expf(co.cs[i] - co.cs[j]) * co.kap[j] : j == i ? co.gam[i] : 0.0f;
+				const float l = j < i ? ex2_approx(co.cs2[i] - co.ks2[j]) : j == i ? co.gam[i] : 0.0f;
 				v[h] = sa[a] * l;
 			}
 			ma[kk][r] = half2_bits(__floats2half2_rn(v[0], v[1]));
@@ -369,10 +378,19 @@ template <int R> __device__ __forceinline__ void sw_scale(float (&d)[R], float s
 		d[i] *= s;
 }
 
-/* y rows below `rows`, columns below p_dim, as bf16 (row stride p_dim). */
+/* y rows below `rows`, columns below p_dim, as bf16 (row stride p_dim).
+ * A whole tile (every row and column there) is stored without the tests:
+ * 887.7-889.9 against 893.1-894.8 us at L = 16384 (reports/h200 run
+ * ssm-ex, three passes each), 225.3-225.8 against 225.9-226.2 at 4096. */
 __device__ __forceinline__ void sw_store_y(__nv_bfloat16 *y, int64_t p_dim, const float (&d)[SW_ACC64], int rows, int q,
 	int lane)
 {
+	if (rows == TILE && p_dim == SW_P) {
+#pragma unroll
+		for (int i = 0; i < SW_ACC64; i += 2)
+			store_bf16x2(y + gw_acc_row(q, lane, i) * SW_P + gw_acc_col(lane, i), d[i], d[i + 1]);
+		return;
+	}
 #pragma unroll
 	for (int i = 0; i < SW_ACC64; i += 2) {
 		const int r = gw_acc_row(q, lane, i), col = gw_acc_col(lane, i);

@@ -608,6 +608,11 @@ inline float __expf(float x)
 	return expf(x);
 }
 
+inline float ex2_approx(float x)
+{
+	return exp2f(x);
+}
+
 inline int min(int a, int b)
 {
 	return a < b ? a : b;

@@ -134,6 +134,12 @@
  *     takes 880.9-883.8 us; ncu (source-ssm-ex-v2.txt): 199.6 M warp
  *     instructions, the most executed FMUL (30.0 M: the state's and y's
  *     decays, the weighted x, S's product), then IMAD, F2FP, ISETP, LDS.
+ *     Then (runs ssm-dc and ssm-mk): the wgmma descriptors moved on from
+ *     two a CTA (sw_desc_add: one add each where an encoding took four
+ *     uniform instructions; 871.4-872.2 against 878.5-879.6 us), S's
+ *     coefficients and the weights of x loaded in pairs (sw_mask), the
+ *     B and C copies of a whole tile without tests: 813.2-818.3 us at
+ *     L = 16384, 205.5-206.9 at 4096; 168.2 M warp instructions.
  *
  * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
  * element through this kernel's index maps (ssm_scan_sm90_layout.h);
@@ -307,6 +313,16 @@ __device__ __forceinline__ void sw_copy_rows(unsigned char *tile, const __half *
 	const int rows_left = min(TILE, seq - t0) - row0;
 	const __half *at = src + (int64_t)(t0 + row0) * cols + col;
 	unsigned char *dst = tile + sw_tile_offset(row0, col);
+	if (t0 + TILE <= seq && cols == MAXC) {
+		/* a whole tile: every copy valid, at offsets known here (run
+		 * ssm-mk: 817.6-818.3 against 822.3-823.2 us at L = 16384; before
+		 * the paired loads of sw_mask it was slower, 886.9-887.4 against
+		 * 871.4-872.2 in run ssm-dc) */
+#pragma unroll
+		for (int k = 0; k < vecs; k++)
+			sw_cp16(dst + k * sw_vec_step(MAXC), at + k * row_step * MAXC, true);
+		return;
+	}
 #pragma unroll
 	for (int k = 0; k < vecs; k++) {
 		const bool valid = k * row_step < rows_left;
@@ -317,7 +333,15 @@ __device__ __forceinline__ void sw_copy_rows(unsigned char *tile, const __half *
 /* ---- the per-chunk register work ------------------------------------------- */
 
 /* M = fp16(S o L) as the A fragments of M x (ssm_scan_sm90_layout.h:
- * sw_acc_of_a), from S's accumulators. */
+ * sw_acc_of_a), from S's accumulators. The two accumulators of an A
+ * register share a row and take adjacent columns, so their ks2 come in one
+ * 8-byte load, and cs2 and gamma once for both: with the paired loads of
+ * sw_weighted_xt, 168.2 M warp instructions instead of 199.6 M and 813.2-
+ * 813.9 us against 878.5-879.6 at L = 16384 (reports/h200 run ssm-dc, one
+ * H200, three passes each; 205.5-205.6 against 222.4-222.7 at L = 4096).
+ * Not kept (run ssm-mk): branching on the warp's place against the
+ * diagonal (every column below it where kk < q, M = 0 where kk > q, the
+ * tests only where kk = q): 842.1-842.8 against 817.6-818.3 us. */
 __device__ __forceinline__ void sw_mask(uint32_t (&ma)[SW_K_STEPS_Q][4], const float (&sa)[SW_ACC64],
 	const chunk_coefs &co, int q, int lane)
 {
@@ -325,14 +349,13 @@ __device__ __forceinline__ void sw_mask(uint32_t (&ma)[SW_K_STEPS_Q][4], const f
 	for (int kk = 0; kk < SW_K_STEPS_Q; kk++) {
 #pragma unroll
 		for (int r = 0; r < 4; r++) {
-			float v[2];
-#pragma unroll
-			for (int h = 0; h < 2; h++) {
-				const int a = sw_acc_of_a(kk, r, h), i = gw_acc_row(q, lane, a), j = gw_acc_col(lane, a);
-				const float l = j < i ? ex2_approx(co.cs2[i] - co.ks2[j]) : j == i ? co.gam[i] : 0.0f;
-				v[h] = sa[a] * l;
-			}
-			ma[kk][r] = half2_bits(__floats2half2_rn(v[0], v[1]));
+			/* accumulators a and a + 1: one row, columns j and j + 1 (j even) */
+			const int a = sw_acc_of_a(kk, r, 0), i = gw_acc_row(q, lane, a), j = gw_acc_col(lane, a);
+			const float2 ks = *reinterpret_cast<const float2 *>(&co.ks2[j]);
+			const float cs = co.cs2[i], gam = co.gam[i];
+			const float l0 = j < i ? ex2_approx(cs - ks.x) : j == i ? gam : 0.0f;
+			const float l1 = j + 1 < i ? ex2_approx(cs - ks.y) : j + 1 == i ? gam : 0.0f;
+			ma[kk][r] = half2_bits(__floats2half2_rn(sa[a] * l0, sa[a + 1] * l1));
 		}
 	}
 }
@@ -348,9 +371,9 @@ __device__ __forceinline__ void sw_weighted_xt(uint32_t (&xa)[SW_K_STEPS_Q][4], 
 		gg_ldmatrix_x4_trans(xa[kk], at + sw_xt_ldsm_step(kk));
 #pragma unroll
 		for (int r = 0; r < 4; r++) {
-			const int j = sw_a_col(lane, kk, r, 0);
-			const float2 f = half2_bits_f2(xa[kk][r]);
-			xa[kk][r] = half2_bits(__floats2half2_rn(f.x * co.wdec[j], f.y * co.wdec[j + 1]));
+			const int j = sw_a_col(lane, kk, r, 0); /* even */
+			const float2 f = half2_bits_f2(xa[kk][r]), w = *reinterpret_cast<const float2 *>(&co.wdec[j]);
+			xa[kk][r] = half2_bits(__floats2half2_rn(f.x * w.x, f.y * w.y));
 		}
 	}
 }
@@ -468,9 +491,20 @@ __device__ __forceinline__ void sw_prefetch_x(const fused_args &g, const fused_c
 struct sw_cta {
 	unsigned char *tiles; /* generic address of the tiles */
 	uint32_t base;        /* their shared address */
+	uint64_t dk, dm;      /* K-major and MN-major descriptors of that address */
 	sw_side *side;
 	__device__ __forceinline__ int q() const { return threadIdx.x / MB_WARP_THREADS; }
 	__device__ __forceinline__ int lane() const { return threadIdx.x % MB_WARP_THREADS; }
+	/* k16 step kk of the tile at byte offset off, as an operand of either
+	 * major (sw_desc_add: the tile's descriptor once, then one add a step) */
+	__device__ __forceinline__ uint64_t kmajor(uint32_t off, int kk) const
+	{
+		return sw_desc_add(sw_desc_add(dk, off), sw_kmajor_step(kk));
+	}
+	__device__ __forceinline__ uint64_t mnmajor(uint32_t off, int kk) const
+	{
+		return sw_desc_add(sw_desc_add(dm, off), sw_mnmajor_step(kk));
+	}
 };
 
 /* Chunk 0 of [begin, end) into buffer 0 (C too when with_c) and its
@@ -533,7 +567,7 @@ __device__ __forceinline__ void sw_pass_states(const sw_cta &k, const fused_args
 		gw_wgmma_fence();
 #pragma unroll
 		for (int kk = 0; kk < SW_K_STEPS_Q; kk++)
-			sw_mma_rs_n128(st, xa[kk], sw_desc_mnmajor(k.base + SW_OFF_B(cur), kk));
+			sw_mma_rs_n128(st, xa[kk], k.mnmajor(SW_OFF_B(cur), kk));
 		gw_wgmma_commit();
 		__syncthreads();
 		if (more) {
@@ -563,7 +597,7 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 	sw_prologue(k, raw, g, c, begin, end, true);
 	for (int t0 = begin, cur = 0; t0 < end; t0 += TILE, cur ^= 1) {
 		const bool more = t0 + TILE < end;
-		const uint32_t c_tile = k.base + SW_OFF_C(cur), b_tile = k.base + SW_OFF_B(cur);
+		const uint32_t c_off = SW_OFF_C(cur), b_off = SW_OFF_B(cur);
 		float sa[SW_ACC64], ya[SW_ACC64];
 		uint32_t ma[SW_K_STEPS_Q][4], xa[SW_K_STEPS_Q][4];
 
@@ -579,11 +613,11 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 		gw_wgmma_fence();
 #pragma unroll
 		for (int kk = 0; kk < SW_K_STEPS_N; kk++)
-			sw_mma_ss_n64(sa, sw_desc_kmajor(c_tile, kk), sw_desc_kmajor(b_tile, kk), kk > 0);
+			sw_mma_ss_n64(sa, k.kmajor(c_off, kk), k.kmajor(b_off, kk), kk > 0);
 		gw_wgmma_commit();
 #pragma unroll
 		for (int kk = 0; kk < SW_K_STEPS_N; kk++)
-			sw_mma_ss_n64(ya, sw_desc_kmajor(c_tile, kk), sw_desc_kmajor(k.base + SW_OFF_G16, kk), kk > 0);
+			sw_mma_ss_n64(ya, k.kmajor(c_off, kk), k.kmajor(SW_OFF_G16, kk), kk > 0);
 		gw_wgmma_commit();
 		if (more) {
 			/* the next x, into the buffer the previous chunk freed */
@@ -612,10 +646,10 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 		gw_wgmma_fence();
 #pragma unroll
 		for (int kk = 0; kk < SW_K_STEPS_Q; kk++)
-			sw_mma_rs_n64(ya, ma[kk], sw_desc_mnmajor(k.base + SW_OFF_X(cur), kk));
+			sw_mma_rs_n64(ya, ma[kk], k.mnmajor(SW_OFF_X(cur), kk));
 #pragma unroll
 		for (int kk = 0; kk < SW_K_STEPS_Q; kk++)
-			sw_mma_rs_n128(st, xa[kk], sw_desc_mnmajor(b_tile, kk));
+			sw_mma_rs_n128(st, xa[kk], k.mnmajor(b_off, kk));
 		gw_wgmma_commit();
 		if (more && c.warp() == DISC_STAGE2_WARP)
 			disc_stage2(s.co[cur ^ 1], s.ds, c.lane());
@@ -675,6 +709,8 @@ __global__ void __launch_bounds__(SW_THREADS, SW_CTAS_PER_SM) mb_ssm_scan_fused_
 	sw_cta k;
 	k.tiles = sw_tiles();
 	k.base = smem_u32(k.tiles);
+	k.dk = sw_desc_kmajor(k.base, 0);
+	k.dm = sw_desc_mnmajor(k.base, 0);
 	k.side = reinterpret_cast<sw_side *>(k.tiles + SW_TILE_BYTES);
 	fused_cta_run(sw_cta_run{k, g}, g, k.side->item, k.side->tag);
 #else

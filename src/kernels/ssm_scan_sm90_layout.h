@@ -87,18 +87,45 @@ SW_FN uint32_t sw_tile_offset(int row, int col)
 	return gw_b_offset(row, col);
 }
 
-/* K-major operand (rows m or n, k = the tile's columns, K = 128): k16
- * step kk. */
-SW_FN uint64_t sw_desc_kmajor(uint32_t tile, int kk)
+/* Where k16 step kk of a K-major operand (rows m or n, k = the tile's
+ * columns, K = 128) starts, from the tile's start. */
+SW_FN uint32_t sw_kmajor_step(int kk)
 {
 	const uint32_t box = (uint32_t)(kk / (SW_BOX_COLS / SW_MMA_K)), in_row = (uint32_t)(kk % (SW_BOX_COLS / SW_MMA_K));
-	return gw_desc_encode(tile + box * SW_BOX_BYTES + in_row * GW_MMA_K_A_BYTES, GW_A_LBO_BYTES, GW_A_SBO_BYTES);
+	return box * SW_BOX_BYTES + in_row * GW_MMA_K_A_BYTES;
 }
 
-/* MN-major operand (k = the tile's rows, n = its columns): k16 step kk. */
+/* K-major operand: k16 step kk. */
+SW_FN uint64_t sw_desc_kmajor(uint32_t tile, int kk)
+{
+	return gw_desc_encode(tile + sw_kmajor_step(kk), GW_A_LBO_BYTES, GW_A_SBO_BYTES);
+}
+
+/* Where k16 step kk of an MN-major operand (k = the tile's rows, n = its
+ * columns) starts. */
+SW_FN uint32_t sw_mnmajor_step(int kk)
+{
+	return (uint32_t)kk * GW_MMA_K_B_BYTES;
+}
+
+/* MN-major operand: k16 step kk. */
 SW_FN uint64_t sw_desc_mnmajor(uint32_t tile, int kk)
 {
 	return gw_desc_b(tile, kk);
+}
+
+/* The descriptor of an operand `bytes` further on in shared memory: the
+ * start-address field (the address / 16, the low bits) moved on, the
+ * rest as it was. Equal to encoding the new address anew while that stays
+ * below 2^18 (shared memory is 228 KB; the field has 14 bits) and bytes is
+ * a multiple of 16 (tests/unit/test_ssm_scan_sm90.c), at one 32-bit add
+ * where an encoding masks, shifts and merges: the kernel forms two
+ * descriptors a CTA and moves them on for each of its 40 a chunk
+ * (reports/h200 run ssm-dc: 871.4-872.2 against 878.5-879.6 us at
+ * L = 16384, one H200, three passes each). */
+SW_FN uint64_t sw_desc_add(uint64_t desc, uint32_t bytes)
+{
+	return (desc & ~(uint64_t)0xffffffffu) | (uint32_t)((uint32_t)desc + (bytes >> 4));
 }
 
 /* The accumulator register that k-step kk's A register r, half h takes

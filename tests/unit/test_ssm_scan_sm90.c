@@ -108,6 +108,21 @@ static void descriptor_fields(void)
 		CHECK(f.layout == 1 && f.base_offset == 0 && f.sbo == 1024 && f.lbo == SW_BOX_BYTES);
 		CHECK(f.start == SW_OFF_B(1) + (uint32_t)(kk * 2048) && ((f.start >> 7) & 7) == 0);
 	}
+	/* moving a CTA's two descriptors on (sw_desc_add) encodes what
+	 * encoding each operand's address anew does, for every tile, step and
+	 * 1024-aligned base two CTAs an SM can have */
+	const uint32_t tiles[] = {SW_OFF_C(0), SW_OFF_C(1), SW_OFF_B(0), SW_OFF_B(1), SW_OFF_X(0), SW_OFF_X(1), SW_OFF_G16};
+	int moved = 0;
+	for (uint32_t base = 0; base + SW_TILE_BYTES <= 228u * 1024u; base += SW_SMEM_ALIGN) {
+		const uint64_t dk = sw_desc_kmajor(base, 0), dm = sw_desc_mnmajor(base, 0);
+		for (size_t t = 0; t < sizeof(tiles) / sizeof(tiles[0]); t++) {
+			for (int kk = 0; kk < SW_K_STEPS_N; kk++)
+				moved += sw_desc_add(dk, tiles[t] + sw_kmajor_step(kk)) == sw_desc_kmajor(base + tiles[t], kk);
+			for (int kk = 0; kk < SW_K_STEPS_Q; kk++)
+				moved += sw_desc_add(dm, tiles[t] + sw_mnmajor_step(kk)) == sw_desc_mnmajor(base + tiles[t], kk);
+		}
+	}
+	CHECK(moved == ((228 * 1024 - SW_TILE_BYTES) / SW_SMEM_ALIGN + 1) * 7 * (SW_K_STEPS_N + SW_K_STEPS_Q));
 }
 
 /* The A-from-registers map is a bijection onto each k-step's 64 x 16, and

@@ -140,6 +140,14 @@
  *     coefficients and the weights of x loaded in pairs (sw_mask), the
  *     B and C copies of a whole tile without tests: 813.2-818.3 us at
  *     L = 16384, 205.5-206.9 at 4096; 168.2 M warp instructions.
+ *   - Not kept (branch exp/ssm-reverse-phase1, run ssm-rv): phase 1
+ *     taking its chunks last to first, each step weighted by its decay
+ *     to the segment's end, so that the state's products only add up (no
+ *     64 decays of the accumulators a chunk) and a chunk's weighted x
+ *     forms while the previous product runs: 165.7 M warp instructions,
+ *     813.6-814.8 against 816.6-817.9 us at L = 16384 (0.4%), and phase
+ *     1 costed at 6/20 or 5/20 slower than at 8/20. The time is segment
+ *     0's chain of output chunks, which phase 1 does not shorten.
  *
  * Tests without a GPU: tests/unit/test_ssm_scan_sm90.c follows each
  * element through this kernel's index maps (ssm_scan_sm90_layout.h);

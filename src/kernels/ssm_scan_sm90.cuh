@@ -25,9 +25,9 @@
  *   4. y to global memory (bf16), the state to g16 (fp16, stmatrix) for the
  *      next chunk's C g_in.
  * The next chunk's B and C (fp16 already: ssm_scan.cu's first launch)
- * are copied into the other buffer of their tiles by cp.async at the
- * chunk's start (the previous chunk's products freed them) and waited for
- * at its end; its x comes from global memory while (1) runs and is
+ * are copied into the other buffer of their tiles by cp.async once (1) is
+ * issued (the previous chunk's products freed them) and waited for at the
+ * chunk's end; its x comes from global memory while (1) runs and is
  * converted into its tile before (1)'s wait; two
  * barriers a chunk (one warpgroup: 128 threads): after (1) has retired in
  * every warp (C and g16 free) and at the chunk's end (the next tiles and
@@ -140,6 +140,9 @@
  *     coefficients and the weights of x loaded in pairs (sw_mask), the
  *     B and C copies of a whole tile without tests: 813.2-818.3 us at
  *     L = 16384, 205.5-206.9 at 4096; 168.2 M warp instructions.
+ *     Then the next chunk's copies, x and stage 1 issued after (1) rather
+ *     than before it (run ssm-or): 783.8-783.9 us at L = 16384, 199.1-
+ *     199.2 at 4096.
  *   - Not kept (branch exp/ssm-reverse-phase1, run ssm-rv): phase 1
  *     taking its chunks last to first, each step weighted by its decay
  *     to the segment's end, so that the state's products only add up (no
@@ -609,14 +612,6 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 		float sa[SW_ACC64], ya[SW_ACC64];
 		uint32_t ma[SW_K_STEPS_Q][4], xa[SW_K_STEPS_Q][4];
 
-		sw_prefetch_x(g, c, t0, end);
-		if (more) {
-			/* the next B and C, into the buffers the previous chunk's
-			 * products freed */
-			sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), c.bm16(g), g.seq, g.n_dim, t0 + TILE);
-			sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_C(cur ^ 1), c.cm16(g), g.seq, g.n_dim, t0 + TILE);
-			disc_ahead(s.ds, raw, g, c, t0, end);
-		}
 		/* 1: S = C B^T and C g_in, a group each */
 		gw_wgmma_fence();
 #pragma unroll
@@ -627,10 +622,23 @@ __device__ __forceinline__ void sw_pass_outputs(const sw_cta &k, const fused_arg
 		for (int kk = 0; kk < SW_K_STEPS_N; kk++)
 			sw_mma_ss_n64(ya, k.kmajor(c_off, kk), k.kmajor(SW_OFF_G16, kk), kk > 0);
 		gw_wgmma_commit();
+		sw_prefetch_x(g, c, t0, end);
 		if (more) {
-			/* the next x, into the buffer the previous chunk freed */
+			/* the next B and C, into the buffers the previous chunk's
+			 * products freed, its x into the buffer the previous chunk
+			 * freed, and its stage 1: after (1) is issued, so that no
+			 * warp's share of this work (the discretising warps' most)
+			 * holds the warpgroup's products back. Before (1), as it
+			 * was: 812.9-815.1 against 783.8-783.9 us at L = 16384,
+			 * 206.0-206.2 against 199.1-199.2 at 4096 (reports/h200 run
+			 * ssm-or, three passes each); the same order in phase 1 was
+			 * slower (826.1-829.5), and x fetched before (1) slower
+			 * still (830.8-833.6). */
+			sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_B(cur ^ 1), c.bm16(g), g.seq, g.n_dim, t0 + TILE);
+			sw_copy_rows<SSM_N_MAX>(k.tiles + SW_OFF_C(cur ^ 1), c.cm16(g), g.seq, g.n_dim, t0 + TILE);
 			uint4 px[SW_X_VECS];
 			fetch_rows<SSM_P_MAX, SW_X_VECS, SW_THREADS>(px, c.x(g), g.seq, g.p_dim, t0 + TILE);
+			disc_ahead(s.ds, raw, g, c, t0, end);
 			sw_stage<SSM_P_MAX>(k.tiles + SW_OFF_X(cur ^ 1), px, g.p_dim);
 		}
 		/* 2: M while C g_in runs, then the decays */

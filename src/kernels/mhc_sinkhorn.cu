@@ -564,10 +564,29 @@ static int fused_launch(cudaStream_t stream, const int64_t *axis, const void *co
  * W = 4096 (run mhc-p; 10, 12 and 14 rows 997-1043 us). The fused kernel
  * keeps every row: it is slower with any of these (the loads section). */
 #define MHC_FB_KEPT_ROWS(T, N) (sizeof(T) == 4 ? 8 : (N) * (N))
-template <typename T, int N, int VEC, int VPT>
+/* WIDTH: 0, or the launch's width where it is exactly VPT vectors of every
+ * thread (W = 4096 in bf16 and fp16): the rows' strides are constants, as
+ * a compiling framework that specialises to the shapes it sees has them,
+ * and P's rows and x's streams load at immediate offsets from one address
+ * a thread. bf16 at W = 4096 (reports/h200 run mhc-s, one H200, three
+ * passes each): 496.0-496.5 against 516.2-516.6 us at T = 16384, 156.6-
+ * 156.7 against 161.4-161.5 at T = 4096, a stronger baseline; in fp32
+ * slower (947.6-952.0 against 914.2-916.7 at T = 16384), so not there.
+ * The fused kernel with the same was slower in both (run mhc-s: 369.2-
+ * 370.7 against 317.2-317.8 us in bf16, 891.9-892.4 against 706.2-707.5
+ * in fp32; 181.1 M warp instructions against 213.6 M, but 40% of its
+ * stall samples on long scoreboards and twice the local-memory traffic). */
+template <typename T, int N, int VEC, int VPT, int WIDTH = 0>
 __global__ void __launch_bounds__(MHC_FB_THREADS, MHC_FB_MIN_BLOCKS(VPT)) mb_mhc_sinkhorn_fb_project_kernel(
 	const T *__restrict__ x, const T *__restrict__ p, float *__restrict__ m, int width)
 {
+	static_assert(WIDTH == 0 || WIDTH == VPT * VEC * MHC_FB_THREADS, "an exact width or none");
+	if constexpr (WIDTH > 0) {
+		width = WIDTH;
+#ifndef MB_MHC_EMU
+		__builtin_assume(threadIdx.x < MHC_FB_THREADS);
+#endif
+	}
 	__shared__ float red[MHC_FB_THREADS / MB_WARP_THREADS][N * N];
 	mb_packed<T, VEC> xs[N][VPT];
 	const int64_t t = blockIdx.x;
@@ -666,7 +685,7 @@ static mb_ws_slot ws_m;
 template <typename T, int N, int VEC, int VPT>
 static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	static bool carveout;
+	static bool carveout, carveout_exact;
 	const int64_t tokens = axis[AX_T], iters = axis[AX_I];
 	const int width = (int)axis[AX_W];
 	const int64_t rows = tokens * N, items = tokens * (width / VEC);
@@ -680,9 +699,21 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 		return (int)cudaErrorInvalidValue;
 	if ((rc = mb_ws_reserve(&ws_m, (size_t)tokens * N * N * sizeof(float), &m)) != 0)
 		return rc;
-	prefer_l1(mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT>, &carveout);
-	mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT><<<(unsigned)tokens, MHC_FB_THREADS, 0, stream>>>(
-		(const T *)in[IN_X], (const T *)in[IN_P], (float *)m, width);
+	bool exact_width = false;
+	if constexpr (sizeof(T) == 2) {
+		constexpr int exact = VPT * VEC * MHC_FB_THREADS;
+		if ((exact_width = width == exact)) {
+			prefer_l1(mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT, exact>, &carveout_exact);
+			mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT, exact>
+				<<<(unsigned)tokens, MHC_FB_THREADS, 0, stream>>>((const T *)in[IN_X], (const T *)in[IN_P],
+					(float *)m, width);
+		}
+	}
+	if (!exact_width) {
+		prefer_l1(mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT>, &carveout);
+		mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT><<<(unsigned)tokens, MHC_FB_THREADS, 0, stream>>>(
+			(const T *)in[IN_X], (const T *)in[IN_P], (float *)m, width);
+	}
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
 	for (int64_t it = 0; it < iters; it++) {

@@ -142,7 +142,11 @@
  *     L = 16384, 205.5-206.9 at 4096; 168.2 M warp instructions.
  *     Then the next chunk's copies, x and stage 1 issued after (1) rather
  *     than before it (run ssm-or): 783.8-783.9 us at L = 16384, 199.1-
- *     199.2 at 4096.
+ *     199.2 at 4096. In the whole-suite run ah: 779.8 and 198.0 us, 255
+ *     registers a thread (two CTAs an SM still), 168.1 M warp
+ *     instructions; stall samples at barriers 25%, fixed-latency waits
+ *     22%, long scoreboards 17% (source-ssm-ah.txt): latency-bound as
+ *     before, at 0.78 ms against the 0.45 ms target.
  *   - Not kept (branch exp/ssm-reverse-phase1, run ssm-rv): phase 1
  *     taking its chunks last to first, each step weighted by its decay
  *     to the segment's end, so that the state's products only add up (no

@@ -146,7 +146,10 @@
  *     registers a thread (two CTAs an SM still), 168.1 M warp
  *     instructions; stall samples at barriers 25%, fixed-latency waits
  *     22%, long scoreboards 17% (source-ssm-ah.txt): latency-bound as
- *     before, at 0.78 ms against the 0.45 ms target.
+ *     before, at 0.78 ms against the 0.45 ms target. Not kept (run
+ *     ssm-sc): the state's 64 decays moved to run while (1) does (784.2-
+ *     785.2 against 783.7-784.5 us), and the weighted x there too (809.4-
+ *     810.3: its 16 registers live across the mask).
  *   - Not kept (branch exp/ssm-reverse-phase1, run ssm-rv): phase 1
  *     taking its chunks last to first, each step weighted by its decay
  *     to the segment's end, so that the state's products only add up (no

@@ -30,9 +30,10 @@
  * derives the tolerance from that. The cumulative log-decay is summed in
  * double and rounded once, so exp(cs_i - cs_j) is off by ~u |cs| rather
  * than the chunk length times that. dt and lambda use expf and log1pf as
- * the reference does; the mask's decays are powers of 2 by ex2.approx
- * (chunk_coefs) and the other decays inside the products __expf: their
- * errors are far under the fp16 rounding they meet next.
+ * the reference does; the fused kernels' decays are powers of 2 by
+ * ex2.approx of base-2 exponents formed in double (chunk_coefs,
+ * disc_stage2), the fallback's __expf: their errors are far under the
+ * fp16 rounding they meet next.
  *
  * fused: two launches. The first converts B and C to fp16 once a batch
  * (mb_ssm_scan_bc16_kernel, into a workspace of 4 B L N bytes): every
@@ -197,6 +198,15 @@ __device__ __forceinline__ float ex2_approx(float x)
 {
 	float y;
 	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+
+/* log2 by the MUFU unit (lg2.approx: an absolute error about 2^-22 in the
+ * result; lg2(0) = -inf). */
+__device__ __forceinline__ float lg2_approx(float x)
+{
+	float y;
+	asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
 	return y;
 }
 
@@ -787,22 +797,31 @@ __device__ __forceinline__ void disc_stage2(chunk_coefs &co, const disc_smem &s,
 	const double la1 = (double)s.la[i + 1];
 	const double incl = warp_inclusive_sum((double)s.la[i] + la1, lane);
 	const double last = __shfl_sync(0xffffffffu, incl, MB_WARP_THREADS - 1);
-	const float cs1 = (float)incl, cs0 = (float)(incl - la1), cs_last = (float)last;
+	/* The log-decays in base 2, in double, each rounded once, and every
+	 * decay an ex2.approx of one (2 ulp; the relative error u |x| of the
+	 * rounded exponent, as the mask's), log2(kappa) an lg2.approx (about
+	 * 2^-22 absolute: 2^-22 ln 2 relative in the decay). One warp runs
+	 * this while the state's product of the chunk before runs, and the
+	 * chunk's end waits for it: with expf and log2f of float arguments it
+	 * held that end back, 779.0-782.6 against 751.2-753.4 us at L = 16384
+	 * and 197.6-199.0 against 190.4-191.6 at 4096 (reports/h200 run ssm-s2,
+	 * one H200, three passes each). */
+	const double c0 = (incl - la1) * LOG2_E, c1 = incl * LOG2_E, cl = last * LOG2_E;
 	const float gam0 = lam0 * dt0, gam1 = lam1 * dt1;
 	const float kap0 = gam0 + (1.0f - lam1) * dt1, kap1 = gam1 + (1.0f - lam2) * dt2;
 
-	co.cs2[i] = (float)((incl - la1) * LOG2_E);
-	co.cs2[i + 1] = (float)(incl * LOG2_E);
-	co.ks2[i] = (float)((incl - la1) * LOG2_E - (double)log2f(kap0));
-	co.ks2[i + 1] = (float)(incl * LOG2_E - (double)log2f(kap1));
+	co.cs2[i] = (float)c0;
+	co.cs2[i + 1] = (float)c1;
+	co.ks2[i] = (float)(c0 - (double)lg2_approx(kap0));
+	co.ks2[i + 1] = (float)(c1 - (double)lg2_approx(kap1));
 	co.gam[i] = gam0;
 	co.gam[i + 1] = gam1;
-	co.ecs[i] = expf(cs0);
-	co.ecs[i + 1] = expf(cs1);
-	co.wdec[i] = expf(cs_last - cs0) * kap0;
-	co.wdec[i + 1] = expf(cs_last - cs1) * kap1;
+	co.ecs[i] = ex2_approx((float)c0);
+	co.ecs[i + 1] = ex2_approx((float)c1);
+	co.wdec[i] = ex2_approx((float)(cl - c0)) * kap0;
+	co.wdec[i + 1] = ex2_approx((float)(cl - c1)) * kap1;
 	if (lane == 0) {
-		co.dtot = expf(cs_last);
+		co.dtot = ex2_approx((float)cl);
 		co.cs_last = last;
 	}
 }

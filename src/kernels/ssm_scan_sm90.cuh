@@ -149,7 +149,11 @@
  *     before, at 0.78 ms against the 0.45 ms target. Not kept (run
  *     ssm-sc): the state's 64 decays moved to run while (1) does (784.2-
  *     785.2 against 783.7-784.5 us), and the weighted x there too (809.4-
- *     810.3: its 16 registers live across the mask).
+ *     810.3: its 16 registers live across the mask). Then (run ssm-s2)
+ *     the discretisation's stage 2, which the chunk's end waits for on
+ *     one warp, in base 2 with MUFU's ex2 and lg2 (ssm_scan.cu's
+ *     disc_stage2): 751.2-753.4 us against 779.0-782.6 at L = 16384,
+ *     190.4-191.6 against 197.6-199.0 at 4096.
  *   - Not kept (branch exp/ssm-reverse-phase1, run ssm-rv): phase 1
  *     taking its chunks last to first, each step weighted by its decay
  *     to the segment's end, so that the state's products only add up (no

@@ -384,8 +384,9 @@ static uint64_t ssm_flops(const int64_t *a)
  * 16 * 0.47 = 0.47 u16 at the fallback's 256-step chunk (less in the fused
  * kernel's 64, where its mask's decays are 2^{cs_i log2 e - (cs_j log2 e -
  * log2 kappa_j)}, each term rounded once: u (|cs_i| + |cs_j| + |cs_i - cs_j|
- * + 27) <= 0.18 u16, the 27 from |log2 kappa| < 13), and by __expf's (or
- * ex2.approx's) 2 ulp: 4 u16 with margin. The fp32
+ * + 27) <= 0.18 u16, the 27 from |log2 kappa| < 13, and log2 kappa's
+ * lg2.approx 2^-22 absolute, 0.0004 u16), and by __expf's (or ex2.approx's)
+ * 2 ulp: 4 u16 with margin. The fp32
  * reference's own error (below) is under 0.01 u16 of y_rms, and the
  * GPU's fp32 accumulation as small. bf16 storage of y adds half an ulp,
  * 2^-8 relative:

@@ -613,6 +613,11 @@ inline float ex2_approx(float x)
 	return exp2f(x);
 }
 
+inline float lg2_approx(float x)
+{
+	return log2f(x);
+}
+
 inline int min(int a, int b)
 {
 	return a < b ? a : b;

@@ -128,7 +128,7 @@ enum { OUT_Y };
 #define SSM_P_MAX 64
 #define SSM_N_MAX 128
 #define SOFTPLUS_LINEAR_ABOVE 20.0f
-#define LOG2_E 1.4426950408889634 /* log2(e), for the mask's base-2 decays */
+#define LOG2_E 1.4426950408889634 /* log2(e), for the decays in base 2 (disc_stage2) */
 
 #define THREADS 256
 #define WARPS (THREADS / MB_WARP_THREADS)
@@ -456,7 +456,8 @@ __device__ __forceinline__ void store_state_f16(__half *sg, const float (&acc)[2
 }
 
 /* M[i][j] = fp16((C B^T)[i][j] L_ij) into sm (row stride ldm) for the
- * warp's tile of a chunk's [64][64]; cs, kappa and gamma of its steps. */
+ * warp's tile of a chunk's [64][64]; cs2, ks2 and gamma of its steps
+ * (chunk_coefs). */
 __device__ __forceinline__ void store_masked(__half *sm, int ldm, const float (&acc)[2][2][4], const float *cs2,
 	const float *ks2, const float *gam, int warp, int lane)
 {

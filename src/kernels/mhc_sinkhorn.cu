@@ -682,10 +682,22 @@ __global__ void __launch_bounds__(MB_FLAT_THREADS) mb_mhc_sinkhorn_fb_mix_kernel
 #ifndef MB_MHC_EMU
 static mb_ws_slot ws_m;
 
+/* The projection, one block a token, at WIDTH (0: the width as given). */
+template <typename T, int N, int VEC, int VPT, int WIDTH>
+static void fb_project_launch(cudaStream_t stream, int64_t tokens, const void *const *in, float *m, int width)
+{
+	static bool carveout;
+
+	prefer_l1(mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT, WIDTH>, &carveout);
+	mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT, WIDTH><<<(unsigned)tokens, MHC_FB_THREADS, 0, stream>>>(
+		(const T *)in[IN_X], (const T *)in[IN_P], m, width);
+}
+
 template <typename T, int N, int VEC, int VPT>
 static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void *const *in, void *const *out)
 {
-	static bool carveout, carveout_exact;
+	/* the exact-width projection in bf16 and fp16 only (the kernel's notes) */
+	constexpr int exact = sizeof(T) == 2 ? VPT * VEC * MHC_FB_THREADS : 0;
 	const int64_t tokens = axis[AX_T], iters = axis[AX_I];
 	const int width = (int)axis[AX_W];
 	const int64_t rows = tokens * N, items = tokens * (width / VEC);
@@ -699,21 +711,10 @@ static int fallback_launch(cudaStream_t stream, const int64_t *axis, const void 
 		return (int)cudaErrorInvalidValue;
 	if ((rc = mb_ws_reserve(&ws_m, (size_t)tokens * N * N * sizeof(float), &m)) != 0)
 		return rc;
-	bool exact_width = false;
-	if constexpr (sizeof(T) == 2) {
-		constexpr int exact = VPT * VEC * MHC_FB_THREADS;
-		if ((exact_width = width == exact)) {
-			prefer_l1(mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT, exact>, &carveout_exact);
-			mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT, exact>
-				<<<(unsigned)tokens, MHC_FB_THREADS, 0, stream>>>((const T *)in[IN_X], (const T *)in[IN_P],
-					(float *)m, width);
-		}
-	}
-	if (!exact_width) {
-		prefer_l1(mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT>, &carveout);
-		mb_mhc_sinkhorn_fb_project_kernel<T, N, VEC, VPT><<<(unsigned)tokens, MHC_FB_THREADS, 0, stream>>>(
-			(const T *)in[IN_X], (const T *)in[IN_P], (float *)m, width);
-	}
+	if (exact > 0 && width == exact)
+		fb_project_launch<T, N, VEC, VPT, exact>(stream, tokens, in, (float *)m, width);
+	else
+		fb_project_launch<T, N, VEC, VPT, 0>(stream, tokens, in, (float *)m, width);
 	if ((ce = cudaGetLastError()) != cudaSuccess)
 		return (int)ce;
 	for (int64_t it = 0; it < iters; it++) {
